@@ -1,0 +1,143 @@
+//! Accounts (API mode): creation and key verification.
+
+use axum::Json;
+use axum::extract::State;
+use http::HeaderMap;
+use serde::{Deserialize, Serialize};
+use utoipa::ToSchema;
+
+use super::{BodyErrors, MAX_DESCRIPTION_LEN, MAX_EMAIL_LEN, MAX_NAME_LEN, ServerErrors, check_text};
+use crate::error::{ApiError, ErrorBody};
+use crate::http::AppState;
+use crate::http::extract::{JsonBody, presented_key};
+use crate::secrets::ApiSecret;
+use crate::store::{NewAccount, ResolvedKey};
+use crate::wallet::account_wallet_address;
+
+#[derive(Debug, Deserialize, ToSchema)]
+pub struct NewAccountRequest {
+    /// The account's name (1 to 256 bytes).
+    #[schema(example = "my-app")]
+    pub account_name: String,
+    #[serde(default)]
+    pub account_description: Option<String>,
+    /// Forwarded to the payment processor.
+    #[serde(default)]
+    pub email: Option<String>,
+}
+
+#[derive(Debug, Serialize, Deserialize, ToSchema)]
+pub struct NewAccountResponse {
+    /// The account key: standard base64 of 32 random bytes. Shown once; only its hash
+    /// is stored.
+    pub api_key: String,
+    /// The account's wallet (EIP-55).
+    #[schema(example = "0x16991520B73a80fd1221d66229A9C1c93D9792c8")]
+    pub wallet_address: String,
+}
+
+/// Creates an API-mode account and returns its account key, once.
+#[utoipa::path(
+    post,
+    path = "/new_account",
+    tag = "accounts",
+    request_body = NewAccountRequest,
+    responses(
+        (status = 200, description = "The account was created", body = NewAccountResponse),
+        BodyErrors,
+        ServerErrors,
+    )
+)]
+pub async fn new_account(
+    State(state): State<AppState>,
+    JsonBody(req): JsonBody<NewAccountRequest>,
+) -> Result<Json<NewAccountResponse>, ApiError> {
+    let name = req.account_name.trim().to_owned();
+    if name.is_empty() {
+        return Err(ApiError::bad_request("`account_name` must not be empty"));
+    }
+    check_text("account_name", &name, MAX_NAME_LEN)?;
+    let description = req.account_description.unwrap_or_default();
+    check_text("account_description", &description, MAX_DESCRIPTION_LEN)?;
+    let email = match req.email.map(|e| e.trim().to_owned()).filter(|e| !e.is_empty()) {
+        Some(email) => {
+            check_text("email", &email, MAX_EMAIL_LEN)?;
+            if !looks_like_email(&email) {
+                return Err(ApiError::bad_request("`email` is not an email address"));
+            }
+            Some(email)
+        }
+        None => None,
+    };
+
+    let secret = ApiSecret::generate().map_err(|e| ApiError::Internal(e.to_string()))?;
+    let wallet = account_wallet_address(&secret).map_err(|e| ApiError::Internal(e.to_string()))?;
+    state
+        .store
+        .create_account(NewAccount {
+            api_key_hash: secret.hash(),
+            name,
+            description,
+            email,
+            wallet_address: wallet.to_checksum(),
+        })
+        .await?;
+    Ok(Json(NewAccountResponse {
+        api_key: secret.to_base64().to_string(),
+        wallet_address: wallet.to_checksum(),
+    }))
+}
+
+fn looks_like_email(email: &str) -> bool {
+    match email.split_once('@') {
+        Some((local, domain)) => {
+            !local.is_empty() && domain.contains('.') && !domain.starts_with('.') && !email.contains(char::is_whitespace)
+        }
+        None => false,
+    }
+}
+
+/// Verifies an account key (login): `true` if the presented key is a live account key,
+/// `false` for anything else (a usage key, an unknown key). 401 if no key is sent.
+#[utoipa::path(
+    get,
+    path = "/account_exists",
+    tag = "accounts",
+    security(("bearer" = []), ("api_key" = [])),
+    responses(
+        (status = 200, description = "Whether the key is a live account key", body = bool),
+        (status = 401, description = "No key was sent", body = ErrorBody),
+        ServerErrors,
+    )
+)]
+pub async fn account_exists(State(state): State<AppState>, headers: HeaderMap) -> Result<Json<bool>, ApiError> {
+    let hash = match presented_key(&headers) {
+        Ok(hash) => hash,
+        // A key was sent but is not even well-formed: it names no account.
+        Err(ApiError::Unauthorized(_)) if has_key_header(&headers) => return Ok(Json(false)),
+        Err(err) => return Err(err),
+    };
+    let exists = matches!(state.store.resolve_key(hash).await?, Some(ResolvedKey::Account(_)));
+    Ok(Json(exists))
+}
+
+fn has_key_header(headers: &HeaderMap) -> bool {
+    headers.contains_key("x-api-key")
+        || headers
+            .get(http::header::AUTHORIZATION)
+            .and_then(|v| v.to_str().ok())
+            .is_some_and(|v| v.trim().len() > "bearer ".len())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::looks_like_email;
+
+    #[test]
+    fn email_shapes() {
+        assert!(looks_like_email("a@b.co"));
+        for bad in ["a", "@b.co", "a@b", "a@.co", "a b@c.co"] {
+            assert!(!looks_like_email(bad), "{bad}");
+        }
+    }
+}

@@ -1,0 +1,66 @@
+//! Service health and version, at the root.
+
+use axum::Json;
+use axum::extract::State;
+use axum::response::{IntoResponse, Response};
+use http::StatusCode;
+use serde::Serialize;
+use utoipa::ToSchema;
+
+use crate::http::AppState;
+
+#[derive(Debug, Serialize, ToSchema)]
+pub struct Health {
+    /// `ok`, or `degraded` when a dependency is down.
+    #[schema(example = "ok")]
+    pub status: &'static str,
+    /// Each dependency and its state.
+    pub checks: HealthChecks,
+}
+
+#[derive(Debug, Serialize, ToSchema)]
+pub struct HealthChecks {
+    #[schema(example = "ok")]
+    pub store: String,
+}
+
+/// Liveness and dependency health: 200 when every dependency answers, 503 otherwise.
+#[utoipa::path(
+    get,
+    path = "/health",
+    tag = "system",
+    responses(
+        (status = 200, description = "Every dependency answers", body = Health),
+        (status = 503, description = "A dependency is down; `checks` says which", body = Health),
+    )
+)]
+pub async fn health(State(state): State<AppState>) -> Response {
+    let store = match state.store.check().await {
+        Ok(()) => "ok".to_owned(),
+        Err(err) => {
+            tracing::warn!(error = %err, "health: store check failed");
+            "unavailable".to_owned()
+        }
+    };
+    let healthy = store == "ok";
+    let body = Health { status: if healthy { "ok" } else { "degraded" }, checks: HealthChecks { store } };
+    let status = if healthy { StatusCode::OK } else { StatusCode::SERVICE_UNAVAILABLE };
+    (status, Json(body)).into_response()
+}
+
+#[derive(Debug, Serialize, ToSchema)]
+pub struct Version {
+    #[schema(example = "appliance")]
+    pub name: &'static str,
+    #[schema(example = "0.1.0")]
+    pub version: &'static str,
+    /// The API version prefix.
+    #[schema(example = "v1")]
+    pub api: &'static str,
+}
+
+/// The running build.
+#[utoipa::path(get, path = "/version", tag = "system", responses((status = 200, body = Version)))]
+pub async fn version() -> Json<Version> {
+    Json(Version { name: "appliance", version: env!("CARGO_PKG_VERSION"), api: "v1" })
+}

@@ -1,0 +1,279 @@
+//! The appliance's configuration: one typed struct, loaded once at start.
+//!
+//! Sources, later ones winning: built-in defaults, the TOML file given to
+//! `appliance serve --config FILE`, then environment variables. Every key can be set
+//! from the environment as `APPLIANCE_<KEY>`, with `__` between nesting levels and the
+//! value written as in TOML (strings may be bare): `APPLIANCE_LISTEN=0.0.0.0:443`,
+//! `APPLIANCE_HTTP__MAX_BODY_BYTES=1048576`, `APPLIANCE_TLS__HOSTNAMES='["a.example"]'`.
+//! Unknown keys, from the file or the environment, are errors, so a typo cannot
+//! silently fall back to a default. `config.example.toml` lists every key with its
+//! default and is checked by a test.
+
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+
+use serde::{Deserialize, Serialize};
+
+/// The prefix of environment overrides.
+pub const ENV_PREFIX: &str = "APPLIANCE_";
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct Config {
+    /// Where the HTTPS API listens.
+    pub listen: SocketAddr,
+    /// Directory for the database and generated TLS material. Created if missing.
+    pub data_dir: PathBuf,
+    pub tls: TlsConfig,
+    pub http: HttpConfig,
+    pub log: LogConfig,
+}
+
+impl Default for Config {
+    fn default() -> Self {
+        Self {
+            listen: SocketAddr::from(([0, 0, 0, 0], 8443)),
+            data_dir: PathBuf::from("/var/lib/appliance"),
+            tls: TlsConfig::default(),
+            http: HttpConfig::default(),
+            log: LogConfig::default(),
+        }
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum TlsMode {
+    /// A self-signed certificate generated at start for `hostnames` (development).
+    SelfSigned,
+    /// A certificate chain and key read from PEM files.
+    Files,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct TlsConfig {
+    pub mode: TlsMode,
+    /// Names (DNS names or IP addresses) the certificate is for.
+    pub hostnames: Vec<String>,
+    /// PEM certificate chain, leaf first (mode `files`).
+    pub cert_file: Option<PathBuf>,
+    /// PEM private key (mode `files`).
+    pub key_file: Option<PathBuf>,
+}
+
+impl Default for TlsConfig {
+    fn default() -> Self {
+        Self {
+            mode: TlsMode::SelfSigned,
+            hostnames: vec!["localhost".into(), "127.0.0.1".into()],
+            cert_file: None,
+            key_file: None,
+        }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct HttpConfig {
+    /// Largest accepted request body; larger ones get 413.
+    pub max_body_bytes: usize,
+    /// Connections served at once; further ones wait in the kernel's accept queue.
+    pub max_connections: usize,
+    /// Time allowed for a TLS handshake.
+    pub tls_handshake_timeout_ms: u64,
+    /// Time allowed for a whole request (handler included).
+    pub request_timeout_ms: u64,
+}
+
+impl Default for HttpConfig {
+    fn default() -> Self {
+        Self {
+            max_body_bytes: 10 * 1024 * 1024,
+            max_connections: 10_000,
+            tls_handshake_timeout_ms: 10_000,
+            request_timeout_ms: 60_000,
+        }
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum LogFormat {
+    Text,
+    Json,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct LogConfig {
+    /// A `tracing` filter, e.g. `info` or `appliance=debug,info`. `RUST_LOG` wins if set.
+    pub filter: String,
+    pub format: LogFormat,
+}
+
+impl Default for LogConfig {
+    fn default() -> Self {
+        Self { filter: "info".into(), format: LogFormat::Text }
+    }
+}
+
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum ConfigError {
+    #[error("cannot read the config file {path}: {source}")]
+    Read {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("the config file {path} is not valid TOML: {message}")]
+    Syntax { path: PathBuf, message: String },
+    #[error("environment variable {var} does not name a config key")]
+    BadEnvKey { var: String },
+    #[error("invalid configuration: {0}")]
+    Invalid(String),
+}
+
+impl Config {
+    /// The development configuration of `appliance dev`.
+    pub fn dev(listen: SocketAddr, data_dir: PathBuf) -> Self {
+        Self { listen, data_dir, ..Self::default() }
+    }
+
+    /// Loads `path` (if given) and applies the process environment.
+    pub fn load(path: Option<&Path>) -> Result<Self, ConfigError> {
+        Self::load_with_env(path, std::env::vars())
+    }
+
+    /// As `load`, with the environment given explicitly (for tests).
+    pub fn load_with_env(
+        path: Option<&Path>,
+        env: impl IntoIterator<Item = (String, String)>,
+    ) -> Result<Self, ConfigError> {
+        let mut table = match path {
+            Some(path) => {
+                let text = std::fs::read_to_string(path)
+                    .map_err(|source| ConfigError::Read { path: path.to_owned(), source })?;
+                text.parse::<toml::Table>()
+                    .map_err(|e| ConfigError::Syntax { path: path.to_owned(), message: e.to_string() })?
+            }
+            None => toml::Table::new(),
+        };
+        apply_env(&mut table, env)?;
+        let config: Config = toml::Value::Table(table)
+            .try_into()
+            .map_err(|e: toml::de::Error| ConfigError::Invalid(e.message().to_owned()))?;
+        config.validate()?;
+        Ok(config)
+    }
+
+    fn validate(&self) -> Result<(), ConfigError> {
+        if self.tls.mode == TlsMode::Files && (self.tls.cert_file.is_none() || self.tls.key_file.is_none()) {
+            return Err(ConfigError::Invalid("tls.mode = \"files\" needs tls.cert_file and tls.key_file".into()));
+        }
+        if self.tls.hostnames.is_empty() {
+            return Err(ConfigError::Invalid("tls.hostnames must name at least one host".into()));
+        }
+        if self.http.max_body_bytes == 0 || self.http.max_connections == 0 {
+            return Err(ConfigError::Invalid("http limits must be positive".into()));
+        }
+        Ok(())
+    }
+}
+
+/// Writes each `APPLIANCE_A__B=value` into `table` at `a.b`.
+fn apply_env(
+    table: &mut toml::Table,
+    env: impl IntoIterator<Item = (String, String)>,
+) -> Result<(), ConfigError> {
+    let mut vars: Vec<(String, String)> = env
+        .into_iter()
+        .filter(|(k, _)| k.starts_with(ENV_PREFIX))
+        .collect();
+    vars.sort();
+    for (var, raw) in vars {
+        let path: Vec<String> = var[ENV_PREFIX.len()..]
+            .split("__")
+            .map(str::to_ascii_lowercase)
+            .collect();
+        if path.iter().any(String::is_empty) {
+            return Err(ConfigError::BadEnvKey { var });
+        }
+        let value = parse_env_value(&raw);
+        let mut node = &mut *table;
+        for key in &path[..path.len() - 1] {
+            let entry = node
+                .entry(key.clone())
+                .or_insert_with(|| toml::Value::Table(toml::Table::new()));
+            node = match entry {
+                toml::Value::Table(t) => t,
+                _ => return Err(ConfigError::BadEnvKey { var }),
+            };
+        }
+        node.insert(path[path.len() - 1].clone(), value);
+    }
+    Ok(())
+}
+
+/// A TOML literal if the text is one (`42`, `true`, `["a"]`), else the text as a string.
+fn parse_env_value(raw: &str) -> toml::Value {
+    format!("v = {raw}")
+        .parse::<toml::Table>()
+        .ok()
+        .and_then(|mut t| t.remove("v"))
+        .unwrap_or_else(|| toml::Value::String(raw.to_owned()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn env(pairs: &[(&str, &str)]) -> Vec<(String, String)> {
+        pairs.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect()
+    }
+
+    #[test]
+    fn example_file_lists_exactly_the_defaults() {
+        let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("config.example.toml");
+        let loaded = Config::load_with_env(Some(&path), env(&[])).unwrap();
+        assert_eq!(loaded, Config::default());
+    }
+
+    #[test]
+    fn environment_overrides_file_and_defaults() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("c.toml");
+        std::fs::write(&path, "listen = \"127.0.0.1:1\"\n[http]\nmax_body_bytes = 5\n").unwrap();
+        let c = Config::load_with_env(
+            Some(&path),
+            env(&[
+                ("APPLIANCE_LISTEN", "127.0.0.1:9"),
+                ("APPLIANCE_DATA_DIR", "/tmp/x"),
+                ("APPLIANCE_TLS__HOSTNAMES", "[\"a.example\"]"),
+                ("APPLIANCE_LOG__FORMAT", "json"),
+                ("OTHER", "ignored"),
+            ]),
+        )
+        .unwrap();
+        assert_eq!(c.listen, "127.0.0.1:9".parse().unwrap());
+        assert_eq!(c.data_dir, PathBuf::from("/tmp/x"));
+        assert_eq!(c.http.max_body_bytes, 5, "file value kept");
+        assert_eq!(c.tls.hostnames, vec!["a.example".to_string()]);
+        assert_eq!(c.log.format, LogFormat::Json);
+    }
+
+    #[test]
+    fn unknown_keys_are_errors() {
+        let err = Config::load_with_env(None, env(&[("APPLIANCE_LISTN", "x")])).unwrap_err();
+        assert!(err.to_string().contains("listn"), "{err}");
+        let err = Config::load_with_env(None, env(&[("APPLIANCE_HTTP__", "1")])).unwrap_err();
+        assert!(matches!(err, ConfigError::BadEnvKey { .. }));
+    }
+
+    #[test]
+    fn files_mode_needs_paths() {
+        let err = Config::load_with_env(None, env(&[("APPLIANCE_TLS__MODE", "files")])).unwrap_err();
+        assert!(err.to_string().contains("cert_file"), "{err}");
+    }
+}

@@ -1,0 +1,152 @@
+//! The one place where errors become HTTP responses.
+//!
+//! Every non-2xx response the appliance sends has the same body,
+//! `{"error":{"code":403,"reason":"Forbidden","description":"…"}}`, whatever produced
+//! it: a handler, an extractor, routing, or a middleware (see `http::normalize_errors`).
+
+use axum::Json;
+use axum::response::{IntoResponse, Response};
+use http::StatusCode;
+use serde::{Deserialize, Serialize};
+use utoipa::ToSchema;
+
+use crate::store::StoreError;
+
+/// An error a request can end in. The message is shown to the client, so it never holds
+/// a secret; internal details are logged (with the request id) and replaced by a generic
+/// sentence.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum ApiError {
+    /// 400: the request is malformed (bad JSON, bad field, bad query).
+    #[error("{0}")]
+    BadRequest(String),
+    /// 401: no credential, or one that is unknown or revoked.
+    #[error("{0}")]
+    Unauthorized(String),
+    /// 402: the account has too little credit for a billed call.
+    #[error("{0}")]
+    PaymentRequired(String),
+    /// 403: the credential is valid but lacks the permission.
+    #[error("{0}")]
+    Forbidden(String),
+    /// 404: unknown path or resource.
+    #[error("{0}")]
+    NotFound(String),
+    /// 405: the path exists but not with this method.
+    #[error("{0}")]
+    MethodNotAllowed(String),
+    /// 409: the request conflicts with the current state.
+    #[error("{0}")]
+    Conflict(String),
+    /// 413: the body is larger than the limit.
+    #[error("{0}")]
+    PayloadTooLarge(String),
+    /// 415: the body is not `application/json`.
+    #[error("{0}")]
+    UnsupportedMediaType(String),
+    /// 422: well-formed but invalid.
+    #[error("{0}")]
+    Unprocessable(String),
+    /// 429: overloaded.
+    #[error("{0}")]
+    TooManyRequests(String),
+    /// 503: a dependency is unavailable.
+    #[error("{0}")]
+    Unavailable(String),
+    /// 500: a bug or an unexpected failure. The detail is logged, never sent.
+    #[error("internal error")]
+    Internal(String),
+}
+
+impl ApiError {
+    pub fn status(&self) -> StatusCode {
+        match self {
+            Self::BadRequest(_) => StatusCode::BAD_REQUEST,
+            Self::Unauthorized(_) => StatusCode::UNAUTHORIZED,
+            Self::PaymentRequired(_) => StatusCode::PAYMENT_REQUIRED,
+            Self::Forbidden(_) => StatusCode::FORBIDDEN,
+            Self::NotFound(_) => StatusCode::NOT_FOUND,
+            Self::MethodNotAllowed(_) => StatusCode::METHOD_NOT_ALLOWED,
+            Self::Conflict(_) => StatusCode::CONFLICT,
+            Self::PayloadTooLarge(_) => StatusCode::PAYLOAD_TOO_LARGE,
+            Self::UnsupportedMediaType(_) => StatusCode::UNSUPPORTED_MEDIA_TYPE,
+            Self::Unprocessable(_) => StatusCode::UNPROCESSABLE_ENTITY,
+            Self::TooManyRequests(_) => StatusCode::TOO_MANY_REQUESTS,
+            Self::Unavailable(_) => StatusCode::SERVICE_UNAVAILABLE,
+            Self::Internal(_) => StatusCode::INTERNAL_SERVER_ERROR,
+        }
+    }
+
+    /// The sentence sent to the client.
+    pub fn description(&self) -> String {
+        match self {
+            Self::Internal(_) => {
+                "internal error; the server logged the details under this request's X-Request-Id"
+                    .to_owned()
+            }
+            other => other.to_string(),
+        }
+    }
+
+    pub fn bad_request(msg: impl Into<String>) -> Self {
+        Self::BadRequest(msg.into())
+    }
+}
+
+/// The JSON error body.
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+pub struct ErrorBody {
+    pub error: ErrorDetail,
+}
+
+/// The fields of an error.
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+pub struct ErrorDetail {
+    /// The HTTP status code, repeated.
+    #[schema(example = 403)]
+    pub code: u16,
+    /// The status's reason phrase.
+    #[schema(example = "Forbidden")]
+    pub reason: String,
+    /// One clear sentence saying what was wrong.
+    pub description: String,
+}
+
+/// Builds the standard error response for any status and sentence.
+pub fn error_response(status: StatusCode, description: impl Into<String>) -> Response {
+    let body = ErrorBody {
+        error: ErrorDetail {
+            code: status.as_u16(),
+            reason: status.canonical_reason().unwrap_or("Error").to_owned(),
+            description: description.into(),
+        },
+    };
+    (status, Json(body)).into_response()
+}
+
+impl IntoResponse for ApiError {
+    fn into_response(self) -> Response {
+        if let Self::Internal(detail) = &self {
+            tracing::error!(detail = %detail, "internal error");
+        }
+        error_response(self.status(), self.description())
+    }
+}
+
+impl From<StoreError> for ApiError {
+    fn from(err: StoreError) -> Self {
+        match err {
+            StoreError::NotFound(what) => Self::NotFound(what),
+            StoreError::Conflict(what) => Self::Conflict(what),
+            StoreError::Unavailable(what) => Self::Unavailable(what),
+            other => Self::Internal(other.to_string()),
+        }
+    }
+}
+
+impl From<crate::authz::Denied> for ApiError {
+    fn from(denied: crate::authz::Denied) -> Self {
+        Self::Forbidden(denied.to_string())
+    }
+}

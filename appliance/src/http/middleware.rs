@@ -1,0 +1,100 @@
+//! Middleware applied to every request: request and correlation ids, the access log,
+//! the request deadline, and the rewriting of any stray non-JSON error into the
+//! standard error body.
+
+use std::time::{Duration, Instant};
+
+use axum::body::Body;
+use axum::extract::{Request, State};
+use axum::middleware::Next;
+use axum::response::{IntoResponse, Response};
+use http::{HeaderValue, StatusCode, header};
+use tracing::Instrument;
+
+use super::AppState;
+use crate::error::error_response;
+
+pub const REQUEST_ID: &str = "x-request-id";
+pub const CORRELATION_ID: &str = "x-correlation-id";
+
+/// Gives every response a fresh `X-Request-Id` (a client-supplied one is ignored), echoes
+/// a non-empty `X-Correlation-Id`, runs the request inside a span carrying both, enforces
+/// the request deadline, and logs one access line. Headers (which carry credentials) are
+/// never logged.
+pub async fn request_context(State(state): State<AppState>, req: Request, next: Next) -> Response {
+    let request_id = uuid::Uuid::new_v4().to_string();
+    let correlation = req
+        .headers()
+        .get(CORRELATION_ID)
+        .filter(|v| !v.as_bytes().iter().all(u8::is_ascii_whitespace))
+        .cloned();
+    let method = req.method().clone();
+    let path = req.uri().path().to_owned();
+    let span = tracing::info_span!("request", id = %request_id, %method, %path);
+    let started = Instant::now();
+    let deadline = Duration::from_millis(state.config.http.request_timeout_ms);
+
+    let mut response = match tokio::time::timeout(deadline, next.run(req).instrument(span.clone())).await {
+        Ok(response) => response,
+        Err(_) => error_response(
+            StatusCode::SERVICE_UNAVAILABLE,
+            format!("the request did not complete within {} ms", deadline.as_millis()),
+        ),
+    };
+
+    let headers = response.headers_mut();
+    if let Ok(value) = HeaderValue::from_str(&request_id) {
+        headers.insert(REQUEST_ID, value);
+    }
+    if let Some(value) = correlation {
+        headers.insert(CORRELATION_ID, value);
+    }
+    span.in_scope(|| {
+        tracing::info!(
+            status = response.status().as_u16(),
+            elapsed_us = started.elapsed().as_micros() as u64,
+            "served"
+        );
+    });
+    response
+}
+
+/// Replaces any error response that is not already JSON (from routing, a library
+/// layer, a panic) with the standard body for its status.
+pub async fn normalize_errors(req: Request, next: Next) -> Response {
+    let response = next.run(req).await;
+    let status = response.status();
+    if !(status.is_client_error() || status.is_server_error()) {
+        return response;
+    }
+    let is_json = response
+        .headers()
+        .get(header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|v| v.starts_with("application/json"));
+    if is_json {
+        return response;
+    }
+    let description = match status {
+        StatusCode::NOT_FOUND => "no such path".to_owned(),
+        StatusCode::METHOD_NOT_ALLOWED => "this path does not accept that method".to_owned(),
+        StatusCode::PAYLOAD_TOO_LARGE => "the request body is too large".to_owned(),
+        other => other.canonical_reason().unwrap_or("error").to_lowercase(),
+    };
+    let allow = response.headers().get(header::ALLOW).cloned();
+    let mut out = error_response(status, description);
+    if let Some(allow) = allow {
+        out.headers_mut().insert(header::ALLOW, allow);
+    }
+    out
+}
+
+/// The response for a panic inside a handler: a 500, never a dropped connection.
+pub fn panic_response(_: Box<dyn std::any::Any + Send + 'static>) -> Response<Body> {
+    tracing::error!("a handler panicked");
+    error_response(
+        StatusCode::INTERNAL_SERVER_ERROR,
+        "internal error; the server logged the details under this request's X-Request-Id",
+    )
+    .into_response()
+}

@@ -1,0 +1,71 @@
+//! The HTTP service: routes, shared state and middleware, as one axum `Router`.
+//!
+//! Routes are registered through `utoipa_axum::routes!`, which records each handler's
+//! OpenAPI description as it mounts it, so the served `openapi.json` cannot drift from
+//! what the router serves.
+
+pub mod extract;
+pub mod middleware;
+
+use std::sync::Arc;
+
+use axum::Router;
+use tower_http::catch_panic::CatchPanicLayer;
+use utoipa::OpenApi as _;
+use utoipa_axum::router::OpenApiRouter;
+use utoipa_axum::routes;
+use utoipa_swagger_ui::SwaggerUi;
+
+use crate::api::{accounts, system, usage_keys};
+use crate::config::Config;
+use crate::error::ApiError;
+use crate::openapi::ApiDoc;
+use crate::store::Store;
+
+/// The API's path prefix.
+pub const API_PREFIX: &str = "/core/v1";
+
+/// What every handler can reach.
+#[derive(Clone)]
+pub struct AppState {
+    pub store: Store,
+    pub config: Arc<Config>,
+}
+
+/// The `/core/v1` routes with their descriptions.
+fn api_routes() -> OpenApiRouter<AppState> {
+    OpenApiRouter::new()
+        .routes(routes!(accounts::new_account))
+        .routes(routes!(accounts::account_exists))
+        .routes(routes!(usage_keys::add_usage_api_key))
+        .routes(routes!(usage_keys::list_api_keys))
+        .routes(routes!(usage_keys::update_usage_api_key))
+        .routes(routes!(usage_keys::update_usage_api_key_metadata))
+        .routes(routes!(usage_keys::remove_usage_api_key))
+}
+
+/// Every documented route, and the OpenAPI document describing them.
+pub fn routes() -> (Router<AppState>, utoipa::openapi::OpenApi) {
+    OpenApiRouter::with_openapi(ApiDoc::openapi())
+        .nest(API_PREFIX, api_routes())
+        .routes(routes!(system::health))
+        .routes(routes!(system::version))
+        .split_for_parts()
+}
+
+/// The complete service: routes, OpenAPI + Swagger UI, fallbacks and middleware.
+pub fn app(state: AppState) -> Router {
+    let (router, openapi) = routes();
+    let docs = SwaggerUi::new(format!("{API_PREFIX}/swagger-ui"))
+        .url(format!("{API_PREFIX}/openapi.json"), openapi);
+    router
+        .merge(docs)
+        .fallback(|| async { ApiError::NotFound("no such path".into()) })
+        .method_not_allowed_fallback(|| async {
+            ApiError::MethodNotAllowed("this path does not accept that method".into())
+        })
+        .layer(CatchPanicLayer::custom(middleware::panic_response))
+        .layer(axum::middleware::from_fn(middleware::normalize_errors))
+        .layer(axum::middleware::from_fn_with_state(state.clone(), middleware::request_context))
+        .with_state(state)
+}

@@ -1,0 +1,126 @@
+//! The confidential-VM key appliance: the HTTPS front end.
+//!
+//! Map: `config` (one typed configuration), `server` + `tls` (the TLS accept loop),
+//! `http` (router, middleware, extractors), `api` (handlers by domain), `authz` (the
+//! pure permission model), `store` (SQLite), `secrets` (API keys), `eth` and `wallet`
+//! (addresses and the account wallet), `error` (the one mapping of errors to HTTP).
+
+pub mod api;
+pub mod authz;
+pub mod config;
+pub mod error;
+pub mod eth;
+pub mod http;
+pub mod openapi;
+pub mod secrets;
+pub mod server;
+pub mod store;
+pub mod tls;
+pub mod wallet;
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use tokio::net::TcpListener;
+use tokio::sync::oneshot;
+use tokio::task::JoinHandle;
+
+use crate::config::{Config, TlsMode};
+use crate::store::Store;
+
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum StartError {
+    #[error("cannot create the data directory {path}: {source}")]
+    DataDir {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error(transparent)]
+    Store(#[from] store::StoreError),
+    #[error(transparent)]
+    Tls(#[from] tls::TlsError),
+    #[error("cannot listen on {addr}: {source}")]
+    Bind {
+        addr: SocketAddr,
+        #[source]
+        source: std::io::Error,
+    },
+}
+
+/// A running appliance.
+pub struct Running {
+    /// The address actually bound (the port is chosen by the OS for `:0`).
+    pub local_addr: SocketAddr,
+    /// Where the self-signed certificate was written, in that mode.
+    pub self_signed_pem: Option<PathBuf>,
+    /// Swaps the served certificate at run time.
+    pub certs: Arc<tls::CertResolver>,
+    stop: oneshot::Sender<()>,
+    task: JoinHandle<()>,
+}
+
+impl Running {
+    /// The base URL clients use.
+    pub fn base_url(&self) -> String {
+        let ip = self.local_addr.ip();
+        let host = if ip.is_unspecified() { "127.0.0.1".to_owned() } else { ip.to_string() };
+        let host = if self.local_addr.is_ipv6() && !ip.is_unspecified() { format!("[{host}]") } else { host };
+        format!("https://{host}:{}", self.local_addr.port())
+    }
+
+    /// Stops accepting, lets in-flight requests finish, and returns when done.
+    pub async fn shutdown(self) {
+        let _ = self.stop.send(());
+        let _ = self.task.await;
+    }
+
+    /// Resolves when the server stops by itself.
+    pub async fn wait(&mut self) {
+        let _ = (&mut self.task).await;
+    }
+}
+
+/// Opens the store, sets up TLS, binds, and starts serving.
+pub async fn start(config: Config) -> Result<Running, StartError> {
+    std::fs::create_dir_all(&config.data_dir)
+        .map_err(|source| StartError::DataDir { path: config.data_dir.clone(), source })?;
+    let store = Store::open(&config.data_dir.join("state.db"))?;
+
+    let (certified, self_signed_pem) = match config.tls.mode {
+        TlsMode::SelfSigned => {
+            let (key, pem) = tls::self_signed(&config.tls.hostnames)?;
+            let path = config.data_dir.join("tls").join("self-signed.pem");
+            tls::write_public_pem(&path, &pem)?;
+            (key, Some(path))
+        }
+        TlsMode::Files => {
+            // validate() guarantees both paths are present in this mode.
+            let (Some(cert), Some(key)) = (&config.tls.cert_file, &config.tls.key_file) else {
+                return Err(tls::TlsError::Unusable("tls.cert_file and tls.key_file are required".into()).into());
+            };
+            (tls::from_pem_files(cert, key)?, None)
+        }
+    };
+    let certs = tls::CertResolver::new(certified);
+    let tls_config = tls::server_config(Arc::clone(&certs))?;
+
+    let listener = TcpListener::bind(config.listen)
+        .await
+        .map_err(|source| StartError::Bind { addr: config.listen, source })?;
+    let local_addr = listener
+        .local_addr()
+        .map_err(|source| StartError::Bind { addr: config.listen, source })?;
+
+    let limits = config.http.clone();
+    let state = http::AppState { store, config: Arc::new(config) };
+    let app = http::app(state);
+    let (stop, stopped) = oneshot::channel::<()>();
+    let task = tokio::spawn(server::serve(listener, tls_config, app, limits, async move {
+        let _ = stopped.await;
+    }));
+    tracing::info!(%local_addr, "serving HTTPS");
+    Ok(Running { local_addr, self_signed_pem, certs, stop, task })
+}

@@ -1,0 +1,90 @@
+//! Versioned schema migrations, applied in order at start.
+//!
+//! The schema version is SQLite's `user_version`. Each migration runs in its own
+//! transaction together with the version bump, so a crash leaves the database at a
+//! whole version. Migrations are append-only: never edit one that has shipped.
+
+use rusqlite::Connection;
+
+use super::{Result, StoreError};
+
+struct Migration {
+    version: i64,
+    name: &'static str,
+    sql: &'static str,
+}
+
+const MIGRATIONS: &[Migration] = &[Migration {
+    version: 1,
+    name: "accounts and usage keys",
+    sql: r#"
+CREATE TABLE accounts (
+    id                   INTEGER PRIMARY KEY AUTOINCREMENT,
+    api_key_hash         BLOB    NOT NULL UNIQUE CHECK (length(api_key_hash) = 32),
+    name                 TEXT    NOT NULL,
+    description          TEXT    NOT NULL DEFAULT '',
+    email                TEXT,
+    wallet_address       TEXT    NOT NULL,
+    managed              INTEGER NOT NULL DEFAULT 1 CHECK (managed IN (0, 1)),
+    admin_wallet_address TEXT,
+    created_at           INTEGER NOT NULL
+);
+
+CREATE TABLE usage_keys (
+    id                        INTEGER PRIMARY KEY AUTOINCREMENT,
+    account_id                INTEGER NOT NULL REFERENCES accounts (id),
+    key_hash                  BLOB    NOT NULL UNIQUE CHECK (length(key_hash) = 32),
+    name                      TEXT    NOT NULL,
+    description               TEXT    NOT NULL DEFAULT '',
+    can_create_groups         INTEGER NOT NULL CHECK (can_create_groups IN (0, 1)),
+    can_delete_groups         INTEGER NOT NULL CHECK (can_delete_groups IN (0, 1)),
+    can_create_pkps           INTEGER NOT NULL CHECK (can_create_pkps IN (0, 1)),
+    manage_ipfs_ids_in_groups TEXT    NOT NULL,
+    add_pkp_to_groups         TEXT    NOT NULL,
+    remove_pkp_from_groups    TEXT    NOT NULL,
+    execute_in_groups         TEXT    NOT NULL,
+    created_at                INTEGER NOT NULL,
+    updated_at                INTEGER NOT NULL
+);
+
+CREATE INDEX usage_keys_by_account ON usage_keys (account_id, id);
+"#,
+}];
+
+pub(super) fn latest_version() -> i64 {
+    MIGRATIONS.last().map_or(0, |m| m.version)
+}
+
+pub(super) fn run(conn: &mut Connection) -> Result<()> {
+    let current: i64 = conn.pragma_query_value(None, "user_version", |row| row.get(0))?;
+    let known = latest_version();
+    if current > known {
+        return Err(StoreError::SchemaTooNew { found: current, known });
+    }
+    for migration in MIGRATIONS.iter().filter(|m| m.version > current) {
+        let fail = |source| StoreError::Migration {
+            version: migration.version,
+            name: migration.name,
+            source,
+        };
+        let tx = conn.transaction().map_err(fail)?;
+        tx.execute_batch(migration.sql).map_err(fail)?;
+        tx.pragma_update(None, "user_version", migration.version)
+            .map_err(fail)?;
+        tx.commit().map_err(fail)?;
+        tracing::info!(version = migration.version, name = migration.name, "applied migration");
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn versions_are_consecutive_from_one() {
+        for (i, m) in MIGRATIONS.iter().enumerate() {
+            assert_eq!(m.version, i as i64 + 1, "{}", m.name);
+        }
+    }
+}

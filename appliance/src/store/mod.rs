@@ -1,0 +1,328 @@
+//! The durable store: SQLite (bundled) in WAL mode.
+//!
+//! One writer connection behind a mutex serialises writes; a pool of read-only
+//! connections serves reads, which WAL never blocks behind a writer. Every write is one
+//! `BEGIN IMMEDIATE` transaction committed with `synchronous = FULL`, so a write that was
+//! acknowledged to a client survives `kill -9` and power loss. SQLite calls are blocking,
+//! so they run on tokio's blocking pool, never on the async workers.
+//!
+//! Handlers never see SQL: they call the domain methods in `accounts` and `usage_keys`.
+
+mod accounts;
+mod migrations;
+mod usage_keys;
+
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+
+use rusqlite::{Connection, OpenFlags, Transaction, TransactionBehavior};
+
+pub use accounts::{AccountId, AccountRecord, NewAccount, ResolvedKey};
+pub use usage_keys::{NewUsageKey, UsageKeyId, UsageKeyRecord};
+
+/// How many idle read connections are kept.
+const MAX_IDLE_READERS: usize = 16;
+
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum StoreError {
+    /// The named resource does not exist (in this account).
+    #[error("{0}")]
+    NotFound(String),
+    /// The write conflicts with existing state.
+    #[error("{0}")]
+    Conflict(String),
+    /// The database cannot be used right now (disk full, locked too long).
+    #[error("the store is unavailable: {0}")]
+    Unavailable(String),
+    #[error("cannot open the database at {path}: {source}")]
+    Open {
+        path: PathBuf,
+        #[source]
+        source: rusqlite::Error,
+    },
+    #[error(
+        "the database schema version {found} is newer than this build understands ({known}); refusing to start rather than corrupt it"
+    )]
+    SchemaTooNew { found: i64, known: i64 },
+    #[error("migration {version} ({name}) failed: {source}")]
+    Migration {
+        version: i64,
+        name: &'static str,
+        #[source]
+        source: rusqlite::Error,
+    },
+    #[error("stored data is corrupt: {0}")]
+    Corrupt(String),
+    #[error("database error: {0}")]
+    Sqlite(rusqlite::Error),
+    #[error("store task failed: {0}")]
+    Task(String),
+}
+
+impl From<rusqlite::Error> for StoreError {
+    fn from(err: rusqlite::Error) -> Self {
+        use rusqlite::ErrorCode;
+        match err.sqlite_error_code() {
+            Some(ErrorCode::DiskFull | ErrorCode::DatabaseBusy | ErrorCode::DatabaseLocked) => {
+                Self::Unavailable(err.to_string())
+            }
+            _ => Self::Sqlite(err),
+        }
+    }
+}
+
+pub type Result<T, E = StoreError> = std::result::Result<T, E>;
+
+/// A page of a list: `number` is 0-based.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Page {
+    pub number: u64,
+    pub size: u32,
+}
+
+impl Page {
+    /// `LIMIT` and `OFFSET`, or `None` when the page lies beyond any possible row.
+    fn limit_offset(self) -> Option<(i64, i64)> {
+        let offset = self.number.checked_mul(u64::from(self.size))?;
+        Some((i64::from(self.size), i64::try_from(offset).ok()?))
+    }
+}
+
+/// A cheap handle to the store.
+#[derive(Clone)]
+pub struct Store {
+    inner: Arc<Inner>,
+}
+
+struct Inner {
+    path: PathBuf,
+    writer: Mutex<Connection>,
+    readers: Mutex<Vec<Connection>>,
+}
+
+impl Store {
+    /// Opens (creating if needed) the database at `path` and brings its schema up to
+    /// date.
+    pub fn open(path: &Path) -> Result<Self> {
+        let open_err = |source| StoreError::Open { path: path.to_owned(), source };
+        let mut writer = Connection::open(path).map_err(open_err)?;
+        configure(&writer).map_err(open_err)?;
+        // journal_mode is persistent; set it once on the writer.
+        writer
+            .pragma_update(None, "journal_mode", "WAL")
+            .map_err(open_err)?;
+        migrations::run(&mut writer)?;
+        let store = Self {
+            inner: Arc::new(Inner {
+                path: path.to_owned(),
+                writer: Mutex::new(writer),
+                readers: Mutex::new(Vec::new()),
+            }),
+        };
+        // Fail at start, not on the first request, if readers cannot be opened.
+        let reader = store.open_reader()?;
+        store.return_reader(reader);
+        Ok(store)
+    }
+
+    fn open_reader(&self) -> Result<Connection> {
+        let open_err = |source| StoreError::Open { path: self.inner.path.clone(), source };
+        let conn = Connection::open_with_flags(
+            &self.inner.path,
+            OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_NO_MUTEX,
+        )
+        .map_err(open_err)?;
+        configure(&conn).map_err(open_err)?;
+        Ok(conn)
+    }
+
+    fn take_reader(&self) -> Result<Connection> {
+        let idle = self.inner.readers.lock().ok().and_then(|mut pool| pool.pop());
+        match idle {
+            Some(conn) => Ok(conn),
+            None => self.open_reader(),
+        }
+    }
+
+    fn return_reader(&self, conn: Connection) {
+        if let Ok(mut pool) = self.inner.readers.lock()
+            && pool.len() < MAX_IDLE_READERS
+        {
+            pool.push(conn);
+        }
+    }
+
+    /// Runs `f` on a read connection, off the async workers.
+    pub async fn read<T, F>(&self, f: F) -> Result<T>
+    where
+        T: Send + 'static,
+        F: FnOnce(&Connection) -> Result<T> + Send + 'static,
+    {
+        let store = self.clone();
+        tokio::task::spawn_blocking(move || {
+            let conn = store.take_reader()?;
+            let out = f(&conn);
+            store.return_reader(conn);
+            out
+        })
+        .await
+        .map_err(|e| StoreError::Task(e.to_string()))?
+    }
+
+    /// Runs `f` in one immediate transaction and commits it durably. If `f` fails,
+    /// nothing it did is kept.
+    pub async fn write<T, F>(&self, f: F) -> Result<T>
+    where
+        T: Send + 'static,
+        F: FnOnce(&Transaction<'_>) -> Result<T> + Send + 'static,
+    {
+        let inner = Arc::clone(&self.inner);
+        tokio::task::spawn_blocking(move || {
+            let mut conn = inner
+                .writer
+                .lock()
+                .map_err(|_| StoreError::Task("the writer lock was poisoned".into()))?;
+            let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
+            let out = f(&tx)?;
+            tx.commit()?;
+            Ok(out)
+        })
+        .await
+        .map_err(|e| StoreError::Task(e.to_string()))?
+    }
+
+    /// A cheap query proving the database answers; used by `/health`.
+    pub async fn check(&self) -> Result<()> {
+        self.read(|conn| {
+            conn.query_row("SELECT 1", [], |_| Ok(()))?;
+            Ok(())
+        })
+        .await
+    }
+
+    /// The schema version in force.
+    pub async fn schema_version(&self) -> Result<i64> {
+        self.read(|conn| Ok(conn.pragma_query_value(None, "user_version", |row| row.get(0))?))
+            .await
+    }
+}
+
+fn configure(conn: &Connection) -> rusqlite::Result<()> {
+    conn.busy_timeout(std::time::Duration::from_secs(5))?;
+    conn.pragma_update(None, "synchronous", "FULL")?;
+    conn.pragma_update(None, "foreign_keys", "ON")?;
+    conn.set_prepared_statement_cache_capacity(64);
+    Ok(())
+}
+
+/// Seconds since the Unix epoch.
+pub(crate) fn now_unix() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| i64::try_from(d.as_secs()).unwrap_or(i64::MAX))
+        .unwrap_or(0)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn page_bounds() {
+        assert_eq!(Page { number: 0, size: 100 }.limit_offset(), Some((100, 0)));
+        assert_eq!(Page { number: 3, size: 10 }.limit_offset(), Some((10, 30)));
+        assert_eq!(Page { number: u64::MAX, size: 1000 }.limit_offset(), None);
+    }
+
+    #[tokio::test]
+    async fn open_migrates_and_reopens() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("state.db");
+        let store = Store::open(&path).unwrap();
+        let version = store.schema_version().await.unwrap();
+        assert_eq!(version, migrations::latest_version());
+        drop(store);
+        let store = Store::open(&path).unwrap();
+        assert_eq!(store.schema_version().await.unwrap(), version);
+        store.check().await.unwrap();
+    }
+
+    #[tokio::test]
+    async fn refuses_a_newer_schema() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("state.db");
+        drop(Store::open(&path).unwrap());
+        let conn = Connection::open(&path).unwrap();
+        conn.pragma_update(None, "user_version", 9999).unwrap();
+        drop(conn);
+        match Store::open(&path) {
+            Err(StoreError::SchemaTooNew { found: 9999, .. }) => {}
+            Err(other) => panic!("unexpected error {other}"),
+            Ok(_) => panic!("opened a database from the future"),
+        }
+    }
+
+    #[tokio::test]
+    async fn failed_write_keeps_nothing() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open(&dir.path().join("state.db")).unwrap();
+        let result: Result<()> = store
+            .write(|tx| {
+                tx.execute(
+                    "INSERT INTO accounts (api_key_hash, name, description, wallet_address, managed, created_at) VALUES (zeroblob(32), 'x', '', '0x00', 1, 0)",
+                    [],
+                )?;
+                Err(StoreError::Conflict("abort".into()))
+            })
+            .await;
+        assert!(result.is_err());
+        let count: i64 = store
+            .read(|c| Ok(c.query_row("SELECT count(*) FROM accounts", [], |r| r.get(0))?))
+            .await
+            .unwrap();
+        assert_eq!(count, 0);
+    }
+
+    #[tokio::test]
+    async fn readers_are_not_blocked_by_an_open_write() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open(&dir.path().join("state.db")).unwrap();
+        let (started_tx, started_rx) = std::sync::mpsc::channel();
+        let (finish_tx, finish_rx) = std::sync::mpsc::channel::<()>();
+        let writer = {
+            let store = store.clone();
+            tokio::spawn(async move {
+                store
+                    .write(move |tx| {
+                        tx.execute(
+                            "INSERT INTO accounts (api_key_hash, name, description, wallet_address, managed, created_at) VALUES (zeroblob(32), 'x', '', '0x00', 1, 0)",
+                            [],
+                        )?;
+                        let _ = started_tx.send(());
+                        // Hold the write transaction open until the reader is done.
+                        let _ = finish_rx.recv();
+                        Ok(())
+                    })
+                    .await
+            })
+        };
+        tokio::task::spawn_blocking(move || started_rx.recv()).await.unwrap().unwrap();
+        // The write holds the lock; a read still answers, seeing the committed state.
+        let count: i64 = tokio::time::timeout(
+            std::time::Duration::from_secs(2),
+            store.read(|c| Ok(c.query_row("SELECT count(*) FROM accounts", [], |r| r.get(0))?)),
+        )
+        .await
+        .expect("a read waited for the writer")
+        .unwrap();
+        assert_eq!(count, 0);
+        finish_tx.send(()).unwrap();
+        writer.await.unwrap().unwrap();
+        let count: i64 = store
+            .read(|c| Ok(c.query_row("SELECT count(*) FROM accounts", [], |r| r.get(0))?))
+            .await
+            .unwrap();
+        assert_eq!(count, 1);
+    }
+}

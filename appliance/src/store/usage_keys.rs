@@ -1,0 +1,282 @@
+//! Usage keys: scoped, rotatable keys of an account. Only their hashes are stored.
+
+use rusqlite::{Connection, OptionalExtension, Row, params};
+
+use super::{AccountId, Page, ResolvedKey, Result, Store, StoreError, now_unix};
+use crate::authz::{GroupSet, Permissions};
+use crate::secrets::KeyHash;
+
+/// The store's id of a usage key (shown in lists as `id`). Never reused.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct UsageKeyId(pub i64);
+
+#[derive(Debug, Clone)]
+pub struct NewUsageKey {
+    pub key_hash: KeyHash,
+    pub name: String,
+    pub description: String,
+    pub permissions: Permissions,
+}
+
+#[derive(Debug, Clone)]
+pub struct UsageKeyRecord {
+    pub id: UsageKeyId,
+    pub key_hash: KeyHash,
+    pub name: String,
+    pub description: String,
+    pub permissions: Permissions,
+    pub created_at: i64,
+}
+
+const COLUMNS: &str = "id, key_hash, name, description, can_create_groups, can_delete_groups, \
+     can_create_pkps, manage_ipfs_ids_in_groups, add_pkp_to_groups, remove_pkp_from_groups, \
+     execute_in_groups, created_at";
+
+fn encode_set(set: &GroupSet) -> String {
+    // A JSON array of numbers; serialising a slice of u64 cannot fail.
+    serde_json::to_string(set.ids()).unwrap_or_else(|_| "[]".to_owned())
+}
+
+fn decode_set(row: &Row<'_>, idx: usize) -> rusqlite::Result<GroupSet> {
+    let text: String = row.get(idx)?;
+    serde_json::from_str::<Vec<u64>>(&text)
+        .map(GroupSet::new)
+        .map_err(|e| rusqlite::Error::FromSqlConversionFailure(idx, rusqlite::types::Type::Text, e.into()))
+}
+
+fn permissions_from(row: &Row<'_>, first: usize) -> rusqlite::Result<Permissions> {
+    Ok(Permissions {
+        can_create_groups: row.get(first)?,
+        can_delete_groups: row.get(first + 1)?,
+        can_create_pkps: row.get(first + 2)?,
+        manage_ipfs_ids_in_groups: decode_set(row, first + 3)?,
+        add_pkp_to_groups: decode_set(row, first + 4)?,
+        remove_pkp_from_groups: decode_set(row, first + 5)?,
+        execute_in_groups: decode_set(row, first + 6)?,
+    })
+}
+
+fn record_from(row: &Row<'_>) -> rusqlite::Result<UsageKeyRecord> {
+    Ok(UsageKeyRecord {
+        id: UsageKeyId(row.get(0)?),
+        key_hash: KeyHash(row.get(1)?),
+        name: row.get(2)?,
+        description: row.get(3)?,
+        permissions: permissions_from(row, 4)?,
+        created_at: row.get(11)?,
+    })
+}
+
+fn not_found() -> StoreError {
+    StoreError::NotFound("no usage key with that value or hash exists on this account".into())
+}
+
+pub(super) fn resolve(conn: &Connection, hash: &KeyHash) -> Result<Option<ResolvedKey>> {
+    conn.prepare_cached(&format!(
+        "SELECT account_id, {COLUMNS} FROM usage_keys WHERE key_hash = ?1"
+    ))?
+    .query_row([hash.0.as_slice()], |row| {
+        Ok(ResolvedKey::Usage {
+            account: AccountId(row.get(0)?),
+            key_id: UsageKeyId(row.get(1)?),
+            permissions: permissions_from(row, 5)?,
+        })
+    })
+    .optional()
+    .map_err(Into::into)
+}
+
+impl Store {
+    pub async fn add_usage_key(&self, account: AccountId, new: NewUsageKey) -> Result<UsageKeyRecord> {
+        self.write(move |tx| {
+            let now = now_unix();
+            let p = &new.permissions;
+            let inserted = tx.execute(
+                "INSERT INTO usage_keys (account_id, key_hash, name, description, can_create_groups,
+                    can_delete_groups, can_create_pkps, manage_ipfs_ids_in_groups, add_pkp_to_groups,
+                    remove_pkp_from_groups, execute_in_groups, created_at, updated_at)
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?12)",
+                params![
+                    account.0,
+                    new.key_hash.0.as_slice(),
+                    new.name,
+                    new.description,
+                    p.can_create_groups,
+                    p.can_delete_groups,
+                    p.can_create_pkps,
+                    encode_set(&p.manage_ipfs_ids_in_groups),
+                    encode_set(&p.add_pkp_to_groups),
+                    encode_set(&p.remove_pkp_from_groups),
+                    encode_set(&p.execute_in_groups),
+                    now
+                ],
+            );
+            match inserted {
+                Ok(_) => Ok(UsageKeyRecord {
+                    id: UsageKeyId(tx.last_insert_rowid()),
+                    key_hash: new.key_hash,
+                    name: new.name,
+                    description: new.description,
+                    permissions: new.permissions,
+                    created_at: now,
+                }),
+                Err(e) if super::accounts::is_unique_violation(&e) => {
+                    Err(StoreError::Conflict("a key with this value already exists".into()))
+                }
+                Err(e) => Err(e.into()),
+            }
+        })
+        .await
+    }
+
+    /// The account's usage keys in creation order.
+    pub async fn list_usage_keys(&self, account: AccountId, page: Page) -> Result<Vec<UsageKeyRecord>> {
+        let Some((limit, offset)) = page.limit_offset() else {
+            return Ok(Vec::new());
+        };
+        self.read(move |conn| {
+            let mut stmt = conn.prepare_cached(&format!(
+                "SELECT {COLUMNS} FROM usage_keys WHERE account_id = ?1 ORDER BY id LIMIT ?2 OFFSET ?3"
+            ))?;
+            let rows = stmt.query_map(params![account.0, limit, offset], record_from)?;
+            Ok(rows.collect::<rusqlite::Result<Vec<_>>>()?)
+        })
+        .await
+    }
+
+    /// Replaces the key's whole permission set, and its name and description when given.
+    pub async fn update_usage_key(
+        &self,
+        account: AccountId,
+        key: KeyHash,
+        permissions: Permissions,
+        name: Option<String>,
+        description: Option<String>,
+    ) -> Result<()> {
+        self.write(move |tx| {
+            let p = &permissions;
+            let changed = tx.execute(
+                "UPDATE usage_keys SET can_create_groups = ?3, can_delete_groups = ?4,
+                    can_create_pkps = ?5, manage_ipfs_ids_in_groups = ?6, add_pkp_to_groups = ?7,
+                    remove_pkp_from_groups = ?8, execute_in_groups = ?9,
+                    name = coalesce(?10, name), description = coalesce(?11, description),
+                    updated_at = ?12
+                 WHERE account_id = ?1 AND key_hash = ?2",
+                params![
+                    account.0,
+                    key.0.as_slice(),
+                    p.can_create_groups,
+                    p.can_delete_groups,
+                    p.can_create_pkps,
+                    encode_set(&p.manage_ipfs_ids_in_groups),
+                    encode_set(&p.add_pkp_to_groups),
+                    encode_set(&p.remove_pkp_from_groups),
+                    encode_set(&p.execute_in_groups),
+                    name,
+                    description,
+                    now_unix()
+                ],
+            )?;
+            if changed == 0 { Err(not_found()) } else { Ok(()) }
+        })
+        .await
+    }
+
+    pub async fn update_usage_key_metadata(
+        &self,
+        account: AccountId,
+        key: KeyHash,
+        name: String,
+        description: String,
+    ) -> Result<()> {
+        self.write(move |tx| {
+            let changed = tx.execute(
+                "UPDATE usage_keys SET name = ?3, description = ?4, updated_at = ?5
+                 WHERE account_id = ?1 AND key_hash = ?2",
+                params![account.0, key.0.as_slice(), name, description, now_unix()],
+            )?;
+            if changed == 0 { Err(not_found()) } else { Ok(()) }
+        })
+        .await
+    }
+
+    /// Removes the key; the very next request with it is refused.
+    pub async fn remove_usage_key(&self, account: AccountId, key: KeyHash) -> Result<()> {
+        self.write(move |tx| {
+            let changed = tx.execute(
+                "DELETE FROM usage_keys WHERE account_id = ?1 AND key_hash = ?2",
+                params![account.0, key.0.as_slice()],
+            )?;
+            if changed == 0 { Err(not_found()) } else { Ok(()) }
+        })
+        .await
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::store::NewAccount;
+
+    async fn store_with_account() -> (tempfile::TempDir, Store, AccountId) {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open(&dir.path().join("state.db")).unwrap();
+        let account = store
+            .create_account(NewAccount {
+                api_key_hash: KeyHash([1; 32]),
+                name: "a".into(),
+                description: String::new(),
+                email: None,
+                wallet_address: "0x0".into(),
+            })
+            .await
+            .unwrap();
+        (dir, store, account)
+    }
+
+    fn perms() -> Permissions {
+        Permissions {
+            can_create_groups: true,
+            execute_in_groups: GroupSet::new(vec![4, 2]),
+            ..Default::default()
+        }
+    }
+
+    #[tokio::test]
+    async fn add_resolve_update_remove() {
+        let (_dir, store, account) = store_with_account().await;
+        let hash = KeyHash([9; 32]);
+        let rec = store
+            .add_usage_key(account, NewUsageKey { key_hash: hash, name: "k".into(), description: "d".into(), permissions: perms() })
+            .await
+            .unwrap();
+        match store.resolve_key(hash).await.unwrap() {
+            Some(ResolvedKey::Usage { account: a, key_id, permissions }) => {
+                assert_eq!(a, account);
+                assert_eq!(key_id, rec.id);
+                assert_eq!(permissions, perms());
+            }
+            other => panic!("{other:?}"),
+        }
+        assert_eq!(store.resolve_key(KeyHash([1; 32])).await.unwrap(), Some(ResolvedKey::Account(account)));
+
+        store.update_usage_key(account, hash, Permissions::default(), None, None).await.unwrap();
+        let listed = store.list_usage_keys(account, Page { number: 0, size: 10 }).await.unwrap();
+        assert_eq!(listed[0].permissions, Permissions::default());
+        assert_eq!(listed[0].name, "k", "name is kept when not given");
+
+        store.remove_usage_key(account, hash).await.unwrap();
+        assert_eq!(store.resolve_key(hash).await.unwrap(), None);
+        assert!(matches!(store.remove_usage_key(account, hash).await, Err(StoreError::NotFound(_))));
+    }
+
+    #[tokio::test]
+    async fn ids_are_never_reused() {
+        let (_dir, store, account) = store_with_account().await;
+        let mk = |b| NewUsageKey { key_hash: KeyHash([b; 32]), name: "k".into(), description: String::new(), permissions: perms() };
+        let first = store.add_usage_key(account, mk(5)).await.unwrap();
+        store.remove_usage_key(account, KeyHash([5; 32])).await.unwrap();
+        let second = store.add_usage_key(account, mk(6)).await.unwrap();
+        assert!(second.id.0 > first.id.0);
+    }
+}
