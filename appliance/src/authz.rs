@@ -163,7 +163,9 @@ fn describe(operation: Operation) -> String {
         Operation::ManageActionsInGroup(g) => {
             format!("manage actions in group {g} (needs manage_ipfs_ids_in_groups)")
         }
-        Operation::AddPkpToGroup(g) => format!("add wallets to group {g} (needs add_pkp_to_groups)"),
+        Operation::AddPkpToGroup(g) => {
+            format!("add wallets to group {g} (needs add_pkp_to_groups)")
+        }
         Operation::RemovePkpFromGroup(g) => {
             format!("remove wallets from group {g} (needs remove_pkp_from_groups)")
         }
@@ -265,20 +267,33 @@ mod tests {
     fn each_flag_grants_exactly_its_operation() {
         let cases = [
             (
-                Permissions { can_create_groups: true, ..Default::default() },
+                Permissions {
+                    can_create_groups: true,
+                    ..Default::default()
+                },
                 Operation::CreateGroup,
             ),
             (
-                Permissions { can_delete_groups: true, ..Default::default() },
+                Permissions {
+                    can_delete_groups: true,
+                    ..Default::default()
+                },
                 Operation::DeleteGroup,
             ),
             (
-                Permissions { can_create_pkps: true, ..Default::default() },
+                Permissions {
+                    can_create_pkps: true,
+                    ..Default::default()
+                },
                 Operation::CreateWallet,
             ),
         ];
         for (perms, op) in cases {
-            assert_eq!(allowed(&usage(perms)), names(&[Operation::ReadAccount, op]), "{op:?}");
+            assert_eq!(
+                allowed(&usage(perms)),
+                names(&[Operation::ReadAccount, op]),
+                "{op:?}"
+            );
         }
     }
 
@@ -289,19 +304,34 @@ mod tests {
         let one = || GroupSet::new(vec![1]);
         let cases: Vec<(Permissions, Vec<Operation>)> = vec![
             (
-                Permissions { manage_ipfs_ids_in_groups: one(), ..Default::default() },
-                vec![Operation::ManageActionsInGroup(G1), Operation::RegisterAction],
+                Permissions {
+                    manage_ipfs_ids_in_groups: one(),
+                    ..Default::default()
+                },
+                vec![
+                    Operation::ManageActionsInGroup(G1),
+                    Operation::RegisterAction,
+                ],
             ),
             (
-                Permissions { add_pkp_to_groups: one(), ..Default::default() },
+                Permissions {
+                    add_pkp_to_groups: one(),
+                    ..Default::default()
+                },
                 vec![Operation::AddPkpToGroup(G1)],
             ),
             (
-                Permissions { remove_pkp_from_groups: one(), ..Default::default() },
+                Permissions {
+                    remove_pkp_from_groups: one(),
+                    ..Default::default()
+                },
                 vec![Operation::RemovePkpFromGroup(G1)],
             ),
             (
-                Permissions { execute_in_groups: one(), ..Default::default() },
+                Permissions {
+                    execute_in_groups: one(),
+                    ..Default::default()
+                },
                 vec![Operation::ExecuteInGroup(G1)],
             ),
         ];
@@ -317,7 +347,10 @@ mod tests {
         let all = || GroupSet::new(vec![0]);
         let cases: Vec<(Permissions, Vec<Operation>)> = vec![
             (
-                Permissions { manage_ipfs_ids_in_groups: all(), ..Default::default() },
+                Permissions {
+                    manage_ipfs_ids_in_groups: all(),
+                    ..Default::default()
+                },
                 vec![
                     Operation::ManageActionsInGroup(G1),
                     Operation::ManageActionsInGroup(G2),
@@ -326,15 +359,27 @@ mod tests {
                 ],
             ),
             (
-                Permissions { add_pkp_to_groups: all(), ..Default::default() },
+                Permissions {
+                    add_pkp_to_groups: all(),
+                    ..Default::default()
+                },
                 vec![Operation::AddPkpToGroup(G1), Operation::AddPkpToGroup(G2)],
             ),
             (
-                Permissions { remove_pkp_from_groups: all(), ..Default::default() },
-                vec![Operation::RemovePkpFromGroup(G1), Operation::RemovePkpFromGroup(G2)],
+                Permissions {
+                    remove_pkp_from_groups: all(),
+                    ..Default::default()
+                },
+                vec![
+                    Operation::RemovePkpFromGroup(G1),
+                    Operation::RemovePkpFromGroup(G2),
+                ],
             ),
             (
-                Permissions { execute_in_groups: all(), ..Default::default() },
+                Permissions {
+                    execute_in_groups: all(),
+                    ..Default::default()
+                },
                 vec![
                     Operation::ExecuteInGroup(G1),
                     Operation::ExecuteInGroup(G2),
@@ -347,7 +392,10 @@ mod tests {
             assert_eq!(allowed(&usage(perms.clone())), names(&ops), "{perms:?}");
         }
         // The wildcard also covers group ids far from the listed ones.
-        let perms = Permissions { execute_in_groups: all(), ..Default::default() };
+        let perms = Permissions {
+            execute_in_groups: all(),
+            ..Default::default()
+        };
         assert!(authorize(&usage(perms), Operation::ExecuteInGroup(GroupId(u64::MAX))).is_ok());
     }
 
@@ -379,7 +427,10 @@ mod tests {
                 1 => p.add_pkp_to_groups = GroupSet::default(),
                 _ => p.remove_pkp_from_groups = GroupSet::default(),
             }
-            assert!(authorize(&usage(p), Operation::UpdateGroup(G1)).is_err(), "{missing}");
+            assert!(
+                authorize(&usage(p), Operation::UpdateGroup(G1)).is_err(),
+                "{missing}"
+            );
         }
     }
 
@@ -420,8 +471,11 @@ mod tests {
     fn denials_name_the_missing_permission() {
         let err = authorize(&usage(Permissions::default()), Operation::CreateGroup).unwrap_err();
         assert!(err.to_string().contains("can_create_groups"), "{err}");
-        let err =
-            authorize(&usage(Permissions::default()), Operation::ExecuteInGroup(G2)).unwrap_err();
+        let err = authorize(
+            &usage(Permissions::default()),
+            Operation::ExecuteInGroup(G2),
+        )
+        .unwrap_err();
         assert!(err.to_string().contains("group 2"), "{err}");
     }
 }

@@ -114,7 +114,10 @@ pub struct LogConfig {
 
 impl Default for LogConfig {
     fn default() -> Self {
-        Self { filter: "info".into(), format: LogFormat::Text }
+        Self {
+            filter: "info".into(),
+            format: LogFormat::Text,
+        }
     }
 }
 
@@ -138,7 +141,11 @@ pub enum ConfigError {
 impl Config {
     /// The development configuration of `appliance dev`.
     pub fn dev(listen: SocketAddr, data_dir: PathBuf) -> Self {
-        Self { listen, data_dir, ..Self::default() }
+        Self {
+            listen,
+            data_dir,
+            ..Self::default()
+        }
     }
 
     /// Loads `path` (if given) and applies the process environment.
@@ -153,10 +160,15 @@ impl Config {
     ) -> Result<Self, ConfigError> {
         let mut table = match path {
             Some(path) => {
-                let text = std::fs::read_to_string(path)
-                    .map_err(|source| ConfigError::Read { path: path.to_owned(), source })?;
+                let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Read {
+                    path: path.to_owned(),
+                    source,
+                })?;
                 text.parse::<toml::Table>()
-                    .map_err(|e| ConfigError::Syntax { path: path.to_owned(), message: e.to_string() })?
+                    .map_err(|e| ConfigError::Syntax {
+                        path: path.to_owned(),
+                        message: e.to_string(),
+                    })?
             }
             None => toml::Table::new(),
         };
@@ -169,11 +181,17 @@ impl Config {
     }
 
     fn validate(&self) -> Result<(), ConfigError> {
-        if self.tls.mode == TlsMode::Files && (self.tls.cert_file.is_none() || self.tls.key_file.is_none()) {
-            return Err(ConfigError::Invalid("tls.mode = \"files\" needs tls.cert_file and tls.key_file".into()));
+        if self.tls.mode == TlsMode::Files
+            && (self.tls.cert_file.is_none() || self.tls.key_file.is_none())
+        {
+            return Err(ConfigError::Invalid(
+                "tls.mode = \"files\" needs tls.cert_file and tls.key_file".into(),
+            ));
         }
         if self.tls.hostnames.is_empty() {
-            return Err(ConfigError::Invalid("tls.hostnames must name at least one host".into()));
+            return Err(ConfigError::Invalid(
+                "tls.hostnames must name at least one host".into(),
+            ));
         }
         if self.http.max_body_bytes == 0 || self.http.max_connections == 0 {
             return Err(ConfigError::Invalid("http limits must be positive".into()));
@@ -230,7 +248,10 @@ mod tests {
     use super::*;
 
     fn env(pairs: &[(&str, &str)]) -> Vec<(String, String)> {
-        pairs.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect()
+        pairs
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect()
     }
 
     #[test]
@@ -244,7 +265,11 @@ mod tests {
     fn environment_overrides_file_and_defaults() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("c.toml");
-        std::fs::write(&path, "listen = \"127.0.0.1:1\"\n[http]\nmax_body_bytes = 5\n").unwrap();
+        std::fs::write(
+            &path,
+            "listen = \"127.0.0.1:1\"\n[http]\nmax_body_bytes = 5\n",
+        )
+        .unwrap();
         let c = Config::load_with_env(
             Some(&path),
             env(&[
@@ -273,7 +298,8 @@ mod tests {
 
     #[test]
     fn files_mode_needs_paths() {
-        let err = Config::load_with_env(None, env(&[("APPLIANCE_TLS__MODE", "files")])).unwrap_err();
+        let err =
+            Config::load_with_env(None, env(&[("APPLIANCE_TLS__MODE", "files")])).unwrap_err();
         assert!(err.to_string().contains("cert_file"), "{err}");
     }
 }

@@ -20,7 +20,9 @@ impl Address {
 
     /// Parses `0x` + 40 hex digits (any case; the checksum is not enforced on input).
     pub fn parse(text: &str) -> Option<Self> {
-        let digits = text.strip_prefix("0x").or_else(|| text.strip_prefix("0X"))?;
+        let digits = text
+            .strip_prefix("0x")
+            .or_else(|| text.strip_prefix("0X"))?;
         if digits.len() != 40 {
             return None;
         }
@@ -88,13 +90,22 @@ mod tests {
             let public = format!("0x{}", hex::encode(vk.to_encoded_point(false).as_bytes()));
             assert_eq!(public, v.public_key);
             assert_eq!(Address::from_verifying_key(vk).to_checksum(), v.address);
-            assert_eq!(Address::parse(&v.address).unwrap(), Address::from_verifying_key(vk));
+            assert_eq!(
+                Address::parse(&v.address).unwrap(),
+                Address::from_verifying_key(vk)
+            );
         }
     }
 
     #[test]
     fn parse_rejects_malformed() {
-        for bad in ["", "0x", "0x1234", "70997970C51812dc3A010C7d01b50e0d17dc79C8", "0xZZ997970C51812dc3A010C7d01b50e0d17dc79C8"] {
+        for bad in [
+            "",
+            "0x",
+            "0x1234",
+            "70997970C51812dc3A010C7d01b50e0d17dc79C8",
+            "0xZZ997970C51812dc3A010C7d01b50e0d17dc79C8",
+        ] {
             assert!(Address::parse(bad).is_none(), "{bad}");
         }
     }

@@ -66,8 +66,16 @@ impl Running {
     /// The base URL clients use.
     pub fn base_url(&self) -> String {
         let ip = self.local_addr.ip();
-        let host = if ip.is_unspecified() { "127.0.0.1".to_owned() } else { ip.to_string() };
-        let host = if self.local_addr.is_ipv6() && !ip.is_unspecified() { format!("[{host}]") } else { host };
+        let host = if ip.is_unspecified() {
+            "127.0.0.1".to_owned()
+        } else {
+            ip.to_string()
+        };
+        let host = if self.local_addr.is_ipv6() && !ip.is_unspecified() {
+            format!("[{host}]")
+        } else {
+            host
+        };
         format!("https://{host}:{}", self.local_addr.port())
     }
 
@@ -85,8 +93,10 @@ impl Running {
 
 /// Opens the store, sets up TLS, binds, and starts serving.
 pub async fn start(config: Config) -> Result<Running, StartError> {
-    std::fs::create_dir_all(&config.data_dir)
-        .map_err(|source| StartError::DataDir { path: config.data_dir.clone(), source })?;
+    std::fs::create_dir_all(&config.data_dir).map_err(|source| StartError::DataDir {
+        path: config.data_dir.clone(),
+        source,
+    })?;
     let store = Store::open(&config.data_dir.join("state.db"))?;
 
     let (certified, self_signed_pem) = match config.tls.mode {
@@ -99,7 +109,10 @@ pub async fn start(config: Config) -> Result<Running, StartError> {
         TlsMode::Files => {
             // validate() guarantees both paths are present in this mode.
             let (Some(cert), Some(key)) = (&config.tls.cert_file, &config.tls.key_file) else {
-                return Err(tls::TlsError::Unusable("tls.cert_file and tls.key_file are required".into()).into());
+                return Err(tls::TlsError::Unusable(
+                    "tls.cert_file and tls.key_file are required".into(),
+                )
+                .into());
             };
             (tls::from_pem_files(cert, key)?, None)
         }
@@ -109,18 +122,37 @@ pub async fn start(config: Config) -> Result<Running, StartError> {
 
     let listener = TcpListener::bind(config.listen)
         .await
-        .map_err(|source| StartError::Bind { addr: config.listen, source })?;
-    let local_addr = listener
-        .local_addr()
-        .map_err(|source| StartError::Bind { addr: config.listen, source })?;
+        .map_err(|source| StartError::Bind {
+            addr: config.listen,
+            source,
+        })?;
+    let local_addr = listener.local_addr().map_err(|source| StartError::Bind {
+        addr: config.listen,
+        source,
+    })?;
 
     let limits = config.http.clone();
-    let state = http::AppState { store, config: Arc::new(config) };
+    let state = http::AppState {
+        store,
+        config: Arc::new(config),
+    };
     let app = http::app(state);
     let (stop, stopped) = oneshot::channel::<()>();
-    let task = tokio::spawn(server::serve(listener, tls_config, app, limits, async move {
-        let _ = stopped.await;
-    }));
+    let task = tokio::spawn(server::serve(
+        listener,
+        tls_config,
+        app,
+        limits,
+        async move {
+            let _ = stopped.await;
+        },
+    ));
     tracing::info!(%local_addr, "serving HTTPS");
-    Ok(Running { local_addr, self_signed_pem, certs, stop, task })
+    Ok(Running {
+        local_addr,
+        self_signed_pem,
+        certs,
+        stop,
+        task,
+    })
 }

@@ -10,7 +10,11 @@ use clap::{Parser, Subcommand};
 use tracing_subscriber::EnvFilter;
 
 #[derive(Parser)]
-#[command(name = "appliance", version, about = "The confidential-VM key appliance")]
+#[command(
+    name = "appliance",
+    version,
+    about = "The confidential-VM key appliance"
+)]
 struct Cli {
     #[command(subcommand)]
     command: Command,
@@ -42,8 +46,11 @@ enum Command {
 }
 
 fn init_logging(config: &Config) {
-    let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new(&config.log.filter));
-    let builder = tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr);
+    let filter =
+        EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new(&config.log.filter));
+    let builder = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr);
     match config.log.format {
         LogFormat::Json => builder.json().init(),
         LogFormat::Text => builder.init(),
@@ -54,13 +61,14 @@ async fn shutdown_signal() {
     let ctrl_c = tokio::signal::ctrl_c();
     #[cfg(unix)]
     {
-        let mut term = match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
-            Ok(term) => term,
-            Err(_) => {
-                let _ = ctrl_c.await;
-                return;
-            }
-        };
+        let mut term =
+            match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+                Ok(term) => term,
+                Err(_) => {
+                    let _ = ctrl_c.await;
+                    return;
+                }
+            };
         tokio::select! {
             _ = ctrl_c => {},
             _ = term.recv() => {},
@@ -73,7 +81,9 @@ async fn shutdown_signal() {
 async fn run(config: Config, dev: bool) -> ExitCode {
     init_logging(&config);
     if dev {
-        tracing::warn!("DEVELOPMENT MODE: self-signed TLS, simulated platform; nothing here is confidential");
+        tracing::warn!(
+            "DEVELOPMENT MODE: self-signed TLS, simulated platform; nothing here is confidential"
+        );
     }
     let mut running = match appliance::start(config).await {
         Ok(running) => running,
@@ -87,7 +97,11 @@ async fn run(config: Config, dev: bool) -> ExitCode {
     let mut out = std::io::stdout().lock();
     let _ = writeln!(out, "appliance listening on {}", running.base_url());
     if let Some(pem) = &running.self_signed_pem {
-        let _ = writeln!(out, "self-signed certificate: {} (curl --cacert it, or -k)", pem.display());
+        let _ = writeln!(
+            out,
+            "self-signed certificate: {} (curl --cacert it, or -k)",
+            pem.display()
+        );
     }
     let _ = out.flush();
     drop(out);
@@ -130,10 +144,16 @@ fn main() -> ExitCode {
             };
         }
     };
-    let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+    {
         Ok(rt) => rt,
         Err(err) => {
-            let _ = writeln!(std::io::stderr(), "appliance: cannot start the async runtime: {err}");
+            let _ = writeln!(
+                std::io::stderr(),
+                "appliance: cannot start the async runtime: {err}"
+            );
             return ExitCode::FAILURE;
         }
     };

@@ -83,7 +83,9 @@ pub struct KeyHash(pub [u8; 32]);
 impl KeyHash {
     /// Parses `0x` + 64 hex.
     pub fn from_hex(text: &str) -> Option<Self> {
-        let digits = text.strip_prefix("0x").or_else(|| text.strip_prefix("0X"))?;
+        let digits = text
+            .strip_prefix("0x")
+            .or_else(|| text.strip_prefix("0X"))?;
         if digits.len() != 64 {
             return None;
         }
@@ -137,13 +139,25 @@ mod tests {
 
     #[test]
     fn malformed_values_are_rejected() {
-        for bad in ["", "abc", "not base64 at all not base64 at all not base6", &"A".repeat(43)] {
-            assert_eq!(ApiSecret::from_base64(bad).err(), Some(SecretError::Malformed), "{bad}");
+        for bad in [
+            "",
+            "abc",
+            "not base64 at all not base64 at all not base6",
+            &"A".repeat(43),
+        ] {
+            assert_eq!(
+                ApiSecret::from_base64(bad).err(),
+                Some(SecretError::Malformed),
+                "{bad}"
+            );
         }
         // 33 bytes encodes to 44 characters without padding mistakes? No: 33 bytes is 44 chars.
         let too_long = STANDARD.encode([7u8; 33]);
         assert_eq!(too_long.len(), 44);
-        assert_eq!(ApiSecret::from_base64(&too_long).err(), Some(SecretError::Malformed));
+        assert_eq!(
+            ApiSecret::from_base64(&too_long).err(),
+            Some(SecretError::Malformed)
+        );
     }
 
     #[test]

@@ -18,7 +18,11 @@ pub enum TlsError {
     #[error("cannot generate a self-signed certificate: {0}")]
     Generate(String),
     #[error("cannot read {what} from {path}: {message}")]
-    Read { what: &'static str, path: String, message: String },
+    Read {
+        what: &'static str,
+        path: String,
+        message: String,
+    },
     #[error("the certificate or key is unusable: {0}")]
     Unusable(String),
     #[error("cannot write {path}: {source}")]
@@ -37,7 +41,9 @@ pub struct CertResolver {
 
 impl CertResolver {
     pub fn new(key: CertifiedKey) -> Arc<Self> {
-        Arc::new(Self { current: RwLock::new(Arc::new(key)) })
+        Arc::new(Self {
+            current: RwLock::new(Arc::new(key)),
+        })
     }
 
     /// Serves `key` to every handshake from now on; open connections keep theirs.
@@ -69,8 +75,12 @@ pub fn server_config(resolver: Arc<CertResolver>) -> Result<Arc<ServerConfig>, T
     Ok(Arc::new(config))
 }
 
-fn certified_key(chain: Vec<CertificateDer<'static>>, key: PrivateKeyDer<'static>) -> Result<CertifiedKey, TlsError> {
-    let signing = provider::sign::any_supported_type(&key).map_err(|e| TlsError::Unusable(e.to_string()))?;
+fn certified_key(
+    chain: Vec<CertificateDer<'static>>,
+    key: PrivateKeyDer<'static>,
+) -> Result<CertifiedKey, TlsError> {
+    let signing =
+        provider::sign::any_supported_type(&key).map_err(|e| TlsError::Unusable(e.to_string()))?;
     Ok(CertifiedKey::new(chain, signing))
 }
 
@@ -97,20 +107,34 @@ pub fn from_pem_files(cert_file: &Path, key_file: &Path) -> Result<CertifiedKey,
         .collect::<Result<Vec<_>, _>>()
         .map_err(|e| read_err("certificates", cert_file, &e))?;
     if chain.is_empty() {
-        return Err(read_err("certificates", cert_file, &"no certificate in the file"));
+        return Err(read_err(
+            "certificates",
+            cert_file,
+            &"no certificate in the file",
+        ));
     }
-    let key = PrivateKeyDer::from_pem_file(key_file).map_err(|e| read_err("the private key", key_file, &e))?;
+    let key = PrivateKeyDer::from_pem_file(key_file)
+        .map_err(|e| read_err("the private key", key_file, &e))?;
     certified_key(chain, key)
 }
 
 /// Writes the public certificate where local clients can trust it (`--cacert`).
 pub fn write_public_pem(path: &Path, pem: &str) -> Result<(), TlsError> {
     if let Some(dir) = path.parent() {
-        std::fs::create_dir_all(dir).map_err(|source| TlsError::Write { path: dir.display().to_string(), source })?;
+        std::fs::create_dir_all(dir).map_err(|source| TlsError::Write {
+            path: dir.display().to_string(),
+            source,
+        })?;
     }
     let tmp = path.with_extension("pem.tmp");
-    std::fs::write(&tmp, pem).map_err(|source| TlsError::Write { path: tmp.display().to_string(), source })?;
-    std::fs::rename(&tmp, path).map_err(|source| TlsError::Write { path: path.display().to_string(), source })
+    std::fs::write(&tmp, pem).map_err(|source| TlsError::Write {
+        path: tmp.display().to_string(),
+        source,
+    })?;
+    std::fs::rename(&tmp, path).map_err(|source| TlsError::Write {
+        path: path.display().to_string(),
+        source,
+    })
 }
 
 #[cfg(test)]

@@ -26,7 +26,8 @@ fn derive_key(secret: &ApiSecret) -> Result<SigningKey, DerivationError> {
         let mut okm = Zeroizing::new([0u8; 32]);
         let mut info = *b"secp256k1  ";
         info[10] = counter;
-        hkdf.expand(&info, okm.as_mut()).map_err(|_| DerivationError)?;
+        hkdf.expand(&info, okm.as_mut())
+            .map_err(|_| DerivationError)?;
         if let Ok(key) = SigningKey::from_slice(okm.as_ref()) {
             return Ok(key);
         }
@@ -69,8 +70,11 @@ mod tests {
         for v in file.vectors {
             let secret = ApiSecret::from_bytes(bytes32(&v.secret));
             let key = derive_key(&secret).unwrap();
-            assert_eq!(key.to_bytes().as_slice(), bytes32(&v.private_key).as_slice());
-            assert_eq!(account_wallet_address(&secret).unwrap().to_checksum(), v.address);
+            assert_eq!(&key.to_bytes()[..], &bytes32(&v.private_key)[..]);
+            assert_eq!(
+                account_wallet_address(&secret).unwrap().to_checksum(),
+                v.address
+            );
         }
     }
 

@@ -1,1 +1,323 @@
+//! Helpers for end-to-end tests: start the real `appliance` binary on an ephemeral
+//! loopback port, talk to it over HTTPS as a client would (trusting its self-signed
+//! certificate, not skipping verification), and stop it when the test ends.
 
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::io::{BufRead, BufReader};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::mpsc;
+use std::time::Duration;
+
+use reqwest::{Client, Method, StatusCode, header::HeaderMap};
+use serde_json::Value;
+
+/// The directory holding the workspace's built binaries (`target/debug`), found from
+/// this test executable's own path (`target/debug/deps/<test>`).
+pub fn bin_dir() -> PathBuf {
+    let exe = std::env::current_exe().expect("current_exe");
+    exe.parent()
+        .and_then(Path::parent)
+        .expect("target dir")
+        .to_owned()
+}
+
+/// The workspace root.
+pub fn workspace_root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .expect("workspace root")
+        .to_owned()
+}
+
+/// The newest modification time of any file under `dir`.
+fn newest_mtime(dir: &Path) -> Option<std::time::SystemTime> {
+    let mut newest = None;
+    for entry in std::fs::read_dir(dir).ok()?.flatten() {
+        let path = entry.path();
+        let time = if path.is_dir() {
+            newest_mtime(&path)
+        } else {
+            entry.metadata().ok()?.modified().ok()
+        };
+        newest = newest.max(time);
+    }
+    newest
+}
+
+/// Path of a workspace binary. `cargo test --workspace` builds it before any test runs
+/// (`cargo test -p e2e` alone does not rebuild other packages' binaries, so a binary
+/// older than its sources is refused rather than silently tested).
+pub fn binary(name: &str) -> PathBuf {
+    let path = bin_dir().join(name);
+    let hint = "run the tests with `cargo test --workspace` (or `scripts/test`)";
+    let built = std::fs::metadata(&path)
+        .and_then(|m| m.modified())
+        .unwrap_or_else(|_| panic!("{} is not built; {hint}", path.display()));
+    let sources = workspace_root().join(name).join("src");
+    if let Some(newest) = newest_mtime(&sources) {
+        assert!(
+            built >= newest,
+            "{} is older than {}; {hint}",
+            path.display(),
+            sources.display()
+        );
+    }
+    path
+}
+
+/// A running appliance in dev mode, killed when dropped.
+pub struct Appliance {
+    child: Option<Child>,
+    pub base_url: String,
+    pub data_dir: PathBuf,
+    pub client: Client,
+    _tmp: Option<tempfile::TempDir>,
+}
+
+/// A response, read whole.
+#[derive(Debug)]
+pub struct Reply {
+    pub status: StatusCode,
+    pub headers: HeaderMap,
+    pub body: Value,
+    pub text: String,
+    pub version: reqwest::Version,
+}
+
+impl Reply {
+    /// Asserts the standard error shape and status, and returns the description.
+    #[track_caller]
+    pub fn assert_error(&self, status: u16) -> String {
+        assert_eq!(
+            self.status.as_u16(),
+            status,
+            "unexpected status; body: {}",
+            self.text
+        );
+        let content_type = self
+            .headers
+            .get("content-type")
+            .map(|v| v.to_str().unwrap().to_owned());
+        assert_eq!(
+            content_type.as_deref(),
+            Some("application/json"),
+            "{}",
+            self.text
+        );
+        let err = &self.body["error"];
+        assert_eq!(
+            err["code"].as_u64(),
+            Some(u64::from(status)),
+            "{}",
+            self.text
+        );
+        assert_eq!(
+            err["reason"].as_str(),
+            self.status.canonical_reason(),
+            "{}",
+            self.text
+        );
+        let description = err["description"].as_str().expect("description").to_owned();
+        assert!(!description.is_empty());
+        assert_eq!(
+            self.body.as_object().unwrap().len(),
+            1,
+            "only `error` at the top: {}",
+            self.text
+        );
+        assert_eq!(err.as_object().unwrap().len(), 3, "{}", self.text);
+        description
+    }
+
+    #[track_caller]
+    pub fn assert_ok(&self) -> &Value {
+        assert_eq!(self.status, StatusCode::OK, "body: {}", self.text);
+        &self.body
+    }
+}
+
+impl Appliance {
+    /// Starts a fresh appliance with its own temporary data directory.
+    pub async fn start() -> Self {
+        let tmp = tempfile::tempdir().unwrap();
+        let dir = tmp.path().to_owned();
+        let mut app = Self::start_in(&dir).await;
+        app._tmp = Some(tmp);
+        app
+    }
+
+    /// Starts an appliance on an existing data directory (a restart).
+    pub async fn start_in(data_dir: &Path) -> Self {
+        let log = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(data_dir.join("appliance.log"))
+            .unwrap();
+        let mut child = Command::new(binary("appliance"))
+            .args(["dev", "--listen", "127.0.0.1:0", "--data-dir"])
+            .arg(data_dir)
+            .env("RUST_LOG", "info")
+            .stdout(Stdio::piped())
+            .stderr(log)
+            .stdin(Stdio::null())
+            .spawn()
+            .expect("spawn appliance");
+        let stdout = child.stdout.take().unwrap();
+        let (tx, rx) = mpsc::channel();
+        std::thread::spawn(move || {
+            for line in BufReader::new(stdout).lines().map_while(Result::ok) {
+                if let Some(url) = line.split_whitespace().find(|w| w.starts_with("https://")) {
+                    let _ = tx.send(url.to_owned());
+                }
+            }
+        });
+        let base_url = match rx.recv_timeout(Duration::from_secs(30)) {
+            Ok(url) => url,
+            Err(_) => {
+                let _ = child.kill();
+                let log =
+                    std::fs::read_to_string(data_dir.join("appliance.log")).unwrap_or_default();
+                panic!("appliance did not print its URL; its log:\n{log}");
+            }
+        };
+        let pem = std::fs::read(data_dir.join("tls").join("self-signed.pem")).unwrap();
+        let client = client_trusting(&pem, None);
+        Self {
+            child: Some(child),
+            base_url,
+            data_dir: data_dir.to_owned(),
+            client,
+            _tmp: None,
+        }
+    }
+
+    pub fn url(&self, path: &str) -> String {
+        format!("{}{}", self.base_url, path)
+    }
+
+    /// `/core/v1` + path.
+    pub fn api(&self, path: &str) -> String {
+        self.url(&format!("/core/v1{path}"))
+    }
+
+    /// A client trusting this appliance's certificate, limited to one HTTP version.
+    pub fn client_with(&self, version: reqwest::Version) -> Client {
+        let pem = std::fs::read(self.data_dir.join("tls").join("self-signed.pem")).unwrap();
+        client_trusting(&pem, Some(version))
+    }
+
+    /// POSTs JSON to `/core/v1` + path with an optional key (as Bearer).
+    pub async fn post(&self, path: &str, key: Option<&str>, body: Value) -> Reply {
+        let mut req = self.client.post(self.api(path)).json(&body);
+        if let Some(key) = key {
+            req = req.bearer_auth(key);
+        }
+        read(req.send().await.expect("request")).await
+    }
+
+    /// GETs `/core/v1` + path with an optional key (as Bearer).
+    pub async fn get(&self, path: &str, key: Option<&str>) -> Reply {
+        let mut req = self.client.get(self.api(path));
+        if let Some(key) = key {
+            req = req.bearer_auth(key);
+        }
+        read(req.send().await.expect("request")).await
+    }
+
+    /// Any request, built by the caller.
+    pub async fn send(&self, req: reqwest::RequestBuilder) -> Reply {
+        read(req.send().await.expect("request")).await
+    }
+
+    pub fn request(&self, method: Method, url: &str) -> reqwest::RequestBuilder {
+        self.client.request(method, url)
+    }
+
+    /// Creates an account and returns `(api_key, wallet_address)`.
+    pub async fn new_account(&self, name: &str) -> (String, String) {
+        let reply = self
+            .post(
+                "/new_account",
+                None,
+                serde_json::json!({ "account_name": name }),
+            )
+            .await;
+        let body = reply.assert_ok();
+        (
+            body["api_key"].as_str().unwrap().to_owned(),
+            body["wallet_address"].as_str().unwrap().to_owned(),
+        )
+    }
+
+    /// Creates a usage key with the given permission fields; returns `(key, hash)`.
+    pub async fn add_usage_key(&self, account_key: &str, fields: Value) -> (String, String) {
+        let mut body = serde_json::json!({ "name": "key", "description": "" });
+        for (k, v) in fields.as_object().unwrap() {
+            body[k] = v.clone();
+        }
+        let reply = self
+            .post("/add_usage_api_key", Some(account_key), body)
+            .await;
+        let body = reply.assert_ok();
+        (
+            body["usage_api_key"].as_str().unwrap().to_owned(),
+            body["api_key_hash"].as_str().unwrap().to_owned(),
+        )
+    }
+
+    /// Sends SIGKILL: no shutdown code runs.
+    pub fn kill9(&mut self) {
+        if let Some(mut child) = self.child.take() {
+            child.kill().unwrap();
+            child.wait().unwrap();
+        }
+    }
+
+    /// The appliance's log so far.
+    pub fn log(&self) -> String {
+        std::fs::read_to_string(self.data_dir.join("appliance.log")).unwrap_or_default()
+    }
+}
+
+impl Drop for Appliance {
+    fn drop(&mut self) {
+        if let Some(mut child) = self.child.take() {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+}
+
+/// An HTTPS client that trusts exactly `pem` (no verification is skipped).
+pub fn client_trusting(pem: &[u8], version: Option<reqwest::Version>) -> Client {
+    let cert = reqwest::Certificate::from_pem(pem).unwrap();
+    let mut builder = Client::builder()
+        .use_rustls_tls()
+        .tls_built_in_root_certs(false)
+        .add_root_certificate(cert)
+        .timeout(Duration::from_secs(60));
+    builder = match version {
+        Some(reqwest::Version::HTTP_11) => builder.http1_only(),
+        Some(reqwest::Version::HTTP_2) => builder.http2_prior_knowledge(),
+        _ => builder,
+    };
+    builder.build().unwrap()
+}
+
+/// Reads a response whole; a non-JSON body becomes `Value::Null`.
+pub async fn read(resp: reqwest::Response) -> Reply {
+    let status = resp.status();
+    let headers = resp.headers().clone();
+    let version = resp.version();
+    let text = resp.text().await.unwrap_or_default();
+    let body = serde_json::from_str(&text).unwrap_or(Value::Null);
+    Reply {
+        status,
+        headers,
+        body,
+        text,
+        version,
+    }
+}

@@ -6,7 +6,9 @@ use http::HeaderMap;
 use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
 
-use super::{BodyErrors, MAX_DESCRIPTION_LEN, MAX_EMAIL_LEN, MAX_NAME_LEN, ServerErrors, check_text};
+use super::{
+    BodyErrors, MAX_DESCRIPTION_LEN, MAX_EMAIL_LEN, MAX_NAME_LEN, ServerErrors, check_text,
+};
 use crate::error::{ApiError, ErrorBody};
 use crate::http::AppState;
 use crate::http::extract::{JsonBody, presented_key};
@@ -59,7 +61,11 @@ pub async fn new_account(
     check_text("account_name", &name, MAX_NAME_LEN)?;
     let description = req.account_description.unwrap_or_default();
     check_text("account_description", &description, MAX_DESCRIPTION_LEN)?;
-    let email = match req.email.map(|e| e.trim().to_owned()).filter(|e| !e.is_empty()) {
+    let email = match req
+        .email
+        .map(|e| e.trim().to_owned())
+        .filter(|e| !e.is_empty())
+    {
         Some(email) => {
             check_text("email", &email, MAX_EMAIL_LEN)?;
             if !looks_like_email(&email) {
@@ -91,7 +97,10 @@ pub async fn new_account(
 fn looks_like_email(email: &str) -> bool {
     match email.split_once('@') {
         Some((local, domain)) => {
-            !local.is_empty() && domain.contains('.') && !domain.starts_with('.') && !email.contains(char::is_whitespace)
+            !local.is_empty()
+                && domain.contains('.')
+                && !domain.starts_with('.')
+                && !email.contains(char::is_whitespace)
         }
         None => false,
     }
@@ -110,14 +119,20 @@ fn looks_like_email(email: &str) -> bool {
         ServerErrors,
     )
 )]
-pub async fn account_exists(State(state): State<AppState>, headers: HeaderMap) -> Result<Json<bool>, ApiError> {
+pub async fn account_exists(
+    State(state): State<AppState>,
+    headers: HeaderMap,
+) -> Result<Json<bool>, ApiError> {
     let hash = match presented_key(&headers) {
         Ok(hash) => hash,
         // A key was sent but is not even well-formed: it names no account.
         Err(ApiError::Unauthorized(_)) if has_key_header(&headers) => return Ok(Json(false)),
         Err(err) => return Err(err),
     };
-    let exists = matches!(state.store.resolve_key(hash).await?, Some(ResolvedKey::Account(_)));
+    let exists = matches!(
+        state.store.resolve_key(hash).await?,
+        Some(ResolvedKey::Account(_))
+    );
     Ok(Json(exists))
 }
 

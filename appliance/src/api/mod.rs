@@ -8,8 +8,8 @@ pub mod system;
 pub mod usage_keys;
 
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
-use utoipa::openapi::schema::{ObjectBuilder, OneOfBuilder, Schema, Type};
 use utoipa::openapi::RefOr;
+use utoipa::openapi::schema::{ObjectBuilder, OneOfBuilder, Schema, Type};
 
 use crate::error::ApiError;
 
@@ -42,7 +42,8 @@ impl<'de> Deserialize<'de> for WireU64 {
             Number(u64),
             Text(String),
         }
-        let expected = "a non-negative integer as a JSON number, a decimal string or a 0x hex string";
+        let expected =
+            "a non-negative integer as a JSON number, a decimal string or a 0x hex string";
         match Raw::deserialize(de) {
             Ok(Raw::Number(n)) => Ok(WireU64(n)),
             Ok(Raw::Text(text)) => WireU64::parse(&text)
@@ -100,10 +101,17 @@ pub const MAX_GROUP_IDS: usize = 1000;
 /// Checks a text field's length (in bytes) and that it has no control characters.
 pub fn check_text(field: &str, value: &str, max: usize) -> Result<(), ApiError> {
     if value.len() > max {
-        return Err(ApiError::bad_request(format!("`{field}` is longer than {max} bytes")));
+        return Err(ApiError::bad_request(format!(
+            "`{field}` is longer than {max} bytes"
+        )));
     }
-    if value.chars().any(|c| c.is_control() && c != '\n' && c != '\t') {
-        return Err(ApiError::bad_request(format!("`{field}` contains control characters")));
+    if value
+        .chars()
+        .any(|c| c.is_control() && c != '\n' && c != '\t')
+    {
+        return Err(ApiError::bad_request(format!(
+            "`{field}` contains control characters"
+        )));
     }
     Ok(())
 }

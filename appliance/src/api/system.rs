@@ -43,8 +43,15 @@ pub async fn health(State(state): State<AppState>) -> Response {
         }
     };
     let healthy = store == "ok";
-    let body = Health { status: if healthy { "ok" } else { "degraded" }, checks: HealthChecks { store } };
-    let status = if healthy { StatusCode::OK } else { StatusCode::SERVICE_UNAVAILABLE };
+    let body = Health {
+        status: if healthy { "ok" } else { "degraded" },
+        checks: HealthChecks { store },
+    };
+    let status = if healthy {
+        StatusCode::OK
+    } else {
+        StatusCode::SERVICE_UNAVAILABLE
+    };
     (status, Json(body)).into_response()
 }
 
@@ -60,7 +67,11 @@ pub struct Version {
 }
 
 /// The running build.
-#[utoipa::path(get, path = "/version", tag = "system", responses((status = 200, body = Version)))]
+#[utoipa::path(get, path = "/version", tag = "system", responses((status = 200, description = "The running build", body = Version)))]
 pub async fn version() -> Json<Version> {
-    Json(Version { name: "appliance", version: env!("CARGO_PKG_VERSION"), api: "v1" })
+    Json(Version {
+        name: "appliance",
+        version: env!("CARGO_PKG_VERSION"),
+        api: "v1",
+    })
 }

@@ -5,7 +5,10 @@ use axum::extract::State;
 use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
 
-use super::{AuthErrors, BodyErrors, MAX_DESCRIPTION_LEN, MAX_GROUP_IDS, MAX_NAME_LEN, ServerErrors, Success, WireU64, check_text};
+use super::{
+    AuthErrors, BodyErrors, MAX_DESCRIPTION_LEN, MAX_GROUP_IDS, MAX_NAME_LEN, ServerErrors,
+    Success, WireU64, check_text,
+};
 use crate::authz::{GroupSet, Operation, Permissions, authorize};
 use crate::error::{ApiError, ErrorBody};
 use crate::http::AppState;
@@ -13,35 +16,42 @@ use crate::http::extract::{Auth, JsonBody, Paging};
 use crate::secrets::{ApiSecret, KeyHash, key_hash_from_reference};
 use crate::store::{NewUsageKey, UsageKeyRecord};
 
-/// The permission fields of a usage key. Omitted fields mean "not granted"; in each
-/// array `0` means all groups.
-#[derive(Debug, Default, Deserialize, ToSchema)]
+/// The permission fields of a usage key as sent. Omitted fields mean "not granted".
+/// (Spelled out in each request type rather than `#[serde(flatten)]`ed, so that a bad
+/// value's error names its field.)
+#[derive(Debug, Default)]
 pub struct PermissionFields {
-    #[serde(default)]
     pub can_create_groups: bool,
-    #[serde(default)]
     pub can_delete_groups: bool,
-    #[serde(default)]
     pub can_create_pkps: bool,
-    /// Groups where the key may add and remove actions.
-    #[serde(default)]
     pub manage_ipfs_ids_in_groups: Vec<WireU64>,
-    /// Groups where the key may add wallets.
-    #[serde(default)]
     pub add_pkp_to_groups: Vec<WireU64>,
-    /// Groups where the key may remove wallets.
-    #[serde(default)]
     pub remove_pkp_from_groups: Vec<WireU64>,
-    /// Groups where the key may execute actions.
-    #[serde(default)]
     pub execute_in_groups: Vec<WireU64>,
+}
+
+/// Moves the seven permission fields of a request into `PermissionFields`.
+macro_rules! permission_fields {
+    ($req:expr) => {
+        PermissionFields {
+            can_create_groups: $req.can_create_groups,
+            can_delete_groups: $req.can_delete_groups,
+            can_create_pkps: $req.can_create_pkps,
+            manage_ipfs_ids_in_groups: $req.manage_ipfs_ids_in_groups,
+            add_pkp_to_groups: $req.add_pkp_to_groups,
+            remove_pkp_from_groups: $req.remove_pkp_from_groups,
+            execute_in_groups: $req.execute_in_groups,
+        }
+    };
 }
 
 impl PermissionFields {
     fn into_permissions(self) -> Result<Permissions, ApiError> {
         let set = |field: &str, ids: Vec<WireU64>| {
             if ids.len() > MAX_GROUP_IDS {
-                return Err(ApiError::bad_request(format!("`{field}` lists more than {MAX_GROUP_IDS} groups")));
+                return Err(ApiError::bad_request(format!(
+                    "`{field}` lists more than {MAX_GROUP_IDS} groups"
+                )));
             }
             Ok(GroupSet::new(ids.into_iter().map(|id| id.0).collect()))
         };
@@ -49,7 +59,10 @@ impl PermissionFields {
             can_create_groups: self.can_create_groups,
             can_delete_groups: self.can_delete_groups,
             can_create_pkps: self.can_create_pkps,
-            manage_ipfs_ids_in_groups: set("manage_ipfs_ids_in_groups", self.manage_ipfs_ids_in_groups)?,
+            manage_ipfs_ids_in_groups: set(
+                "manage_ipfs_ids_in_groups",
+                self.manage_ipfs_ids_in_groups,
+            )?,
             add_pkp_to_groups: set("add_pkp_to_groups", self.add_pkp_to_groups)?,
             remove_pkp_from_groups: set("remove_pkp_from_groups", self.remove_pkp_from_groups)?,
             execute_in_groups: set("execute_in_groups", self.execute_in_groups)?,
@@ -63,8 +76,24 @@ pub struct AddUsageApiKeyRequest {
     pub name: String,
     #[serde(default)]
     pub description: String,
-    #[serde(flatten)]
-    pub permissions: PermissionFields,
+    #[serde(default)]
+    pub can_create_groups: bool,
+    #[serde(default)]
+    pub can_delete_groups: bool,
+    #[serde(default)]
+    pub can_create_pkps: bool,
+    /// Groups where the key may add and remove actions (`0` = all groups).
+    #[serde(default)]
+    pub manage_ipfs_ids_in_groups: Vec<WireU64>,
+    /// Groups where the key may add wallets (`0` = all groups).
+    #[serde(default)]
+    pub add_pkp_to_groups: Vec<WireU64>,
+    /// Groups where the key may remove wallets (`0` = all groups).
+    #[serde(default)]
+    pub remove_pkp_from_groups: Vec<WireU64>,
+    /// Groups where the key may execute actions (`0` = all groups).
+    #[serde(default)]
+    pub execute_in_groups: Vec<WireU64>,
 }
 
 #[derive(Debug, Serialize, Deserialize, ToSchema)]
@@ -102,13 +131,18 @@ pub async fn add_usage_api_key(
 ) -> Result<Json<AddUsageApiKeyResponse>, ApiError> {
     authorize(&auth.credential, Operation::ManageAccount)?;
     check_metadata(&req.name, &req.description)?;
-    let permissions = req.permissions.into_permissions()?;
+    let permissions = permission_fields!(req).into_permissions()?;
     let secret = ApiSecret::generate().map_err(|e| ApiError::Internal(e.to_string()))?;
     let record = state
         .store
         .add_usage_key(
             auth.account,
-            NewUsageKey { key_hash: secret.hash(), name: req.name, description: req.description, permissions },
+            NewUsageKey {
+                key_hash: secret.hash(),
+                name: req.name,
+                description: req.description,
+                permissions,
+            },
         )
         .await?;
     tracing::info!(usage_key_id = record.id.0, "usage key created");
@@ -189,7 +223,9 @@ pub async fn list_api_keys(
 
 fn key_reference(reference: &str) -> Result<KeyHash, ApiError> {
     key_hash_from_reference(reference).map_err(|_| {
-        ApiError::bad_request("`usage_api_key` must be the key's value or its 0x-prefixed 64-hex hash")
+        ApiError::bad_request(
+            "`usage_api_key` must be the key's value or its 0x-prefixed 64-hex hash",
+        )
     })
 }
 
@@ -203,10 +239,26 @@ pub struct UpdateUsageApiKeyRequest {
     /// New description; kept when omitted.
     #[serde(default)]
     pub description: Option<String>,
-    /// The complete new permission set: it replaces the old one, and omitted fields
-    /// are not granted.
-    #[serde(flatten)]
-    pub permissions: PermissionFields,
+    // The complete new permission set: it replaces the old one, and omitted fields
+    // are not granted.
+    #[serde(default)]
+    pub can_create_groups: bool,
+    #[serde(default)]
+    pub can_delete_groups: bool,
+    #[serde(default)]
+    pub can_create_pkps: bool,
+    /// Groups where the key may add and remove actions (`0` = all groups).
+    #[serde(default)]
+    pub manage_ipfs_ids_in_groups: Vec<WireU64>,
+    /// Groups where the key may add wallets (`0` = all groups).
+    #[serde(default)]
+    pub add_pkp_to_groups: Vec<WireU64>,
+    /// Groups where the key may remove wallets (`0` = all groups).
+    #[serde(default)]
+    pub remove_pkp_from_groups: Vec<WireU64>,
+    /// Groups where the key may execute actions (`0` = all groups).
+    #[serde(default)]
+    pub execute_in_groups: Vec<WireU64>,
 }
 
 /// Replaces a usage key's whole permission set (account key only). Effective on the
@@ -218,7 +270,7 @@ pub struct UpdateUsageApiKeyRequest {
     security(("bearer" = []), ("api_key" = [])),
     request_body = UpdateUsageApiKeyRequest,
     responses(
-        (status = 200, body = Success),
+        (status = 200, description = "Done", body = Success),
         (status = 404, description = "No such key on this account", body = ErrorBody),
         BodyErrors,
         AuthErrors,
@@ -238,7 +290,7 @@ pub async fn update_usage_api_key(
     if let Some(description) = &req.description {
         check_text("description", description, MAX_DESCRIPTION_LEN)?;
     }
-    let permissions = req.permissions.into_permissions()?;
+    let permissions = permission_fields!(req).into_permissions()?;
     state
         .store
         .update_usage_key(auth.account, key, permissions, req.name, req.description)
@@ -263,7 +315,7 @@ pub struct UpdateUsageApiKeyMetadataRequest {
     security(("bearer" = []), ("api_key" = [])),
     request_body = UpdateUsageApiKeyMetadataRequest,
     responses(
-        (status = 200, body = Success),
+        (status = 200, description = "Done", body = Success),
         (status = 404, description = "No such key on this account", body = ErrorBody),
         BodyErrors,
         AuthErrors,
@@ -299,7 +351,7 @@ pub struct RemoveUsageApiKeyRequest {
     security(("bearer" = []), ("api_key" = [])),
     request_body = RemoveUsageApiKeyRequest,
     responses(
-        (status = 200, body = Success),
+        (status = 200, description = "Done", body = Success),
         (status = 404, description = "No such key on this account", body = ErrorBody),
         BodyErrors,
         AuthErrors,

@@ -5,9 +5,9 @@ use std::time::Duration;
 
 use axum::body::Body;
 use axum::extract::{FromRequest, FromRequestParts, Query, Request};
-use http_body_util::BodyExt as _;
 use http::request::Parts;
 use http::{HeaderMap, header};
+use http_body_util::BodyExt as _;
 use serde::de::DeserializeOwned;
 
 use super::AppState;
@@ -22,10 +22,18 @@ use crate::store::{AccountId, Page, ResolvedKey};
 pub struct JsonBody<T>(pub T);
 
 fn is_json(headers: &HeaderMap) -> bool {
-    let Some(value) = headers.get(header::CONTENT_TYPE).and_then(|v| v.to_str().ok()) else {
+    let Some(value) = headers
+        .get(header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+    else {
         return false;
     };
-    let mime = value.split(';').next().unwrap_or("").trim().to_ascii_lowercase();
+    let mime = value
+        .split(';')
+        .next()
+        .unwrap_or("")
+        .trim()
+        .to_ascii_lowercase();
     mime == "application/json" || (mime.starts_with("application/") && mime.ends_with("+json"))
 }
 
@@ -62,7 +70,9 @@ impl<T: DeserializeOwned> FromRequest<AppState> for JsonBody<T> {
         }
         let limit = state.config.http.max_body_bytes;
         let too_large = || {
-            ApiError::PayloadTooLarge(format!("the request body exceeds the limit of {limit} bytes"))
+            ApiError::PayloadTooLarge(format!(
+                "the request body exceeds the limit of {limit} bytes"
+            ))
         };
         let declared = req
             .headers()
@@ -76,7 +86,8 @@ impl<T: DeserializeOwned> FromRequest<AppState> for JsonBody<T> {
         let mut body = req.into_body();
         let mut buf = Vec::new();
         while let Some(frame) = body.frame().await {
-            let frame = frame.map_err(|_| ApiError::bad_request("the request body could not be read"))?;
+            let frame =
+                frame.map_err(|_| ApiError::bad_request("the request body could not be read"))?;
             if let Some(data) = frame.data_ref() {
                 if buf.len() + data.len() > limit {
                     drain(body).await;
@@ -140,9 +151,9 @@ impl<S: Send + Sync> FromRequestParts<S> for Paging {
         let QueryParams(q) = QueryParams::<PagingQuery>::from_request_parts(parts, state).await?;
         let number = match q.page_number.as_deref().map(str::trim) {
             None | Some("") => 0,
-            Some(text) => text.parse::<u64>().map_err(|_| {
-                ApiError::bad_request("page_number must be a non-negative integer")
-            })?,
+            Some(text) => text
+                .parse::<u64>()
+                .map_err(|_| ApiError::bad_request("page_number must be a non-negative integer"))?,
         };
         let size = match q.page_size.as_deref().map(str::trim) {
             None | Some("") => DEFAULT_PAGE_SIZE,
@@ -168,7 +179,10 @@ pub fn presented_key(headers: &HeaderMap) -> Result<KeyHash, ApiError> {
             let (scheme, rest) = v.trim().split_once(' ')?;
             scheme.eq_ignore_ascii_case("bearer").then(|| rest.trim())
         });
-    let x_api_key = headers.get("x-api-key").and_then(|v| v.to_str().ok()).map(str::trim);
+    let x_api_key = headers
+        .get("x-api-key")
+        .and_then(|v| v.to_str().ok())
+        .map(str::trim);
     let Some(value) = bearer.or(x_api_key).filter(|v| !v.is_empty()) else {
         return Err(ApiError::Unauthorized(
             "missing API key: send `Authorization: Bearer <key>` or `X-Api-Key: <key>`".into(),
@@ -188,13 +202,24 @@ pub struct Auth {
 impl FromRequestParts<AppState> for Auth {
     type Rejection = ApiError;
 
-    async fn from_request_parts(parts: &mut Parts, state: &AppState) -> Result<Self, Self::Rejection> {
+    async fn from_request_parts(
+        parts: &mut Parts,
+        state: &AppState,
+    ) -> Result<Self, Self::Rejection> {
         let hash = presented_key(&parts.headers)?;
         match state.store.resolve_key(hash).await? {
-            Some(ResolvedKey::Account(account)) => Ok(Auth { account, credential: Credential::AccountKey }),
-            Some(ResolvedKey::Usage { account, permissions, .. }) => {
-                Ok(Auth { account, credential: Credential::UsageKey(permissions) })
-            }
+            Some(ResolvedKey::Account(account)) => Ok(Auth {
+                account,
+                credential: Credential::AccountKey,
+            }),
+            Some(ResolvedKey::Usage {
+                account,
+                permissions,
+                ..
+            }) => Ok(Auth {
+                account,
+                credential: Credential::UsageKey(permissions),
+            }),
             None => Err(ApiError::Unauthorized("unknown or revoked API key".into())),
         }
     }
@@ -218,7 +243,10 @@ mod tests {
         let a = ApiSecret::generate().unwrap();
         let b = ApiSecret::generate().unwrap();
         let h = headers(&[
-            ("authorization", &format!("bEaReR {}", a.to_base64().as_str())),
+            (
+                "authorization",
+                &format!("bEaReR {}", a.to_base64().as_str()),
+            ),
             ("x-api-key", b.to_base64().as_str()),
         ]);
         assert_eq!(presented_key(&h).unwrap(), a.hash());
@@ -241,8 +269,14 @@ mod tests {
     #[test]
     fn json_content_types() {
         assert!(is_json(&headers(&[("content-type", "application/json")])));
-        assert!(is_json(&headers(&[("content-type", "Application/JSON; charset=utf-8")])));
-        assert!(is_json(&headers(&[("content-type", "application/merge-patch+json")])));
+        assert!(is_json(&headers(&[(
+            "content-type",
+            "Application/JSON; charset=utf-8"
+        )])));
+        assert!(is_json(&headers(&[(
+            "content-type",
+            "application/merge-patch+json"
+        )])));
         assert!(!is_json(&headers(&[("content-type", "text/plain")])));
         assert!(!is_json(&headers(&[])));
     }

@@ -34,13 +34,17 @@ pub async fn request_context(State(state): State<AppState>, req: Request, next: 
     let started = Instant::now();
     let deadline = Duration::from_millis(state.config.http.request_timeout_ms);
 
-    let mut response = match tokio::time::timeout(deadline, next.run(req).instrument(span.clone())).await {
-        Ok(response) => response,
-        Err(_) => error_response(
-            StatusCode::SERVICE_UNAVAILABLE,
-            format!("the request did not complete within {} ms", deadline.as_millis()),
-        ),
-    };
+    let mut response =
+        match tokio::time::timeout(deadline, next.run(req).instrument(span.clone())).await {
+            Ok(response) => response,
+            Err(_) => error_response(
+                StatusCode::SERVICE_UNAVAILABLE,
+                format!(
+                    "the request did not complete within {} ms",
+                    deadline.as_millis()
+                ),
+            ),
+        };
 
     let headers = response.headers_mut();
     if let Ok(value) = HeaderValue::from_str(&request_id) {

@@ -66,6 +66,9 @@ pub fn app(state: AppState) -> Router {
         })
         .layer(CatchPanicLayer::custom(middleware::panic_response))
         .layer(axum::middleware::from_fn(middleware::normalize_errors))
-        .layer(axum::middleware::from_fn_with_state(state.clone(), middleware::request_context))
+        .layer(axum::middleware::from_fn_with_state(
+            state.clone(),
+            middleware::request_context,
+        ))
         .with_state(state)
 }

@@ -38,7 +38,11 @@ pub enum ResolvedKey {
     /// The master key of an API-mode account.
     Account(AccountId),
     /// A live usage key.
-    Usage { account: AccountId, key_id: super::UsageKeyId, permissions: Permissions },
+    Usage {
+        account: AccountId,
+        key_id: super::UsageKeyId,
+        permissions: Permissions,
+    },
 }
 
 impl ResolvedKey {

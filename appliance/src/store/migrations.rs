@@ -59,7 +59,10 @@ pub(super) fn run(conn: &mut Connection) -> Result<()> {
     let current: i64 = conn.pragma_query_value(None, "user_version", |row| row.get(0))?;
     let known = latest_version();
     if current > known {
-        return Err(StoreError::SchemaTooNew { found: current, known });
+        return Err(StoreError::SchemaTooNew {
+            found: current,
+            known,
+        });
     }
     for migration in MIGRATIONS.iter().filter(|m| m.version > current) {
         let fail = |source| StoreError::Migration {
@@ -72,7 +75,11 @@ pub(super) fn run(conn: &mut Connection) -> Result<()> {
         tx.pragma_update(None, "user_version", migration.version)
             .map_err(fail)?;
         tx.commit().map_err(fail)?;
-        tracing::info!(version = migration.version, name = migration.name, "applied migration");
+        tracing::info!(
+            version = migration.version,
+            name = migration.name,
+            "applied migration"
+        );
     }
     Ok(())
 }

@@ -105,7 +105,10 @@ impl Store {
     /// Opens (creating if needed) the database at `path` and brings its schema up to
     /// date.
     pub fn open(path: &Path) -> Result<Self> {
-        let open_err = |source| StoreError::Open { path: path.to_owned(), source };
+        let open_err = |source| StoreError::Open {
+            path: path.to_owned(),
+            source,
+        };
         let mut writer = Connection::open(path).map_err(open_err)?;
         configure(&writer).map_err(open_err)?;
         // journal_mode is persistent; set it once on the writer.
@@ -127,7 +130,10 @@ impl Store {
     }
 
     fn open_reader(&self) -> Result<Connection> {
-        let open_err = |source| StoreError::Open { path: self.inner.path.clone(), source };
+        let open_err = |source| StoreError::Open {
+            path: self.inner.path.clone(),
+            source,
+        };
         let conn = Connection::open_with_flags(
             &self.inner.path,
             OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_NO_MUTEX,
@@ -138,7 +144,12 @@ impl Store {
     }
 
     fn take_reader(&self) -> Result<Connection> {
-        let idle = self.inner.readers.lock().ok().and_then(|mut pool| pool.pop());
+        let idle = self
+            .inner
+            .readers
+            .lock()
+            .ok()
+            .and_then(|mut pool| pool.pop());
         match idle {
             Some(conn) => Ok(conn),
             None => self.open_reader(),
@@ -230,9 +241,30 @@ mod tests {
 
     #[test]
     fn page_bounds() {
-        assert_eq!(Page { number: 0, size: 100 }.limit_offset(), Some((100, 0)));
-        assert_eq!(Page { number: 3, size: 10 }.limit_offset(), Some((10, 30)));
-        assert_eq!(Page { number: u64::MAX, size: 1000 }.limit_offset(), None);
+        assert_eq!(
+            Page {
+                number: 0,
+                size: 100
+            }
+            .limit_offset(),
+            Some((100, 0))
+        );
+        assert_eq!(
+            Page {
+                number: 3,
+                size: 10
+            }
+            .limit_offset(),
+            Some((10, 30))
+        );
+        assert_eq!(
+            Page {
+                number: u64::MAX,
+                size: 1000
+            }
+            .limit_offset(),
+            None
+        );
     }
 
     #[tokio::test]
@@ -307,7 +339,10 @@ mod tests {
                     .await
             })
         };
-        tokio::task::spawn_blocking(move || started_rx.recv()).await.unwrap().unwrap();
+        tokio::task::spawn_blocking(move || started_rx.recv())
+            .await
+            .unwrap()
+            .unwrap();
         // The write holds the lock; a read still answers, seeing the committed state.
         let count: i64 = tokio::time::timeout(
             std::time::Duration::from_secs(2),

@@ -41,7 +41,9 @@ fn decode_set(row: &Row<'_>, idx: usize) -> rusqlite::Result<GroupSet> {
     let text: String = row.get(idx)?;
     serde_json::from_str::<Vec<u64>>(&text)
         .map(GroupSet::new)
-        .map_err(|e| rusqlite::Error::FromSqlConversionFailure(idx, rusqlite::types::Type::Text, e.into()))
+        .map_err(|e| {
+            rusqlite::Error::FromSqlConversionFailure(idx, rusqlite::types::Type::Text, e.into())
+        })
 }
 
 fn permissions_from(row: &Row<'_>, first: usize) -> rusqlite::Result<Permissions> {
@@ -87,7 +89,11 @@ pub(super) fn resolve(conn: &Connection, hash: &KeyHash) -> Result<Option<Resolv
 }
 
 impl Store {
-    pub async fn add_usage_key(&self, account: AccountId, new: NewUsageKey) -> Result<UsageKeyRecord> {
+    pub async fn add_usage_key(
+        &self,
+        account: AccountId,
+        new: NewUsageKey,
+    ) -> Result<UsageKeyRecord> {
         self.write(move |tx| {
             let now = now_unix();
             let p = &new.permissions;
@@ -130,7 +136,11 @@ impl Store {
     }
 
     /// The account's usage keys in creation order.
-    pub async fn list_usage_keys(&self, account: AccountId, page: Page) -> Result<Vec<UsageKeyRecord>> {
+    pub async fn list_usage_keys(
+        &self,
+        account: AccountId,
+        page: Page,
+    ) -> Result<Vec<UsageKeyRecord>> {
         let Some((limit, offset)) = page.limit_offset() else {
             return Ok(Vec::new());
         };
@@ -177,7 +187,11 @@ impl Store {
                     now_unix()
                 ],
             )?;
-            if changed == 0 { Err(not_found()) } else { Ok(()) }
+            if changed == 0 {
+                Err(not_found())
+            } else {
+                Ok(())
+            }
         })
         .await
     }
@@ -195,7 +209,11 @@ impl Store {
                  WHERE account_id = ?1 AND key_hash = ?2",
                 params![account.0, key.0.as_slice(), name, description, now_unix()],
             )?;
-            if changed == 0 { Err(not_found()) } else { Ok(()) }
+            if changed == 0 {
+                Err(not_found())
+            } else {
+                Ok(())
+            }
         })
         .await
     }
@@ -207,7 +225,11 @@ impl Store {
                 "DELETE FROM usage_keys WHERE account_id = ?1 AND key_hash = ?2",
                 params![account.0, key.0.as_slice()],
             )?;
-            if changed == 0 { Err(not_found()) } else { Ok(()) }
+            if changed == 0 {
+                Err(not_found())
+            } else {
+                Ok(())
+            }
         })
         .await
     }
@@ -247,35 +269,73 @@ mod tests {
         let (_dir, store, account) = store_with_account().await;
         let hash = KeyHash([9; 32]);
         let rec = store
-            .add_usage_key(account, NewUsageKey { key_hash: hash, name: "k".into(), description: "d".into(), permissions: perms() })
+            .add_usage_key(
+                account,
+                NewUsageKey {
+                    key_hash: hash,
+                    name: "k".into(),
+                    description: "d".into(),
+                    permissions: perms(),
+                },
+            )
             .await
             .unwrap();
         match store.resolve_key(hash).await.unwrap() {
-            Some(ResolvedKey::Usage { account: a, key_id, permissions }) => {
+            Some(ResolvedKey::Usage {
+                account: a,
+                key_id,
+                permissions,
+            }) => {
                 assert_eq!(a, account);
                 assert_eq!(key_id, rec.id);
                 assert_eq!(permissions, perms());
             }
             other => panic!("{other:?}"),
         }
-        assert_eq!(store.resolve_key(KeyHash([1; 32])).await.unwrap(), Some(ResolvedKey::Account(account)));
+        assert_eq!(
+            store.resolve_key(KeyHash([1; 32])).await.unwrap(),
+            Some(ResolvedKey::Account(account))
+        );
 
-        store.update_usage_key(account, hash, Permissions::default(), None, None).await.unwrap();
-        let listed = store.list_usage_keys(account, Page { number: 0, size: 10 }).await.unwrap();
+        store
+            .update_usage_key(account, hash, Permissions::default(), None, None)
+            .await
+            .unwrap();
+        let listed = store
+            .list_usage_keys(
+                account,
+                Page {
+                    number: 0,
+                    size: 10,
+                },
+            )
+            .await
+            .unwrap();
         assert_eq!(listed[0].permissions, Permissions::default());
         assert_eq!(listed[0].name, "k", "name is kept when not given");
 
         store.remove_usage_key(account, hash).await.unwrap();
         assert_eq!(store.resolve_key(hash).await.unwrap(), None);
-        assert!(matches!(store.remove_usage_key(account, hash).await, Err(StoreError::NotFound(_))));
+        assert!(matches!(
+            store.remove_usage_key(account, hash).await,
+            Err(StoreError::NotFound(_))
+        ));
     }
 
     #[tokio::test]
     async fn ids_are_never_reused() {
         let (_dir, store, account) = store_with_account().await;
-        let mk = |b| NewUsageKey { key_hash: KeyHash([b; 32]), name: "k".into(), description: String::new(), permissions: perms() };
+        let mk = |b| NewUsageKey {
+            key_hash: KeyHash([b; 32]),
+            name: "k".into(),
+            description: String::new(),
+            permissions: perms(),
+        };
         let first = store.add_usage_key(account, mk(5)).await.unwrap();
-        store.remove_usage_key(account, KeyHash([5; 32])).await.unwrap();
+        store
+            .remove_usage_key(account, KeyHash([5; 32]))
+            .await
+            .unwrap();
         let second = store.add_usage_key(account, mk(6)).await.unwrap();
         assert!(second.id.0 > first.id.0);
     }
