@@ -135,6 +135,17 @@ async fn add_list_update_and_remove() {
     )
     .await
     .assert_error(404);
+
+    // Neither key value ever reached the server's log.
+    let log = app.log();
+    assert!(
+        log.contains("usage key created"),
+        "the log is being written"
+    );
+    assert!(
+        !log.contains(&key) && !log.contains(&account),
+        "a key value was logged"
+    );
 }
 
 #[tokio::test]

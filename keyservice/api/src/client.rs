@@ -1,0 +1,558 @@
+//! The async keyservice client.
+//!
+//! One `KeyClient` (cheap to clone: an `Arc`) owns at most one Unix-socket connection at a
+//! time. Calls encode a frame with a fresh request id, park a oneshot sender in the
+//! pending table under that id and hand the frame to a writer task; a reader task matches
+//! each response to its id. So any number of tasks can have requests in flight on the same
+//! connection (pipelining), and a slow request never blocks a fast one behind it.
+//!
+//! When the connection dies, every pending call fails with [`KeyError::Unavailable`] and
+//! the next call dials again, so the client recovers by itself once the keyservice is back.
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::Duration;
+
+use tokio::net::UnixStream;
+use tokio::net::unix::{OwnedReadHalf, OwnedWriteHalf};
+use tokio::sync::{mpsc, oneshot};
+use tokio::task::AbortHandle;
+use zeroize::{Zeroize, Zeroizing};
+
+use crate::codec::{self, FrameHeader};
+use crate::error::KeyError;
+use crate::protocol::{
+    ErrorCode, HEADER_LEN, MAX_CID_LEN, MAX_FRAME_LEN, MAX_PLAINTEXT_LEN, MAX_RANDOM_BYTES,
+    NONCE_LEN, Op, PROTOCOL_VERSION, Request, Response, TAG_LEN,
+};
+use crate::types::{
+    Address, DerivationPath, NewWallet, Payer, PayerList, SecretBytes, SecretKey32, ServiceStatus,
+    Signature, WalletInfo,
+};
+
+/// Client tuning. The defaults suit an appliance on the same host.
+#[derive(Clone, Debug)]
+pub struct ClientConfig {
+    /// Time allowed to dial the socket. Default 2 s.
+    pub connect_timeout: Duration,
+    /// Time allowed for one request, from send to answer. Default 10 s.
+    pub request_timeout: Duration,
+    /// Frames queued for the writer task before callers wait. Default 1024.
+    pub write_queue: usize,
+}
+
+impl Default for ClientConfig {
+    fn default() -> Self {
+        Self {
+            connect_timeout: Duration::from_secs(2),
+            request_timeout: Duration::from_secs(10),
+            write_queue: 1024,
+        }
+    }
+}
+
+type Reply = Result<(FrameHeader, Zeroizing<Vec<u8>>), KeyError>;
+
+/// Requests awaiting an answer; `None` once the connection is dead.
+struct Pending {
+    path: PathBuf,
+    table: Mutex<Option<HashMap<u64, oneshot::Sender<Reply>>>>,
+}
+
+impl Pending {
+    fn lock(&self) -> MutexGuard<'_, Option<HashMap<u64, oneshot::Sender<Reply>>>> {
+        // A poisoned lock only means another thread panicked while holding it; the map
+        // itself is still consistent (every operation is a single insert/remove).
+        self.table.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    fn is_alive(&self) -> bool {
+        self.lock().is_some()
+    }
+
+    /// Marks the connection dead and fails everything still waiting.
+    fn fail_all(&self, reason: &str) {
+        let drained = self.lock().take();
+        if let Some(map) = drained {
+            for (_, tx) in map {
+                let _ = tx.send(Err(KeyError::Unavailable {
+                    path: self.path.clone(),
+                    reason: reason.to_owned(),
+                }));
+            }
+        }
+    }
+
+    fn remove(&self, id: u64) {
+        if let Some(map) = self.lock().as_mut() {
+            map.remove(&id);
+        }
+    }
+}
+
+struct Connection {
+    tx: mpsc::Sender<Vec<u8>>,
+    pending: Arc<Pending>,
+    reader: AbortHandle,
+}
+
+impl Drop for Connection {
+    fn drop(&mut self) {
+        // The writer ends when `tx` drops; the reader would wait for the server forever.
+        self.reader.abort();
+        self.pending.fail_all("client dropped the connection");
+    }
+}
+
+struct Shared {
+    path: PathBuf,
+    config: ClientConfig,
+    next_id: AtomicU64,
+    conn: Mutex<Option<Arc<Connection>>>,
+    dial: tokio::sync::Mutex<()>,
+}
+
+/// The keyservice client. Clone it freely; all clones share one connection.
+#[derive(Clone)]
+pub struct KeyClient {
+    shared: Arc<Shared>,
+}
+
+impl std::fmt::Debug for KeyClient {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("KeyClient")
+            .field("path", &self.shared.path)
+            .finish_non_exhaustive()
+    }
+}
+
+/// Removes a pending entry if the call is abandoned (timeout or a dropped future).
+struct PendingGuard<'a> {
+    pending: &'a Pending,
+    id: u64,
+}
+
+impl Drop for PendingGuard<'_> {
+    fn drop(&mut self) {
+        self.pending.remove(self.id);
+    }
+}
+
+impl KeyClient {
+    /// A client that dials lazily on its first call (no I/O here).
+    pub fn new(path: impl AsRef<Path>) -> Self {
+        Self::with_config(path, ClientConfig::default())
+    }
+
+    /// Like [`Self::new`] with explicit tuning.
+    pub fn with_config(path: impl AsRef<Path>, config: ClientConfig) -> Self {
+        Self {
+            shared: Arc::new(Shared {
+                path: path.as_ref().to_path_buf(),
+                config,
+                next_id: AtomicU64::new(1),
+                conn: Mutex::new(None),
+                dial: tokio::sync::Mutex::new(()),
+            }),
+        }
+    }
+
+    /// Dials now and fails with [`KeyError::Unavailable`] if the keyservice is not there.
+    pub async fn connect(path: impl AsRef<Path>) -> Result<Self, KeyError> {
+        let client = Self::new(path);
+        client.connection().await?;
+        Ok(client)
+    }
+
+    /// The socket path this client dials.
+    pub fn socket_path(&self) -> &Path {
+        &self.shared.path
+    }
+
+    // ---- typed operations -------------------------------------------------------------
+
+    /// Protocol version, platform, sealed compose hash and payer count. A cheap health check.
+    pub async fn status(&self) -> Result<ServiceStatus, KeyError> {
+        match self.call(Request::Status).await? {
+            Response::Status(s) => Ok(s),
+            other => Err(unexpected(Op::Status, &other)),
+        }
+    }
+
+    /// Creates a wallet: a fresh random 256-bit derivation path and its public identity.
+    pub async fn create_wallet(&self) -> Result<NewWallet, KeyError> {
+        match self.call(Request::CreateWallet).await? {
+            Response::NewWallet { path, public_key } => {
+                let info = WalletInfo::from_public_key(public_key);
+                Ok(NewWallet {
+                    derivation_path: path,
+                    pkp_id: info.pkp_id,
+                    address: info.address,
+                    public_key,
+                })
+            }
+            other => Err(unexpected(Op::CreateWallet, &other)),
+        }
+    }
+
+    /// Public key, `pkp_id` and address of the wallet at `path`.
+    pub async fn wallet(&self, path: &DerivationPath) -> Result<WalletInfo, KeyError> {
+        match self.call(Request::WalletPublicKey { path: *path }).await? {
+            Response::PublicKey(pk) => Ok(WalletInfo::from_public_key(pk)),
+            other => Err(unexpected(Op::WalletPublicKey, &other)),
+        }
+    }
+
+    /// Signs a 32-byte digest with the wallet at `path` (RFC 6979, low-S, v = 27/28).
+    pub async fn sign_digest(
+        &self,
+        path: &DerivationPath,
+        digest: &[u8; 32],
+    ) -> Result<Signature, KeyError> {
+        let req = Request::WalletSign {
+            path: *path,
+            digest: *digest,
+        };
+        expect_signature(Op::WalletSign, self.call(req).await?)
+    }
+
+    /// The wallet's private key (for the action runtime's `getPrivateKey`).
+    pub async fn export_private_key(&self, path: &DerivationPath) -> Result<SecretKey32, KeyError> {
+        expect_secret(
+            Op::WalletExportKey,
+            self.call(Request::WalletExportKey { path: *path }).await?,
+        )
+    }
+
+    /// Public identity of the action key bound to an IPFS CID.
+    pub async fn action_identity(&self, cid: &str) -> Result<WalletInfo, KeyError> {
+        check_cid(cid)?;
+        match self
+            .call(Request::ActionPublicKey {
+                cid: cid.to_owned(),
+            })
+            .await?
+        {
+            Response::PublicKey(pk) => Ok(WalletInfo::from_public_key(pk)),
+            other => Err(unexpected(Op::ActionPublicKey, &other)),
+        }
+    }
+
+    /// Signs a 32-byte digest with the action key bound to `cid`.
+    pub async fn action_sign_digest(
+        &self,
+        cid: &str,
+        digest: &[u8; 32],
+    ) -> Result<Signature, KeyError> {
+        check_cid(cid)?;
+        let req = Request::ActionSign {
+            cid: cid.to_owned(),
+            digest: *digest,
+        };
+        expect_signature(Op::ActionSign, self.call(req).await?)
+    }
+
+    /// The action key bound to `cid` (for `getLitActionPrivateKey`).
+    pub async fn action_export_private_key(&self, cid: &str) -> Result<SecretKey32, KeyError> {
+        check_cid(cid)?;
+        expect_secret(
+            Op::ActionExportKey,
+            self.call(Request::ActionExportKey {
+                cid: cid.to_owned(),
+            })
+            .await?,
+        )
+    }
+
+    /// AES-256-GCM under the wallet's encryption key; returns `nonce(12) ‖ ciphertext ‖ tag(16)`.
+    pub async fn encrypt(
+        &self,
+        path: &DerivationPath,
+        plaintext: &[u8],
+    ) -> Result<Vec<u8>, KeyError> {
+        if plaintext.len() > MAX_PLAINTEXT_LEN {
+            return Err(KeyError::InvalidArgument(format!(
+                "plaintext is {} bytes; the limit is {MAX_PLAINTEXT_LEN}",
+                plaintext.len()
+            )));
+        }
+        let req = Request::Encrypt {
+            path: *path,
+            plaintext: plaintext.to_vec(),
+        };
+        match self.call(req).await? {
+            Response::Ciphertext(c) => Ok(c),
+            other => Err(unexpected(Op::Encrypt, &other)),
+        }
+    }
+
+    /// Inverse of [`Self::encrypt`]; [`KeyError::DecryptFailed`] if anything was modified.
+    pub async fn decrypt(
+        &self,
+        path: &DerivationPath,
+        ciphertext: &[u8],
+    ) -> Result<Vec<u8>, KeyError> {
+        if ciphertext.len() < NONCE_LEN + TAG_LEN {
+            return Err(KeyError::InvalidArgument(format!(
+                "ciphertext is {} bytes; at least {} (nonce and tag) are needed",
+                ciphertext.len(),
+                NONCE_LEN + TAG_LEN
+            )));
+        }
+        if ciphertext.len() > MAX_PLAINTEXT_LEN + NONCE_LEN + TAG_LEN {
+            return Err(KeyError::InvalidArgument(format!(
+                "ciphertext is {} bytes; the limit is {}",
+                ciphertext.len(),
+                MAX_PLAINTEXT_LEN + NONCE_LEN + TAG_LEN
+            )));
+        }
+        let req = Request::Decrypt {
+            path: *path,
+            ciphertext: ciphertext.to_vec(),
+        };
+        match self.call(req).await? {
+            Response::Plaintext(p) => Ok(p),
+            other => Err(unexpected(Op::Decrypt, &other)),
+        }
+    }
+
+    /// Addresses of the API payers (index 0..N) and the admin payer.
+    pub async fn payers(&self) -> Result<PayerList, KeyError> {
+        match self.call(Request::Payers).await? {
+            Response::Payers(p) => Ok(p),
+            other => Err(unexpected(Op::Payers, &other)),
+        }
+    }
+
+    /// Address of one payer (convenience over [`Self::payers`]).
+    pub async fn payer_address(&self, payer: Payer) -> Result<Address, KeyError> {
+        let list = self.payers().await?;
+        match payer {
+            Payer::Admin => Ok(list.admin),
+            Payer::Api(i) => list.api.get(i as usize).copied().ok_or_else(|| {
+                KeyError::InvalidArgument(format!(
+                    "API payer {i} does not exist; there are {}",
+                    list.api.len()
+                ))
+            }),
+        }
+    }
+
+    /// Signs a 32-byte transaction hash with a payer wallet.
+    pub async fn payer_sign(
+        &self,
+        payer: Payer,
+        tx_hash: &[u8; 32],
+    ) -> Result<Signature, KeyError> {
+        let req = Request::PayerSign {
+            payer,
+            digest: *tx_hash,
+        };
+        expect_signature(Op::PayerSign, self.call(req).await?)
+    }
+
+    /// `n` (1..=64) bytes from the keyservice's OS CSPRNG.
+    pub async fn random_bytes(&self, n: usize) -> Result<SecretBytes, KeyError> {
+        let n8 = match u8::try_from(n) {
+            Ok(v) if (1..=MAX_RANDOM_BYTES).contains(&n) => v,
+            _ => {
+                return Err(KeyError::InvalidArgument(format!(
+                    "random length must be 1..={MAX_RANDOM_BYTES}, got {n}"
+                )));
+            }
+        };
+        match self.call(Request::RandomBytes { n: n8 }).await? {
+            Response::Random(r) if r.len() == n => Ok(r),
+            other => Err(unexpected(Op::RandomBytes, &other)),
+        }
+    }
+
+    // ---- plumbing ----------------------------------------------------------------------
+
+    /// Sends one request and waits for its answer.
+    pub async fn call(&self, request: Request) -> Result<Response, KeyError> {
+        let op = request.op();
+        let id = self.shared.next_id.fetch_add(1, Ordering::Relaxed);
+        let mut frame = Vec::with_capacity(64);
+        let body_len = codec::encode_frame(&mut frame, FrameHeader::new(op as u8, 0, id), |b| {
+            request.encode_payload(b)
+        });
+        drop(request);
+        if body_len > MAX_FRAME_LEN {
+            frame.zeroize();
+            return Err(KeyError::InvalidArgument(format!(
+                "request of {body_len} bytes exceeds the {MAX_FRAME_LEN}-byte frame limit"
+            )));
+        }
+
+        let conn = self.connection().await?;
+        let (reply_tx, reply_rx) = oneshot::channel();
+        {
+            let mut table = conn.pending.lock();
+            match table.as_mut() {
+                Some(map) => {
+                    map.insert(id, reply_tx);
+                }
+                None => return Err(self.unavailable("connection closed")),
+            }
+        }
+        let _guard = PendingGuard {
+            pending: &conn.pending,
+            id,
+        };
+        let timeout = self.shared.config.request_timeout;
+        let exchange = async {
+            if conn.tx.send(frame).await.is_err() {
+                return Err(self.unavailable("connection closed"));
+            }
+            reply_rx
+                .await
+                .unwrap_or_else(|_| Err(self.unavailable("connection closed")))
+        };
+        let (header, body) = tokio::time::timeout(timeout, exchange)
+            .await
+            .map_err(|_| KeyError::Timeout(timeout))??;
+
+        if header.op != op as u8 {
+            return Err(KeyError::Protocol(format!(
+                "answer to request {id} has op {:#04x}, expected {:#04x}",
+                header.op, op as u8
+            )));
+        }
+        let payload = &body[HEADER_LEN..];
+        if header.status != 0 {
+            let message = String::from_utf8_lossy(payload).into_owned();
+            return Err(match ErrorCode::from_u8(header.status) {
+                ErrorCode::DecryptFailed => KeyError::DecryptFailed,
+                ErrorCode::InvalidArgument => KeyError::InvalidArgument(message),
+                code => KeyError::Rejected { code, message },
+            });
+        }
+        Response::decode(op, payload).map_err(|e| KeyError::Protocol(e.to_string()))
+    }
+
+    fn unavailable(&self, reason: &str) -> KeyError {
+        KeyError::Unavailable {
+            path: self.shared.path.clone(),
+            reason: reason.to_owned(),
+        }
+    }
+
+    fn current(&self) -> Option<Arc<Connection>> {
+        let slot = self.shared.conn.lock().unwrap_or_else(|p| p.into_inner());
+        slot.as_ref()
+            .filter(|c| c.pending.is_alive())
+            .map(Arc::clone)
+    }
+
+    /// The live connection, dialing a new one if there is none (one dialer at a time).
+    async fn connection(&self) -> Result<Arc<Connection>, KeyError> {
+        if let Some(c) = self.current() {
+            return Ok(c);
+        }
+        let _dialing = self.shared.dial.lock().await;
+        if let Some(c) = self.current() {
+            return Ok(c);
+        }
+        let timeout = self.shared.config.connect_timeout;
+        let stream =
+            match tokio::time::timeout(timeout, UnixStream::connect(&self.shared.path)).await {
+                Ok(Ok(s)) => s,
+                Ok(Err(e)) => return Err(self.unavailable(&e.to_string())),
+                Err(_) => return Err(KeyError::Timeout(timeout)),
+            };
+        let (rd, wr) = stream.into_split();
+        let pending = Arc::new(Pending {
+            path: self.shared.path.clone(),
+            table: Mutex::new(Some(HashMap::new())),
+        });
+        let (tx, rx) = mpsc::channel(self.shared.config.write_queue.max(1));
+        tokio::spawn(write_loop(
+            wr,
+            rx,
+            Arc::clone(&pending),
+            self.shared.config.request_timeout,
+        ));
+        let reader = tokio::spawn(read_loop(rd, Arc::clone(&pending))).abort_handle();
+        let conn = Arc::new(Connection {
+            tx,
+            pending,
+            reader,
+        });
+        let mut slot = self.shared.conn.lock().unwrap_or_else(|p| p.into_inner());
+        *slot = Some(Arc::clone(&conn));
+        tracing::debug!(path = %self.shared.path.display(), "connected to keyservice");
+        Ok(conn)
+    }
+}
+
+fn check_cid(cid: &str) -> Result<(), KeyError> {
+    if cid.is_empty() || cid.len() > MAX_CID_LEN {
+        return Err(KeyError::InvalidArgument(format!(
+            "CID must be 1..={MAX_CID_LEN} bytes, got {}",
+            cid.len()
+        )));
+    }
+    Ok(())
+}
+
+fn unexpected(op: Op, got: &Response) -> KeyError {
+    KeyError::Protocol(format!("unexpected answer to {op:?}: {got:?}"))
+}
+
+fn expect_signature(op: Op, r: Response) -> Result<Signature, KeyError> {
+    match r {
+        Response::Signature(s) => Ok(s),
+        other => Err(unexpected(op, &other)),
+    }
+}
+
+fn expect_secret(op: Op, r: Response) -> Result<SecretKey32, KeyError> {
+    match r {
+        Response::SecretKey(k) => Ok(k),
+        other => Err(unexpected(op, &other)),
+    }
+}
+
+/// Sends request frames (batched, wiped after writing); a failed write ends the connection.
+async fn write_loop(
+    mut wr: OwnedWriteHalf,
+    mut rx: mpsc::Receiver<Vec<u8>>,
+    pending: Arc<Pending>,
+    write_timeout: Duration,
+) {
+    if let Err(e) = codec::write_frames(&mut wr, &mut rx, write_timeout).await {
+        pending.fail_all(&format!("write failed: {e}"));
+    }
+}
+
+/// Routes each answer to the caller waiting on its id.
+async fn read_loop(rd: OwnedReadHalf, pending: Arc<Pending>) {
+    let mut rd = codec::FrameReader::new(rd);
+    let reason = loop {
+        let body = match rd.next_frame().await {
+            Ok(Some(b)) => b,
+            Ok(None) => break "keyservice closed the connection".to_owned(),
+            Err(e) => break format!("read failed: {e}"),
+        };
+        let Some(header) = FrameHeader::parse(&body) else {
+            break "frame without header".to_owned();
+        };
+        if header.version != PROTOCOL_VERSION {
+            break format!("keyservice speaks protocol version {}", header.version);
+        }
+        if header.id == 0 {
+            // A connection-level error; the server closes next.
+            let msg = String::from_utf8_lossy(&body[HEADER_LEN..]).into_owned();
+            break format!("keyservice reported a connection error: {msg}");
+        }
+        let waiter = pending.lock().as_mut().and_then(|m| m.remove(&header.id));
+        if let Some(tx) = waiter {
+            let _ = tx.send(Ok((header, body)));
+        }
+    };
+    tracing::debug!(%reason, "keyservice connection ended");
+    pending.fail_all(&reason);
+}

@@ -1,0 +1,34 @@
+//! Protocol and client of the keyservice, the isolated process that holds the sealed root
+//! secret and every key derived from it.
+//!
+//! This crate is all the appliance needs: [`KeyClient`] speaks the framed binary protocol
+//! of [`protocol`]/[`codec`] over a Unix socket, with many requests in flight on one
+//! connection. See `keyservice/README.md` for the protocol, the derivations and the threat
+//! model.
+//!
+//! ```no_run
+//! # async fn demo() -> Result<(), keyservice_api::KeyError> {
+//! use keyservice_api::KeyClient;
+//! let ks = KeyClient::connect("/run/keyservice/keyservice.sock").await?;
+//! let wallet = ks.create_wallet().await?;
+//! let sig = ks.sign_digest(&wallet.derivation_path, &[0x11; 32]).await?;
+//! assert!(matches!(sig.v(), 27 | 28));
+//! # Ok(()) }
+//! ```
+
+pub mod client;
+pub mod codec;
+pub mod error;
+pub mod protocol;
+pub mod types;
+
+pub use client::{ClientConfig, KeyClient};
+pub use error::KeyError;
+pub use protocol::{
+    ErrorCode, MAX_FRAME_LEN, MAX_PLAINTEXT_LEN, MAX_RANDOM_BYTES, PROTOCOL_VERSION,
+};
+pub use types::{
+    Address, ComposeHash, DerivationPath, NewWallet, ParseError, Payer, PayerList, PkpId,
+    PlatformKind, PublicKey, SecretBytes, SecretKey32, ServiceStatus, Signature, WalletInfo,
+    keccak256,
+};

@@ -1,0 +1,599 @@
+//! The keyservice wire protocol: operations, their binary payloads and error codes.
+//!
+//! Every frame is `len:u32be ‖ header(11) ‖ payload` (see [`crate::codec`]); this module
+//! defines what goes in the header's `op`/`status` bytes and the payload of each operation.
+//! All integers are big-endian; fixed-size fields are raw bytes; there is no padding.
+//!
+//! | op | name | request payload | response payload |
+//! |---|---|---|---|
+//! | 0x01 | `Status` | — | `version:u8 ‖ platform:u8 ‖ compose_hash:32 ‖ api_payers:u32` |
+//! | 0x02 | `CreateWallet` | — | `path:32 ‖ pubkey:65` |
+//! | 0x03 | `WalletPublicKey` | `path:32` | `pubkey:65` |
+//! | 0x04 | `WalletSign` | `path:32 ‖ digest:32` | `sig:65` |
+//! | 0x05 | `WalletExportKey` | `path:32` | `secret:32` |
+//! | 0x06 | `ActionPublicKey` | `cid_len:u16 ‖ cid` | `pubkey:65` |
+//! | 0x07 | `ActionSign` | `cid_len:u16 ‖ cid ‖ digest:32` | `sig:65` |
+//! | 0x08 | `ActionExportKey` | `cid_len:u16 ‖ cid` | `secret:32` |
+//! | 0x09 | `Encrypt` | `path:32 ‖ plaintext…` | `nonce:12 ‖ ciphertext ‖ tag:16` |
+//! | 0x0A | `Decrypt` | `path:32 ‖ nonce:12 ‖ ciphertext ‖ tag:16` | `plaintext…` |
+//! | 0x0B | `Payers` | — | `n:u32 ‖ n × address:20 ‖ admin:20` |
+//! | 0x0C | `PayerSign` | `kind:u8 (0 api, 1 admin) ‖ index:u32 ‖ digest:32` | `sig:65` |
+//! | 0x0D | `RandomBytes` | `n:u8 (1..=64)` | `n bytes` |
+//!
+//! `pubkey` is uncompressed (`0x04 ‖ x ‖ y`); `sig` is `r ‖ s ‖ v` with low `s` and
+//! `v ∈ {27, 28}`; `cid` is UTF-8 (1..=512 bytes). A response with `status ≠ 0` carries a
+//! UTF-8 message instead of the payload; `status` is an [`ErrorCode`].
+
+use std::fmt;
+
+use zeroize::Zeroizing;
+
+use crate::types::{
+    Address, ComposeHash, DerivationPath, Payer, PayerList, PlatformKind, PublicKey, SecretBytes,
+    SecretKey32, ServiceStatus, Signature,
+};
+
+/// Protocol version carried in every frame header.
+pub const PROTOCOL_VERSION: u8 = 1;
+/// Largest frame body (header + payload) either side accepts, in bytes.
+pub const MAX_FRAME_LEN: usize = 64 * 1024;
+/// Frame header: `version:u8 ‖ op:u8 ‖ status:u8 ‖ id:u64be`.
+pub const HEADER_LEN: usize = 11;
+/// AES-256-GCM nonce length.
+pub const NONCE_LEN: usize = 12;
+/// AES-256-GCM tag length.
+pub const TAG_LEN: usize = 16;
+/// Largest plaintext an `Encrypt` request can carry (the request frame is the bound).
+pub const MAX_PLAINTEXT_LEN: usize = MAX_FRAME_LEN - HEADER_LEN - 32 - NONCE_LEN - TAG_LEN;
+/// Largest `RandomBytes` request.
+pub const MAX_RANDOM_BYTES: usize = 64;
+/// Largest action CID, in bytes.
+pub const MAX_CID_LEN: usize = 512;
+
+/// Operation codes (the header's `op` byte).
+#[derive(Clone, Copy, PartialEq, Eq, Hash, Debug)]
+#[repr(u8)]
+pub enum Op {
+    Status = 0x01,
+    CreateWallet = 0x02,
+    WalletPublicKey = 0x03,
+    WalletSign = 0x04,
+    WalletExportKey = 0x05,
+    ActionPublicKey = 0x06,
+    ActionSign = 0x07,
+    ActionExportKey = 0x08,
+    Encrypt = 0x09,
+    Decrypt = 0x0A,
+    Payers = 0x0B,
+    PayerSign = 0x0C,
+    RandomBytes = 0x0D,
+}
+
+impl Op {
+    pub fn from_u8(b: u8) -> Option<Self> {
+        Some(match b {
+            0x01 => Self::Status,
+            0x02 => Self::CreateWallet,
+            0x03 => Self::WalletPublicKey,
+            0x04 => Self::WalletSign,
+            0x05 => Self::WalletExportKey,
+            0x06 => Self::ActionPublicKey,
+            0x07 => Self::ActionSign,
+            0x08 => Self::ActionExportKey,
+            0x09 => Self::Encrypt,
+            0x0A => Self::Decrypt,
+            0x0B => Self::Payers,
+            0x0C => Self::PayerSign,
+            0x0D => Self::RandomBytes,
+            _ => return None,
+        })
+    }
+}
+
+/// The header's `status` byte in a response (always 0 in a request).
+#[derive(Clone, Copy, PartialEq, Eq, Hash, Debug)]
+#[non_exhaustive]
+#[repr(u8)]
+pub enum ErrorCode {
+    /// The payload does not parse for this operation.
+    BadRequest = 1,
+    /// The frame's version byte is not [`PROTOCOL_VERSION`].
+    UnsupportedVersion = 2,
+    /// Unknown `op` byte.
+    UnknownOperation = 3,
+    /// The length prefix exceeds [`MAX_FRAME_LEN`] or is shorter than a header; the
+    /// server closes the connection after sending this (with request id 0).
+    BadFrame = 4,
+    /// AES-GCM authentication failed: wrong wallet, or the ciphertext was modified.
+    DecryptFailed = 5,
+    /// A well-formed argument out of range (payer index, random length, CID length).
+    InvalidArgument = 6,
+    /// The server is shutting down or over its limits; retry later.
+    Busy = 7,
+    /// A bug or an unexpected condition inside the keyservice.
+    Internal = 8,
+    /// A status byte this client does not know.
+    Unknown = 255,
+}
+
+impl ErrorCode {
+    pub fn from_u8(b: u8) -> Self {
+        match b {
+            1 => Self::BadRequest,
+            2 => Self::UnsupportedVersion,
+            3 => Self::UnknownOperation,
+            4 => Self::BadFrame,
+            5 => Self::DecryptFailed,
+            6 => Self::InvalidArgument,
+            7 => Self::Busy,
+            8 => Self::Internal,
+            _ => Self::Unknown,
+        }
+    }
+}
+
+impl fmt::Display for ErrorCode {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let s = match self {
+            Self::BadRequest => "bad request",
+            Self::UnsupportedVersion => "unsupported protocol version",
+            Self::UnknownOperation => "unknown operation",
+            Self::BadFrame => "bad frame",
+            Self::DecryptFailed => "decryption failed",
+            Self::InvalidArgument => "invalid argument",
+            Self::Busy => "busy",
+            Self::Internal => "internal error",
+            Self::Unknown => "unknown error",
+        };
+        f.write_str(s)
+    }
+}
+
+/// A payload that does not parse.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("malformed {op:?} payload: {reason}")]
+pub struct DecodeError {
+    pub op: Op,
+    pub reason: &'static str,
+}
+
+/// A request, as the server sees it after decoding.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Request {
+    Status,
+    CreateWallet,
+    WalletPublicKey {
+        path: DerivationPath,
+    },
+    WalletSign {
+        path: DerivationPath,
+        digest: [u8; 32],
+    },
+    WalletExportKey {
+        path: DerivationPath,
+    },
+    ActionPublicKey {
+        cid: String,
+    },
+    ActionSign {
+        cid: String,
+        digest: [u8; 32],
+    },
+    ActionExportKey {
+        cid: String,
+    },
+    Encrypt {
+        path: DerivationPath,
+        plaintext: Vec<u8>,
+    },
+    Decrypt {
+        path: DerivationPath,
+        ciphertext: Vec<u8>,
+    },
+    Payers,
+    PayerSign {
+        payer: Payer,
+        digest: [u8; 32],
+    },
+    RandomBytes {
+        n: u8,
+    },
+}
+
+/// A successful response payload.
+#[non_exhaustive]
+pub enum Response {
+    Status(ServiceStatus),
+    NewWallet {
+        path: DerivationPath,
+        public_key: PublicKey,
+    },
+    PublicKey(PublicKey),
+    Signature(Signature),
+    SecretKey(SecretKey32),
+    Ciphertext(Vec<u8>),
+    Plaintext(Vec<u8>),
+    Payers(PayerList),
+    Random(SecretBytes),
+}
+
+impl fmt::Debug for Response {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Self::Status(s) => f.debug_tuple("Status").field(s).finish(),
+            Self::NewWallet { path, public_key } => f
+                .debug_struct("NewWallet")
+                .field("path", path)
+                .field("public_key", public_key)
+                .finish(),
+            Self::PublicKey(p) => f.debug_tuple("PublicKey").field(p).finish(),
+            Self::Signature(s) => f.debug_tuple("Signature").field(s).finish(),
+            Self::SecretKey(k) => f.debug_tuple("SecretKey").field(k).finish(),
+            Self::Ciphertext(c) => write!(f, "Ciphertext(<{} bytes>)", c.len()),
+            Self::Plaintext(p) => write!(f, "Plaintext(<{} bytes>)", p.len()),
+            Self::Payers(p) => f.debug_tuple("Payers").field(p).finish(),
+            Self::Random(r) => f.debug_tuple("Random").field(r).finish(),
+        }
+    }
+}
+
+/// A cursor over a payload that reports truncation as a [`DecodeError`].
+struct Reader<'a> {
+    op: Op,
+    buf: &'a [u8],
+}
+
+impl<'a> Reader<'a> {
+    fn new(op: Op, buf: &'a [u8]) -> Self {
+        Self { op, buf }
+    }
+
+    fn err(&self, reason: &'static str) -> DecodeError {
+        DecodeError {
+            op: self.op,
+            reason,
+        }
+    }
+
+    fn take(&mut self, n: usize) -> Result<&'a [u8], DecodeError> {
+        if self.buf.len() < n {
+            return Err(self.err("truncated"));
+        }
+        let (head, tail) = self.buf.split_at(n);
+        self.buf = tail;
+        Ok(head)
+    }
+
+    fn array<const N: usize>(&mut self) -> Result<[u8; N], DecodeError> {
+        let mut out = [0u8; N];
+        out.copy_from_slice(self.take(N)?);
+        Ok(out)
+    }
+
+    fn u8(&mut self) -> Result<u8, DecodeError> {
+        Ok(self.take(1)?[0])
+    }
+
+    fn u16(&mut self) -> Result<u16, DecodeError> {
+        Ok(u16::from_be_bytes(self.array()?))
+    }
+
+    fn u32(&mut self) -> Result<u32, DecodeError> {
+        Ok(u32::from_be_bytes(self.array()?))
+    }
+
+    fn rest(&mut self) -> &'a [u8] {
+        std::mem::take(&mut self.buf)
+    }
+
+    fn cid(&mut self) -> Result<String, DecodeError> {
+        let len = usize::from(self.u16()?);
+        if len == 0 || len > MAX_CID_LEN {
+            return Err(self.err("CID length must be 1..=512 bytes"));
+        }
+        let raw = self.take(len)?;
+        std::str::from_utf8(raw)
+            .map(str::to_owned)
+            .map_err(|_| self.err("CID is not UTF-8"))
+    }
+
+    fn public_key(&mut self) -> Result<PublicKey, DecodeError> {
+        PublicKey::from_uncompressed(self.array()?)
+            .map_err(|_| self.err("public key is not uncompressed"))
+    }
+
+    fn finish(self) -> Result<(), DecodeError> {
+        if self.buf.is_empty() {
+            Ok(())
+        } else {
+            Err(self.err("trailing bytes"))
+        }
+    }
+}
+
+fn put_cid(buf: &mut Vec<u8>, cid: &str) {
+    // Length is checked by the client before encoding; clamp defensively so the prefix
+    // and the bytes can never disagree.
+    let bytes = cid.as_bytes();
+    let len = bytes.len().min(usize::from(u16::MAX));
+    buf.extend_from_slice(&(len as u16).to_be_bytes());
+    buf.extend_from_slice(&bytes[..len]);
+}
+
+impl Request {
+    pub fn op(&self) -> Op {
+        match self {
+            Self::Status => Op::Status,
+            Self::CreateWallet => Op::CreateWallet,
+            Self::WalletPublicKey { .. } => Op::WalletPublicKey,
+            Self::WalletSign { .. } => Op::WalletSign,
+            Self::WalletExportKey { .. } => Op::WalletExportKey,
+            Self::ActionPublicKey { .. } => Op::ActionPublicKey,
+            Self::ActionSign { .. } => Op::ActionSign,
+            Self::ActionExportKey { .. } => Op::ActionExportKey,
+            Self::Encrypt { .. } => Op::Encrypt,
+            Self::Decrypt { .. } => Op::Decrypt,
+            Self::Payers => Op::Payers,
+            Self::PayerSign { .. } => Op::PayerSign,
+            Self::RandomBytes { .. } => Op::RandomBytes,
+        }
+    }
+
+    /// Appends the payload (not the header) to `buf`.
+    pub fn encode_payload(&self, buf: &mut Vec<u8>) {
+        match self {
+            Self::Status | Self::CreateWallet | Self::Payers => {}
+            Self::WalletPublicKey { path } | Self::WalletExportKey { path } => {
+                buf.extend_from_slice(&path.0)
+            }
+            Self::WalletSign { path, digest } => {
+                buf.extend_from_slice(&path.0);
+                buf.extend_from_slice(digest);
+            }
+            Self::ActionPublicKey { cid } | Self::ActionExportKey { cid } => put_cid(buf, cid),
+            Self::ActionSign { cid, digest } => {
+                put_cid(buf, cid);
+                buf.extend_from_slice(digest);
+            }
+            Self::Encrypt {
+                path,
+                plaintext: data,
+            }
+            | Self::Decrypt {
+                path,
+                ciphertext: data,
+            } => {
+                buf.extend_from_slice(&path.0);
+                buf.extend_from_slice(data);
+            }
+            Self::PayerSign { payer, digest } => {
+                let (kind, index) = match payer {
+                    Payer::Api(i) => (0u8, *i),
+                    Payer::Admin => (1u8, 0),
+                };
+                buf.push(kind);
+                buf.extend_from_slice(&index.to_be_bytes());
+                buf.extend_from_slice(digest);
+            }
+            Self::RandomBytes { n } => buf.push(*n),
+        }
+    }
+
+    /// Decodes a request payload for `op`.
+    pub fn decode(op: Op, payload: &[u8]) -> Result<Self, DecodeError> {
+        let mut r = Reader::new(op, payload);
+        let req = match op {
+            Op::Status => Self::Status,
+            Op::CreateWallet => Self::CreateWallet,
+            Op::Payers => Self::Payers,
+            Op::WalletPublicKey => Self::WalletPublicKey {
+                path: DerivationPath(r.array()?),
+            },
+            Op::WalletExportKey => Self::WalletExportKey {
+                path: DerivationPath(r.array()?),
+            },
+            Op::WalletSign => Self::WalletSign {
+                path: DerivationPath(r.array()?),
+                digest: r.array()?,
+            },
+            Op::ActionPublicKey => Self::ActionPublicKey { cid: r.cid()? },
+            Op::ActionExportKey => Self::ActionExportKey { cid: r.cid()? },
+            Op::ActionSign => Self::ActionSign {
+                cid: r.cid()?,
+                digest: r.array()?,
+            },
+            Op::Encrypt => Self::Encrypt {
+                path: DerivationPath(r.array()?),
+                plaintext: r.rest().to_vec(),
+            },
+            Op::Decrypt => {
+                let path = DerivationPath(r.array()?);
+                let ciphertext = r.rest().to_vec();
+                if ciphertext.len() < NONCE_LEN + TAG_LEN {
+                    return Err(DecodeError {
+                        op,
+                        reason: "ciphertext shorter than nonce and tag",
+                    });
+                }
+                Self::Decrypt { path, ciphertext }
+            }
+            Op::PayerSign => {
+                let kind = r.u8()?;
+                let index = r.u32()?;
+                let payer = match kind {
+                    0 => Payer::Api(index),
+                    1 => Payer::Admin,
+                    _ => return Err(r.err("payer kind must be 0 (api) or 1 (admin)")),
+                };
+                Self::PayerSign {
+                    payer,
+                    digest: r.array()?,
+                }
+            }
+            Op::RandomBytes => Self::RandomBytes { n: r.u8()? },
+        };
+        r.finish()?;
+        Ok(req)
+    }
+}
+
+impl Response {
+    /// Appends the payload (not the header) to `buf`.
+    pub fn encode_payload(&self, buf: &mut Vec<u8>) {
+        match self {
+            Self::Status(s) => {
+                buf.push(s.protocol_version);
+                buf.push(match s.platform {
+                    PlatformKind::Dev => 0,
+                    PlatformKind::Dstack => 1,
+                });
+                buf.extend_from_slice(&s.compose_hash.0);
+                buf.extend_from_slice(&s.api_payers.to_be_bytes());
+            }
+            Self::NewWallet { path, public_key } => {
+                buf.extend_from_slice(&path.0);
+                buf.extend_from_slice(public_key.uncompressed());
+            }
+            Self::PublicKey(p) => buf.extend_from_slice(p.uncompressed()),
+            Self::Signature(s) => buf.extend_from_slice(&s.0),
+            Self::SecretKey(k) => buf.extend_from_slice(k.expose_secret()),
+            Self::Ciphertext(d) | Self::Plaintext(d) => buf.extend_from_slice(d),
+            Self::Payers(p) => {
+                let n = u32::try_from(p.api.len()).unwrap_or(u32::MAX);
+                buf.extend_from_slice(&n.to_be_bytes());
+                for a in p.api.iter().take(n as usize) {
+                    buf.extend_from_slice(&a.0);
+                }
+                buf.extend_from_slice(&p.admin.0);
+            }
+            Self::Random(r) => buf.extend_from_slice(r.expose_secret()),
+        }
+    }
+
+    /// Decodes a success payload for `op` (the operation of the request it answers).
+    pub fn decode(op: Op, payload: &[u8]) -> Result<Self, DecodeError> {
+        let mut r = Reader::new(op, payload);
+        let resp = match op {
+            Op::Status => {
+                let protocol_version = r.u8()?;
+                let platform = match r.u8()? {
+                    0 => PlatformKind::Dev,
+                    1 => PlatformKind::Dstack,
+                    _ => return Err(r.err("unknown platform")),
+                };
+                Self::Status(ServiceStatus {
+                    protocol_version,
+                    platform,
+                    compose_hash: ComposeHash(r.array()?),
+                    api_payers: r.u32()?,
+                })
+            }
+            Op::CreateWallet => Self::NewWallet {
+                path: DerivationPath(r.array()?),
+                public_key: r.public_key()?,
+            },
+            Op::WalletPublicKey | Op::ActionPublicKey => Self::PublicKey(r.public_key()?),
+            Op::WalletSign | Op::ActionSign | Op::PayerSign => {
+                let sig = Signature(r.array()?);
+                if !matches!(sig.v(), 27 | 28) {
+                    return Err(r.err("signature v must be 27 or 28"));
+                }
+                Self::Signature(sig)
+            }
+            Op::WalletExportKey | Op::ActionExportKey => {
+                let mut bytes = Zeroizing::new([0u8; 32]);
+                bytes.copy_from_slice(r.take(32)?);
+                Self::SecretKey(SecretKey32::from_zeroizing(bytes))
+            }
+            Op::Encrypt => {
+                let d = r.rest();
+                if d.len() < NONCE_LEN + TAG_LEN {
+                    return Err(r.err("ciphertext shorter than nonce and tag"));
+                }
+                Self::Ciphertext(d.to_vec())
+            }
+            Op::Decrypt => Self::Plaintext(r.rest().to_vec()),
+            Op::Payers => {
+                let n = r.u32()? as usize;
+                if n > MAX_FRAME_LEN / Address::LEN {
+                    return Err(r.err("payer count too large"));
+                }
+                let mut api = Vec::with_capacity(n);
+                for _ in 0..n {
+                    api.push(Address(r.array()?));
+                }
+                Self::Payers(PayerList {
+                    api,
+                    admin: Address(r.array()?),
+                })
+            }
+            Op::RandomBytes => Self::Random(SecretBytes::new(Zeroizing::new(r.rest().to_vec()))),
+        };
+        r.finish()?;
+        Ok(resp)
+    }
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+
+    fn round_trip(req: Request) {
+        let mut buf = Vec::new();
+        req.encode_payload(&mut buf);
+        assert_eq!(Request::decode(req.op(), &buf).unwrap(), req);
+        // Any truncation is an error, never a panic.
+        for cut in 0..buf.len() {
+            let _ = Request::decode(req.op(), &buf[..cut]);
+        }
+        let open_ended = matches!(req, Request::Encrypt { .. } | Request::Decrypt { .. });
+        buf.push(0);
+        if !open_ended {
+            assert!(
+                Request::decode(req.op(), &buf).is_err(),
+                "trailing byte accepted"
+            );
+        }
+    }
+
+    #[test]
+    fn requests_round_trip() {
+        let path = DerivationPath([3; 32]);
+        round_trip(Request::Status);
+        round_trip(Request::WalletSign {
+            path,
+            digest: [9; 32],
+        });
+        round_trip(Request::ActionSign {
+            cid: "QmTest".into(),
+            digest: [1; 32],
+        });
+        round_trip(Request::Decrypt {
+            path,
+            ciphertext: vec![0; 40],
+        });
+        round_trip(Request::PayerSign {
+            payer: Payer::Api(7),
+            digest: [2; 32],
+        });
+        round_trip(Request::PayerSign {
+            payer: Payer::Admin,
+            digest: [2; 32],
+        });
+        round_trip(Request::RandomBytes { n: 32 });
+    }
+
+    #[test]
+    fn every_op_survives_garbage() {
+        for op in 1..=0x0D {
+            let op = Op::from_u8(op).unwrap();
+            for len in [0usize, 1, 5, 31, 33, 64, 100] {
+                let junk: Vec<u8> = (0..len).map(|i| (i * 37 + 11) as u8).collect();
+                let _ = Request::decode(op, &junk);
+                let _ = Response::decode(op, &junk);
+            }
+        }
+    }
+}

@@ -1,0 +1,18 @@
+//! The keyservice: the only process that holds the root secret.
+//!
+//! It unseals a 32-byte root with a key bound to the measured compose hash
+//! ([`platform`], [`sealing`], [`root`]), derives every wallet, action and payer key from
+//! it ([`derive`]), and answers signing / encryption / export requests ([`ops`]) over a
+//! Unix socket ([`server`]) in the protocol of `keyservice-api`. See `README.md` next to
+//! this crate for the threat model, formats and derivations.
+
+pub mod derive;
+pub mod ops;
+pub mod platform;
+pub mod policy;
+pub mod root;
+pub mod sealing;
+pub mod secret;
+pub mod server;
+
+pub use keyservice_api as api;

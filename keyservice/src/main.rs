@@ -1,0 +1,282 @@
+//! `keyservice` — run the key process, or reseal / inspect its sealed root.
+
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+use std::sync::Arc;
+
+use clap::{Args, Parser, Subcommand, ValueEnum};
+use keyservice::ops::{KeyOps, MAX_API_PAYERS};
+use keyservice::platform::Platform;
+use keyservice::platform::dev::DevPlatform;
+use keyservice::platform::dstack::{DEFAULT_AGENT_SOCKET, DstackPlatform};
+use keyservice::policy::AllowListFile;
+use keyservice::root::{self, SEALED_FILE_NAME};
+use keyservice::sealing::SealedRoot;
+use keyservice::server::{self, ServerConfig};
+use keyservice_api::ComposeHash;
+
+#[derive(Parser)]
+#[command(
+    name = "keyservice",
+    version,
+    about = "The isolated key process of the appliance"
+)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Unseal (or, on the very first run, create) the root and serve the socket.
+    Run(RunArgs),
+    /// Rewrap the root for another compose hash, if the policy allows it.
+    Reseal(ResealArgs),
+    /// Print the compose hash the platform measures for this instance.
+    ComposeHash(PlatformArgs),
+    /// Print the header of a sealed-root file (format version, compose hash).
+    Inspect {
+        /// The sealed-root file.
+        file: PathBuf,
+    },
+}
+
+#[derive(Clone, Copy, ValueEnum)]
+enum PlatformChoice {
+    /// Local dev secret file; NOT confidential.
+    Dev,
+    /// dstack guest agent.
+    Dstack,
+}
+
+#[derive(Args)]
+struct PlatformArgs {
+    /// Where the sealing key comes from.
+    #[arg(long, value_enum, env = "KEYSERVICE_PLATFORM")]
+    platform: PlatformChoice,
+    /// dev: the 32-byte dev secret (created 0600 if missing). Default: STATE_DIR/dev-secret.
+    #[arg(long, env = "KEYSERVICE_DEV_SECRET")]
+    dev_secret: Option<PathBuf>,
+    /// dev: the compose file whose SHA-256 is the compose hash.
+    #[arg(long, env = "KEYSERVICE_COMPOSE_FILE")]
+    compose_file: Option<PathBuf>,
+    /// dstack: the guest agent's socket.
+    #[arg(long, env = "KEYSERVICE_AGENT_SOCKET", default_value = DEFAULT_AGENT_SOCKET)]
+    agent_socket: PathBuf,
+}
+
+#[derive(Args)]
+struct RunArgs {
+    /// The Unix socket to serve (created 0600; a stale one is replaced).
+    #[arg(long, env = "KEYSERVICE_SOCKET")]
+    socket: PathBuf,
+    /// Directory of the sealed root (created 0700 if missing).
+    #[arg(long, env = "KEYSERVICE_STATE_DIR")]
+    state_dir: PathBuf,
+    /// Use exactly this sealed-root file instead of looking in the state directory.
+    #[arg(long)]
+    sealed_file: Option<PathBuf>,
+    /// Number of API payer (gas) wallets, index 0..N.
+    #[arg(long, default_value_t = 4, env = "KEYSERVICE_PAYERS")]
+    payers: u32,
+    /// Concurrent connections.
+    #[arg(long, default_value_t = 128)]
+    max_connections: usize,
+    /// Requests in flight per connection.
+    #[arg(long, default_value_t = 256)]
+    max_in_flight: usize,
+    #[command(flatten)]
+    platform: PlatformArgs,
+}
+
+#[derive(Args)]
+struct ResealArgs {
+    /// The compose hash to reseal to (hex, `0x` optional).
+    #[arg(long)]
+    to: ComposeHash,
+    /// File of allowed compose hashes, one hex hash per line.
+    #[arg(long)]
+    allow_list: PathBuf,
+    /// Directory of the sealed root.
+    #[arg(long, env = "KEYSERVICE_STATE_DIR")]
+    state_dir: PathBuf,
+    /// The sealed root to read. Default: the one `run` would open.
+    #[arg(long)]
+    sealed_file: Option<PathBuf>,
+    /// Where to write. Default: STATE_DIR/root.sealed.<first 16 hex of the target hash>.
+    #[arg(long)]
+    output: Option<PathBuf>,
+    #[command(flatten)]
+    platform: PlatformArgs,
+}
+
+fn build_platform(
+    args: &PlatformArgs,
+    state_dir: Option<&Path>,
+) -> Result<Box<dyn Platform>, String> {
+    match args.platform {
+        PlatformChoice::Dev => {
+            let compose = args
+                .compose_file
+                .clone()
+                .ok_or("--platform dev needs --compose-file")?;
+            let secret = match (&args.dev_secret, state_dir) {
+                (Some(p), _) => p.clone(),
+                (None, Some(d)) => d.join("dev-secret"),
+                (None, None) => PathBuf::from("dev-secret"),
+            };
+            Ok(Box::new(DevPlatform::new(secret, compose)))
+        }
+        PlatformChoice::Dstack => Ok(Box::new(DstackPlatform::new(args.agent_socket.clone()))),
+    }
+}
+
+fn init_tracing() {
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+    tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
+        .with_writer(std::io::stderr)
+        .init();
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    init_tracing();
+    let result = match cli.command {
+        Command::Run(args) => run(args),
+        Command::Reseal(args) => reseal(args),
+        Command::ComposeHash(args) => compose_hash(&args),
+        Command::Inspect { file } => inspect(&file),
+    };
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(message) => {
+            tracing::error!("{message}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+fn run(args: RunArgs) -> Result<(), String> {
+    if args.payers > MAX_API_PAYERS {
+        return Err(format!("--payers is at most {MAX_API_PAYERS}"));
+    }
+    let platform = build_platform(&args.platform, Some(&args.state_dir))?;
+    let unsealed = root::open_or_create(
+        platform.as_ref(),
+        &args.state_dir,
+        args.sealed_file.as_deref(),
+    )
+    .map_err(|e| e.to_string())?;
+    let compose_hash = unsealed.compose_hash;
+    let ops = KeyOps::new(unsealed.root, platform.kind(), compose_hash, args.payers)
+        .map_err(|e| e.to_string())?;
+    drop(platform);
+    let ops = Arc::new(ops);
+    let config = ServerConfig {
+        max_connections: args.max_connections.max(1),
+        max_in_flight: args.max_in_flight.max(1),
+        ..ServerConfig::default()
+    };
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .map_err(|e| format!("cannot start the runtime: {e}"))?;
+    runtime.block_on(async move {
+        let listener = server::bind(&args.socket)
+            .map_err(|e| format!("cannot bind {}: {e}", args.socket.display()))?;
+        tracing::info!(
+            socket = %args.socket.display(),
+            %compose_hash,
+            api_payers = args.payers,
+            admin_payer = %ops.payers().admin,
+            "keyservice ready"
+        );
+        server::serve(listener, ops, config, shutdown_signal()).await;
+        if let Err(e) = std::fs::remove_file(&args.socket) {
+            tracing::warn!(error = %e, "could not remove the socket file");
+        }
+        tracing::info!("stopped");
+        Ok(())
+    })
+}
+
+async fn shutdown_signal() {
+    use tokio::signal::unix::{SignalKind, signal};
+    let term = signal(SignalKind::terminate());
+    let int = signal(SignalKind::interrupt());
+    match (term, int) {
+        (Ok(mut term), Ok(mut int)) => {
+            tokio::select! {
+                _ = term.recv() => tracing::info!("SIGTERM"),
+                _ = int.recv() => tracing::info!("SIGINT"),
+            }
+        }
+        _ => {
+            tracing::warn!("cannot install signal handlers; stop with SIGKILL");
+            std::future::pending::<()>().await;
+        }
+    }
+}
+
+fn reseal(args: ResealArgs) -> Result<(), String> {
+    let platform = build_platform(&args.platform, Some(&args.state_dir))?;
+    let policy = AllowListFile::load(&args.allow_list).map_err(|e| e.to_string())?;
+    let source = match &args.sealed_file {
+        Some(p) => p.clone(),
+        None => {
+            let measured = platform
+                .measured_compose_hash()
+                .map_err(|e| e.to_string())?;
+            match root::locate(&args.state_dir, &measured, None).map_err(|e| e.to_string())? {
+                root::Location::Existing(p) => p,
+                root::Location::Create(_) => {
+                    return Err(format!(
+                        "no sealed root in {} ({SEALED_FILE_NAME}*) to reseal",
+                        args.state_dir.display()
+                    ));
+                }
+            }
+        }
+    };
+    let output = args
+        .output
+        .clone()
+        .unwrap_or_else(|| root::sealed_file_for(&args.state_dir, &args.to));
+    root::reseal(platform.as_ref(), &source, &args.to, &policy, &output)
+        .map_err(|e| e.to_string())?;
+    print_line(&format!(
+        "resealed {} -> {} for compose hash {}",
+        source.display(),
+        output.display(),
+        args.to
+    ));
+    Ok(())
+}
+
+fn compose_hash(args: &PlatformArgs) -> Result<(), String> {
+    let platform = build_platform(args, None)?;
+    let h = platform
+        .measured_compose_hash()
+        .map_err(|e| e.to_string())?;
+    print_line(&hex::encode(h.as_bytes()));
+    Ok(())
+}
+
+fn inspect(file: &Path) -> Result<(), String> {
+    let sealed = SealedRoot::read(file).map_err(|e| e.to_string())?;
+    print_line(&format!(
+        "format version {}\ncompose hash {}",
+        keyservice::sealing::FORMAT_VERSION,
+        sealed.compose_hash
+    ));
+    Ok(())
+}
+
+/// The CLI's answers go to stdout (logs go to stderr).
+#[allow(clippy::print_stdout)]
+fn print_line(s: &str) {
+    println!("{s}");
+}

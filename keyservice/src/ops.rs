@@ -1,0 +1,210 @@
+//! The operations behind each protocol request. Pure functions of the root (plus the
+//! CSPRNG): no I/O, no logging of values, so the server can run them on any task.
+
+use keyservice_api::protocol::{
+    ErrorCode, MAX_RANDOM_BYTES, NONCE_LEN, Request, Response, TAG_LEN,
+};
+use keyservice_api::{
+    ComposeHash, DerivationPath, PROTOCOL_VERSION, Payer, PayerList, PlatformKind, SecretBytes,
+    SecretKey32, ServiceStatus,
+};
+use ring::aead::{AES_256_GCM, Aad, LessSafeKey, Nonce, UnboundKey};
+use ring::rand::SystemRandom;
+use zeroize::Zeroizing;
+
+use crate::derive::{self, DeriveError, KeyDeriver, SecretScalar};
+use crate::secret::{RootSecret, fill_random};
+
+/// Largest number of API payers a keyservice will hold.
+pub const MAX_API_PAYERS: u32 = 1024;
+
+/// Why an operation failed. Messages are fixed strings: never key material.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum OpError {
+    #[error("{0}")]
+    InvalidArgument(&'static str),
+    #[error("decryption failed")]
+    DecryptFailed,
+    #[error("{0}")]
+    Internal(&'static str),
+}
+
+impl OpError {
+    pub fn code(&self) -> ErrorCode {
+        match self {
+            Self::InvalidArgument(_) => ErrorCode::InvalidArgument,
+            Self::DecryptFailed => ErrorCode::DecryptFailed,
+            Self::Internal(_) => ErrorCode::Internal,
+        }
+    }
+}
+
+impl From<DeriveError> for OpError {
+    fn from(e: DeriveError) -> Self {
+        Self::Internal(match e {
+            DeriveError::Sign => "signing failed",
+            DeriveError::Encoding => "public key encoding failed",
+            _ => "key derivation failed",
+        })
+    }
+}
+
+/// Everything a running keyservice needs to answer requests.
+pub struct KeyOps {
+    deriver: KeyDeriver,
+    rng: SystemRandom,
+    status: ServiceStatus,
+    payers: PayerList,
+}
+
+impl KeyOps {
+    /// Takes the unsealed root (consumed: only the HKDF PRK stays in memory) and derives the
+    /// payer addresses once.
+    pub fn new(
+        root: RootSecret,
+        platform: PlatformKind,
+        compose_hash: ComposeHash,
+        api_payers: u32,
+    ) -> Result<Self, OpError> {
+        if api_payers > MAX_API_PAYERS {
+            return Err(OpError::InvalidArgument(
+                "too many API payers (at most 1024)",
+            ));
+        }
+        let deriver = KeyDeriver::new(&root);
+        drop(root);
+        let mut api = Vec::with_capacity(api_payers as usize);
+        for i in 0..api_payers {
+            api.push(derive::public_key(&deriver.api_payer_key(i)?)?.address());
+        }
+        let admin = derive::public_key(&deriver.admin_payer_key()?)?.address();
+        Ok(Self {
+            deriver,
+            rng: SystemRandom::new(),
+            status: ServiceStatus {
+                protocol_version: PROTOCOL_VERSION,
+                platform,
+                compose_hash,
+                api_payers,
+            },
+            payers: PayerList { api, admin },
+        })
+    }
+
+    pub fn status(&self) -> &ServiceStatus {
+        &self.status
+    }
+
+    pub fn payers(&self) -> &PayerList {
+        &self.payers
+    }
+
+    fn payer_key(&self, payer: Payer) -> Result<SecretScalar, OpError> {
+        match payer {
+            Payer::Admin => Ok(self.deriver.admin_payer_key()?),
+            Payer::Api(i) if i < self.status.api_payers => Ok(self.deriver.api_payer_key(i)?),
+            Payer::Api(_) => Err(OpError::InvalidArgument("API payer index out of range")),
+        }
+    }
+
+    fn aead(&self, path: &DerivationPath) -> Result<LessSafeKey, OpError> {
+        let sk = self.deriver.wallet_key(path)?;
+        let key = derive::wallet_aes_key(&sk)?;
+        UnboundKey::new(&AES_256_GCM, key.as_ref())
+            .map(LessSafeKey::new)
+            .map_err(|_| OpError::Internal("AES key setup failed"))
+    }
+
+    fn encrypt(&self, path: &DerivationPath, plaintext: &[u8]) -> Result<Vec<u8>, OpError> {
+        let key = self.aead(path)?;
+        let mut nonce = [0u8; NONCE_LEN];
+        fill_random(&self.rng, &mut nonce).map_err(|_| OpError::Internal("RNG failed"))?;
+        let mut out = Vec::with_capacity(NONCE_LEN + plaintext.len() + TAG_LEN);
+        out.extend_from_slice(&nonce);
+        out.extend_from_slice(plaintext);
+        let tag = key
+            .seal_in_place_separate_tag(
+                Nonce::assume_unique_for_key(nonce),
+                Aad::empty(),
+                &mut out[NONCE_LEN..],
+            )
+            .map_err(|_| OpError::Internal("encryption failed"))?;
+        out.extend_from_slice(tag.as_ref());
+        Ok(out)
+    }
+
+    fn decrypt(&self, path: &DerivationPath, data: &[u8]) -> Result<Vec<u8>, OpError> {
+        if data.len() < NONCE_LEN + TAG_LEN {
+            return Err(OpError::InvalidArgument(
+                "ciphertext shorter than nonce and tag",
+            ));
+        }
+        let key = self.aead(path)?;
+        let mut nonce = [0u8; NONCE_LEN];
+        nonce.copy_from_slice(&data[..NONCE_LEN]);
+        let mut buf = data[NONCE_LEN..].to_vec();
+        let len = key
+            .open_in_place(Nonce::assume_unique_for_key(nonce), Aad::empty(), &mut buf)
+            .map_err(|_| OpError::DecryptFailed)?
+            .len();
+        buf.truncate(len);
+        Ok(buf)
+    }
+
+    /// Answers one request.
+    pub fn execute(&self, request: Request) -> Result<Response, OpError> {
+        Ok(match request {
+            Request::Status => Response::Status(self.status.clone()),
+            Request::CreateWallet => {
+                let mut path = [0u8; 32];
+                fill_random(&self.rng, &mut path).map_err(|_| OpError::Internal("RNG failed"))?;
+                let path = DerivationPath(path);
+                let public_key = derive::public_key(&self.deriver.wallet_key(&path)?)?;
+                Response::NewWallet { path, public_key }
+            }
+            Request::WalletPublicKey { path } => {
+                Response::PublicKey(derive::public_key(&self.deriver.wallet_key(&path)?)?)
+            }
+            Request::WalletSign { path, digest } => Response::Signature(derive::sign_digest(
+                &self.deriver.wallet_key(&path)?,
+                &digest,
+            )?),
+            Request::WalletExportKey { path } => {
+                let sk = self.deriver.wallet_key(&path)?;
+                Response::SecretKey(SecretKey32::from_zeroizing(derive::secret_bytes(&sk)))
+            }
+            Request::ActionPublicKey { cid } => {
+                Response::PublicKey(derive::public_key(&self.deriver.action_key(&cid)?)?)
+            }
+            Request::ActionSign { cid, digest } => Response::Signature(derive::sign_digest(
+                &self.deriver.action_key(&cid)?,
+                &digest,
+            )?),
+            Request::ActionExportKey { cid } => {
+                let sk = self.deriver.action_key(&cid)?;
+                Response::SecretKey(SecretKey32::from_zeroizing(derive::secret_bytes(&sk)))
+            }
+            Request::Encrypt { path, plaintext } => {
+                Response::Ciphertext(self.encrypt(&path, &plaintext)?)
+            }
+            Request::Decrypt { path, ciphertext } => {
+                Response::Plaintext(self.decrypt(&path, &ciphertext)?)
+            }
+            Request::Payers => Response::Payers(self.payers.clone()),
+            Request::PayerSign { payer, digest } => {
+                Response::Signature(derive::sign_digest(&self.payer_key(payer)?, &digest)?)
+            }
+            Request::RandomBytes { n } => {
+                let n = usize::from(n);
+                if n == 0 || n > MAX_RANDOM_BYTES {
+                    return Err(OpError::InvalidArgument("random length must be 1..=64"));
+                }
+                let mut bytes = Zeroizing::new(vec![0u8; n]);
+                fill_random(&self.rng, &mut bytes).map_err(|_| OpError::Internal("RNG failed"))?;
+                Response::Random(SecretBytes::new(bytes))
+            }
+            _ => return Err(OpError::InvalidArgument("unsupported request")),
+        })
+    }
+}
