@@ -26,6 +26,7 @@ pub struct Config {
     pub data_dir: PathBuf,
     pub tls: TlsConfig,
     pub http: HttpConfig,
+    pub keyservice: KeyserviceConfig,
     pub log: LogConfig,
 }
 
@@ -36,7 +37,43 @@ impl Default for Config {
             data_dir: PathBuf::from("/var/lib/appliance"),
             tls: TlsConfig::default(),
             http: HttpConfig::default(),
+            keyservice: KeyserviceConfig::default(),
             log: LogConfig::default(),
+        }
+    }
+}
+
+/// How the appliance reaches the key service, the only process holding private keys.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct KeyserviceConfig {
+    /// The keyservice's Unix socket. In production keyservice runs as its own
+    /// container/user and the appliance connects to this socket; if it is down, key
+    /// operations answer 503 until it is back.
+    pub socket: PathBuf,
+    /// Start keyservice as a supervised child process on the `dev` platform
+    /// (development only: its sealing is NOT confidential).
+    pub spawn: bool,
+    /// spawn: the keyservice binary. Default: `keyservice` next to the appliance binary.
+    pub binary: Option<PathBuf>,
+    /// spawn: the compose file whose SHA-256 seals the root.
+    pub compose_file: Option<PathBuf>,
+    /// spawn: where keyservice keeps its sealed root and dev secret.
+    /// Default: `<data_dir>/keyservice`.
+    pub state_dir: Option<PathBuf>,
+    /// Time allowed for one key operation.
+    pub request_timeout_ms: u64,
+}
+
+impl Default for KeyserviceConfig {
+    fn default() -> Self {
+        Self {
+            socket: PathBuf::from("/run/keyservice/keyservice.sock"),
+            spawn: false,
+            binary: None,
+            compose_file: None,
+            state_dir: None,
+            request_timeout_ms: 10_000,
         }
     }
 }
@@ -139,11 +176,19 @@ pub enum ConfigError {
 }
 
 impl Config {
-    /// The development configuration of `appliance dev`.
-    pub fn dev(listen: SocketAddr, data_dir: PathBuf) -> Self {
+    /// The development configuration of `appliance dev`: a keyservice child on the dev
+    /// platform, sealed to `compose_file`.
+    pub fn dev(listen: SocketAddr, data_dir: PathBuf, compose_file: PathBuf) -> Self {
+        let keyservice = KeyserviceConfig {
+            socket: data_dir.join("keyservice.sock"),
+            spawn: true,
+            compose_file: Some(compose_file),
+            ..KeyserviceConfig::default()
+        };
         Self {
             listen,
             data_dir,
+            keyservice,
             ..Self::default()
         }
     }
@@ -191,6 +236,11 @@ impl Config {
         if self.tls.hostnames.is_empty() {
             return Err(ConfigError::Invalid(
                 "tls.hostnames must name at least one host".into(),
+            ));
+        }
+        if self.keyservice.spawn && self.keyservice.compose_file.is_none() {
+            return Err(ConfigError::Invalid(
+                "keyservice.spawn needs keyservice.compose_file".into(),
             ));
         }
         if self.http.max_body_bytes == 0 || self.http.max_connections == 0 {

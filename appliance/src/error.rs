@@ -145,6 +145,23 @@ impl From<StoreError> for ApiError {
     }
 }
 
+impl From<keyservice_api::KeyError> for ApiError {
+    fn from(err: keyservice_api::KeyError) -> Self {
+        use keyservice_api::KeyError;
+        if err.is_unavailable() {
+            tracing::warn!(error = %err, "keyservice unavailable");
+            return Self::Unavailable("the key service is unavailable; retry shortly".into());
+        }
+        match err {
+            KeyError::DecryptFailed => Self::Unprocessable(
+                "decryption failed: the ciphertext was modified or belongs to another wallet"
+                    .into(),
+            ),
+            other => Self::Internal(format!("keyservice: {other}")),
+        }
+    }
+}
+
 impl From<crate::authz::Denied> for ApiError {
     fn from(denied: crate::authz::Denied) -> Self {
         Self::Forbidden(denied.to_string())

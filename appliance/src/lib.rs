@@ -2,25 +2,28 @@
 //!
 //! Map: `config` (one typed configuration), `server` + `tls` (the TLS accept loop),
 //! `http` (router, middleware, extractors), `api` (handlers by domain), `authz` (the
-//! pure permission model), `store` (SQLite), `secrets` (API keys), `eth` and `wallet`
-//! (addresses and the account wallet), `error` (the one mapping of errors to HTTP).
+//! pure permission model), `store` (SQLite), `secrets` (API keys), `keys` + `supervisor`
+//! (the keyservice connection, and its child process in dev), `wallet` (the account
+//! wallet's path), `error` (the one mapping of errors to HTTP).
 
 pub mod api;
 pub mod authz;
 pub mod config;
 pub mod error;
-pub mod eth;
 pub mod http;
+pub mod keys;
 pub mod openapi;
 pub mod secrets;
 pub mod server;
 pub mod store;
+pub mod supervisor;
 pub mod tls;
 pub mod wallet;
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::sync::Arc;
+use std::time::Duration;
 
 use tokio::net::TcpListener;
 use tokio::sync::oneshot;
@@ -42,6 +45,14 @@ pub enum StartError {
     Store(#[from] store::StoreError),
     #[error(transparent)]
     Tls(#[from] tls::TlsError),
+    #[error("cannot start keyservice ({binary}): {source}")]
+    KeyserviceSpawn {
+        binary: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("keyservice did not become ready at {socket}: {reason}")]
+    KeyserviceNotReady { socket: PathBuf, reason: String },
     #[error("cannot listen on {addr}: {source}")]
     Bind {
         addr: SocketAddr,
@@ -60,6 +71,7 @@ pub struct Running {
     pub certs: Arc<tls::CertResolver>,
     stop: oneshot::Sender<()>,
     task: JoinHandle<()>,
+    supervisor: Option<supervisor::Supervisor>,
 }
 
 impl Running {
@@ -83,6 +95,9 @@ impl Running {
     pub async fn shutdown(self) {
         let _ = self.stop.send(());
         let _ = self.task.await;
+        if let Some(supervisor) = self.supervisor {
+            supervisor.shutdown().await;
+        }
     }
 
     /// Resolves when the server stops by itself.
@@ -98,6 +113,7 @@ pub async fn start(config: Config) -> Result<Running, StartError> {
         source,
     })?;
     let store = Store::open(&config.data_dir.join("state.db"))?;
+    let (keys, supervisor) = start_keyservice(&config).await?;
 
     let (certified, self_signed_pem) = match config.tls.mode {
         TlsMode::SelfSigned => {
@@ -134,6 +150,7 @@ pub async fn start(config: Config) -> Result<Running, StartError> {
     let limits = config.http.clone();
     let state = http::AppState {
         store,
+        keys,
         config: Arc::new(config),
     };
     let app = http::app(state);
@@ -154,5 +171,54 @@ pub async fn start(config: Config) -> Result<Running, StartError> {
         certs,
         stop,
         task,
+        supervisor,
     })
+}
+
+/// Connects to keyservice, first starting it as a supervised child if so configured.
+/// A keyservice that runs on its own may come up after the appliance: until then, key
+/// operations answer 503.
+async fn start_keyservice(
+    config: &Config,
+) -> Result<(keys::Keys, Option<supervisor::Supervisor>), StartError> {
+    let ks = &config.keyservice;
+    let keys = keys::Keys::new(&ks.socket, Duration::from_millis(ks.request_timeout_ms));
+    if !ks.spawn {
+        if let Err(err) = keys.check().await {
+            tracing::warn!(error = %err, "keyservice is not reachable yet; key operations answer 503 until it is");
+        }
+        return Ok((keys, None));
+    }
+    let binary = ks
+        .binary
+        .clone()
+        .or_else(supervisor::default_binary)
+        .unwrap_or_else(|| PathBuf::from("keyservice"));
+    let compose_file = ks
+        .compose_file
+        .clone()
+        .unwrap_or_else(|| config.data_dir.join("app-compose.json"));
+    supervisor::ensure_dev_compose(&compose_file).map_err(|source| StartError::DataDir {
+        path: compose_file.clone(),
+        source,
+    })?;
+    let spec = supervisor::ChildSpec {
+        binary: binary.clone(),
+        socket: ks.socket.clone(),
+        state_dir: ks
+            .state_dir
+            .clone()
+            .unwrap_or_else(|| config.data_dir.join("keyservice")),
+        compose_file,
+    };
+    let supervisor = supervisor::Supervisor::start(spec)
+        .map_err(|source| StartError::KeyserviceSpawn { binary, source })?;
+    if let Err(err) = supervisor::wait_ready(Duration::from_secs(20), || keys.check()).await {
+        supervisor.shutdown().await;
+        return Err(StartError::KeyserviceNotReady {
+            socket: ks.socket.clone(),
+            reason: err.to_string(),
+        });
+    }
+    Ok((keys, Some(supervisor)))
 }

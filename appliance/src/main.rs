@@ -31,6 +31,10 @@ enum Command {
         /// Directory for the database and generated material.
         #[arg(long, default_value = ".appliance-dev")]
         data_dir: PathBuf,
+        /// The compose file whose hash seals the dev keyservice's root. Default:
+        /// DATA_DIR/app-compose.json (a placeholder is written if it does not exist).
+        #[arg(long)]
+        compose_file: Option<PathBuf>,
     },
     /// Run in production from a TOML configuration file (APPLIANCE_* variables
     /// override any key; see config.example.toml).
@@ -119,7 +123,14 @@ async fn run(config: Config, dev: bool) -> ExitCode {
 fn main() -> ExitCode {
     let cli = Cli::parse();
     let (config, dev) = match cli.command {
-        Command::Dev { listen, data_dir } => (Config::dev(listen, data_dir), true),
+        Command::Dev {
+            listen,
+            data_dir,
+            compose_file,
+        } => {
+            let compose_file = compose_file.unwrap_or_else(|| data_dir.join("app-compose.json"));
+            (Config::dev(listen, data_dir, compose_file), true)
+        }
         Command::Serve { config } => match Config::load(config.as_deref()) {
             Ok(c) => (c, false),
             Err(err) => {

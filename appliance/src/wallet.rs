@@ -1,44 +1,25 @@
-//! The account wallet of `new_account`: a secp256k1 key derived one-way from the
-//! account secret.
+//! The account wallet of `new_account`: a wallet held by keyservice like any other,
+//! at a derivation path computed from the account key's hash:
 //!
-//! `sk = HKDF-SHA256(ikm = secret, salt = "appliance/account-wallet/v1",
-//! info = "secp256k1 " ‖ u8(counter), L = 32)` for the first `counter = 0, 1, …` whose
-//! output is a valid scalar (in `[1, n-1]`; the chance of a retry is about 2^-128).
-//! Only the address leaves this module. Vectors: `tests/data/account-wallet.json`.
+//! `derivation_path = keccak256("appliance/account-wallet/v1" ‖ api_key_hash)`
+//!
+//! The path alone is harmless: keyservice derives the key from its sealed root and the
+//! path, so nothing public yields the key. The account key itself is an independent
+//! secret that no action can read. Vectors: `tests/data/account-wallet.json`.
 
-use hkdf::Hkdf;
-use k256::ecdsa::SigningKey;
-use sha2::Sha256;
-use zeroize::Zeroizing;
+use keyservice_api::DerivationPath;
+use sha3::{Digest, Keccak256};
 
-use crate::eth::Address;
-use crate::secrets::ApiSecret;
+use crate::secrets::KeyHash;
 
-const SALT: &[u8] = b"appliance/account-wallet/v1";
+const DOMAIN: &[u8] = b"appliance/account-wallet/v1";
 
-#[derive(Debug, thiserror::Error)]
-#[error("no valid secp256k1 scalar could be derived")]
-pub struct DerivationError;
-
-fn derive_key(secret: &ApiSecret) -> Result<SigningKey, DerivationError> {
-    let hkdf = Hkdf::<Sha256>::new(Some(SALT), secret.expose());
-    for counter in 0u8..=255 {
-        let mut okm = Zeroizing::new([0u8; 32]);
-        let mut info = *b"secp256k1  ";
-        info[10] = counter;
-        hkdf.expand(&info, okm.as_mut())
-            .map_err(|_| DerivationError)?;
-        if let Ok(key) = SigningKey::from_slice(okm.as_ref()) {
-            return Ok(key);
-        }
-    }
-    Err(DerivationError)
-}
-
-/// The address of the account wallet belonging to `secret`.
-pub fn account_wallet_address(secret: &ApiSecret) -> Result<Address, DerivationError> {
-    let key = derive_key(secret)?;
-    Ok(Address::from_verifying_key(key.verifying_key()))
+/// The derivation path of the account wallet for an account key with hash `key_hash`.
+pub fn account_wallet_path(key_hash: &KeyHash) -> DerivationPath {
+    let mut hasher = Keccak256::new();
+    hasher.update(DOMAIN);
+    hasher.update(key_hash.0);
+    DerivationPath(hasher.finalize().into())
 }
 
 #[cfg(test)]
@@ -51,15 +32,8 @@ mod tests {
     }
     #[derive(serde::Deserialize)]
     struct Vector {
-        secret: String,
-        private_key: String,
-        address: String,
-    }
-
-    fn bytes32(hex_text: &str) -> [u8; 32] {
-        let mut out = [0u8; 32];
-        hex::decode_to_slice(hex_text.trim_start_matches("0x"), &mut out).unwrap();
-        out
+        api_key_hash: String,
+        derivation_path: String,
     }
 
     #[test]
@@ -68,20 +42,8 @@ mod tests {
             serde_json::from_str(include_str!("../tests/data/account-wallet.json")).unwrap();
         assert_eq!(file.vectors.len(), 2);
         for v in file.vectors {
-            let secret = ApiSecret::from_bytes(bytes32(&v.secret));
-            let key = derive_key(&secret).unwrap();
-            assert_eq!(&key.to_bytes()[..], &bytes32(&v.private_key)[..]);
-            assert_eq!(
-                account_wallet_address(&secret).unwrap().to_checksum(),
-                v.address
-            );
+            let hash = KeyHash::from_hex(&v.api_key_hash).unwrap();
+            assert_eq!(account_wallet_path(&hash).to_hex(), v.derivation_path);
         }
-    }
-
-    #[test]
-    fn different_secrets_give_different_wallets() {
-        let a = account_wallet_address(&ApiSecret::from_bytes([1; 32])).unwrap();
-        let b = account_wallet_address(&ApiSecret::from_bytes([2; 32])).unwrap();
-        assert_ne!(a, b);
     }
 }

@@ -85,6 +85,10 @@ struct RunArgs {
     /// Requests in flight per connection.
     #[arg(long, default_value_t = 256)]
     max_in_flight: usize,
+    /// Stop when the process that started this one exits (a supervisor that was
+    /// killed without a chance to stop its child).
+    #[arg(long, env = "KEYSERVICE_EXIT_WITH_PARENT")]
+    exit_with_parent: bool,
     #[command(flatten)]
     platform: PlatformArgs,
 }
@@ -194,13 +198,49 @@ fn run(args: RunArgs) -> Result<(), String> {
             admin_payer = %ops.payers().admin,
             "keyservice ready"
         );
-        server::serve(listener, ops, config, shutdown_signal()).await;
-        if let Err(e) = std::fs::remove_file(&args.socket) {
+        // Remember which socket file is ours: at exit, a successor may already have
+        // replaced it, and its socket must not be removed.
+        let bound = socket_identity(&args.socket);
+        let stop = async {
+            tokio::select! {
+                () = shutdown_signal() => {}
+                () = parent_exit(args.exit_with_parent) => {}
+            }
+        };
+        server::serve(listener, ops, config, stop).await;
+        if bound.is_some()
+            && socket_identity(&args.socket) == bound
+            && let Err(e) = std::fs::remove_file(&args.socket)
+        {
             tracing::warn!(error = %e, "could not remove the socket file");
         }
         tracing::info!("stopped");
         Ok(())
     })
+}
+
+/// The (device, inode) of the file at `path`, if any.
+fn socket_identity(path: &std::path::Path) -> Option<(u64, u64)> {
+    use std::os::unix::fs::MetadataExt as _;
+    std::fs::symlink_metadata(path)
+        .ok()
+        .map(|m| (m.dev(), m.ino()))
+}
+
+/// Resolves when the parent process is gone (this process was re-parented), if asked
+/// to watch; never otherwise.
+async fn parent_exit(watch: bool) {
+    if !watch {
+        return std::future::pending().await;
+    }
+    let parent = std::os::unix::process::parent_id();
+    loop {
+        tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+        if std::os::unix::process::parent_id() != parent {
+            tracing::warn!("the parent process exited; stopping");
+            return;
+        }
+    }
 }
 
 async fn shutdown_signal() {

@@ -67,7 +67,15 @@ pub fn binary(name: &str) -> PathBuf {
     path
 }
 
-/// A running appliance in dev mode, killed when dropped.
+/// How to start the appliance.
+pub enum Launch {
+    /// `appliance dev`: self-signed TLS, keyservice as a supervised child.
+    Dev,
+    /// `appliance serve` configured by environment variables (`APPLIANCE_*`).
+    Serve { env: Vec<(String, String)> },
+}
+
+/// A running appliance, killed when dropped.
 pub struct Appliance {
     child: Option<Child>,
     pub base_url: String,
@@ -131,6 +139,18 @@ impl Reply {
         description
     }
 
+    /// A 503 from `/health`, whose body is the health report (not an error body).
+    #[track_caller]
+    pub fn assert_error_free_503(&self) {
+        assert_eq!(self.status.as_u16(), 503, "{}", self.text);
+        assert_eq!(
+            self.body["status"],
+            Value::from("degraded"),
+            "{}",
+            self.text
+        );
+    }
+
     #[track_caller]
     pub fn assert_ok(&self) -> &Value {
         assert_eq!(self.status, StatusCode::OK, "body: {}", self.text);
@@ -148,16 +168,37 @@ impl Appliance {
         app
     }
 
-    /// Starts an appliance on an existing data directory (a restart).
+    /// Starts a dev-mode appliance on an existing data directory (a restart).
     pub async fn start_in(data_dir: &Path) -> Self {
+        Self::launch(data_dir, Launch::Dev).await
+    }
+
+    /// Starts an appliance on `data_dir` as `launch` says.
+    pub async fn launch(data_dir: &Path, launch: Launch) -> Self {
         let log = std::fs::OpenOptions::new()
             .create(true)
             .append(true)
             .open(data_dir.join("appliance.log"))
             .unwrap();
-        let mut child = Command::new(binary("appliance"))
-            .args(["dev", "--listen", "127.0.0.1:0", "--data-dir"])
-            .arg(data_dir)
+        let mut cmd = Command::new(binary("appliance"));
+        for (key, _) in std::env::vars() {
+            if key.starts_with("APPLIANCE_") {
+                cmd.env_remove(key);
+            }
+        }
+        match launch {
+            Launch::Dev => {
+                cmd.args(["dev", "--listen", "127.0.0.1:0", "--data-dir"])
+                    .arg(data_dir);
+            }
+            Launch::Serve { env } => {
+                cmd.arg("serve")
+                    .env("APPLIANCE_LISTEN", "127.0.0.1:0")
+                    .env("APPLIANCE_DATA_DIR", data_dir)
+                    .envs(env);
+            }
+        }
+        let mut child = cmd
             .env("RUST_LOG", "info")
             .stdout(Stdio::piped())
             .stderr(log)
@@ -267,6 +308,24 @@ impl Appliance {
         )
     }
 
+    /// The appliance's process id.
+    pub fn pid(&self) -> u32 {
+        self.child.as_ref().expect("running").id()
+    }
+
+    /// Sends SIGTERM and waits for the exit without blocking the runtime (so this
+    /// test's own open connections can take part in the graceful shutdown).
+    pub async fn terminate(&mut self) -> std::process::ExitStatus {
+        let mut child = self.child.take().expect("running");
+        signal(child.id(), "TERM");
+        loop {
+            if let Some(status) = child.try_wait().unwrap() {
+                return status;
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    }
+
     /// Sends SIGKILL: no shutdown code runs.
     pub fn kill9(&mut self) {
         if let Some(mut child) = self.child.take() {
@@ -287,6 +346,116 @@ impl Drop for Appliance {
             let _ = child.kill();
             let _ = child.wait();
         }
+    }
+}
+
+/// Sends a signal by name (`TERM`, `KILL`) with the system's `kill` command.
+pub fn signal(pid: u32, name: &str) {
+    let status = Command::new("kill")
+        .arg(format!("-{name}"))
+        .arg(pid.to_string())
+        .status()
+        .unwrap();
+    assert!(status.success(), "kill -{name} {pid} failed");
+}
+
+/// Ids of live processes whose command line contains every one of `needles`.
+pub fn processes_matching(needles: &[&str]) -> Vec<u32> {
+    let mut out = Vec::new();
+    for entry in std::fs::read_dir("/proc").into_iter().flatten().flatten() {
+        let Ok(pid) = entry.file_name().to_string_lossy().parse::<u32>() else {
+            continue;
+        };
+        let Ok(raw) = std::fs::read(entry.path().join("cmdline")) else {
+            continue;
+        };
+        let cmdline = String::from_utf8_lossy(&raw).replace('\0', " ");
+        let zombie = std::fs::read_to_string(entry.path().join("stat"))
+            .map(|s| {
+                s.rsplit(')')
+                    .next()
+                    .unwrap_or("")
+                    .trim_start()
+                    .starts_with('Z')
+            })
+            .unwrap_or(true);
+        if !zombie && needles.iter().all(|n| cmdline.contains(n)) {
+            out.push(pid);
+        }
+    }
+    out
+}
+
+/// Polls `check` every 50 ms until it is true or `limit` passes.
+pub async fn eventually(limit: Duration, mut check: impl FnMut() -> bool) -> bool {
+    let deadline = std::time::Instant::now() + limit;
+    while std::time::Instant::now() < deadline {
+        if check() {
+            return true;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    check()
+}
+
+/// A keyservice process started by a test (dev platform), killed when dropped.
+pub struct KeyService {
+    child: Option<Child>,
+    pub socket: PathBuf,
+    pub state_dir: PathBuf,
+    pub compose_file: PathBuf,
+}
+
+impl KeyService {
+    /// Starts keyservice on `socket`, keeping its state in `state_dir`, and waits until
+    /// the socket answers.
+    pub async fn start(socket: &Path, state_dir: &Path, compose_file: &Path) -> Self {
+        if !compose_file.exists() {
+            std::fs::write(compose_file, b"{\"test\":\"compose\"}").unwrap();
+        }
+        let child = Command::new(binary("keyservice"))
+            .arg("run")
+            .arg("--socket")
+            .arg(socket)
+            .arg("--state-dir")
+            .arg(state_dir)
+            .args(["--platform", "dev", "--compose-file"])
+            .arg(compose_file)
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("spawn keyservice");
+        let client = keyservice_api::KeyClient::new(socket);
+        let mut ready = false;
+        for _ in 0..200 {
+            if client.status().await.is_ok() {
+                ready = true;
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(25)).await;
+        }
+        assert!(ready, "keyservice did not come up on {}", socket.display());
+        Self {
+            child: Some(child),
+            socket: socket.to_owned(),
+            state_dir: state_dir.to_owned(),
+            compose_file: compose_file.to_owned(),
+        }
+    }
+
+    /// SIGKILL.
+    pub fn kill9(&mut self) {
+        if let Some(mut child) = self.child.take() {
+            child.kill().unwrap();
+            child.wait().unwrap();
+        }
+    }
+}
+
+impl Drop for KeyService {
+    fn drop(&mut self) {
+        self.kill9();
     }
 }
 

@@ -13,8 +13,8 @@ use crate::error::{ApiError, ErrorBody};
 use crate::http::AppState;
 use crate::http::extract::{JsonBody, presented_key};
 use crate::secrets::ApiSecret;
-use crate::store::{NewAccount, ResolvedKey};
-use crate::wallet::account_wallet_address;
+use crate::store::{NewAccount, ResolvedKey, WalletIdentity};
+use crate::wallet::account_wallet_path;
 
 #[derive(Debug, Deserialize, ToSchema)]
 pub struct NewAccountRequest {
@@ -33,7 +33,7 @@ pub struct NewAccountResponse {
     /// The account key: standard base64 of 32 random bytes. Shown once; only its hash
     /// is stored.
     pub api_key: String,
-    /// The account's wallet (EIP-55).
+    /// The account's own wallet (EIP-55): held by keyservice, usable in actions.
     #[schema(example = "0x16991520B73a80fd1221d66229A9C1c93D9792c8")]
     pub wallet_address: String,
 }
@@ -77,20 +77,28 @@ pub async fn new_account(
     };
 
     let secret = ApiSecret::generate().map_err(|e| ApiError::Internal(e.to_string()))?;
-    let wallet = account_wallet_address(&secret).map_err(|e| ApiError::Internal(e.to_string()))?;
+    let api_key_hash = secret.hash();
+    // The wallet comes from keyservice before anything is stored: if keyservice is
+    // down, the request fails with 503 and leaves nothing behind.
+    let derivation_path = account_wallet_path(&api_key_hash);
+    let wallet = state.keys.wallet(&derivation_path).await?;
     state
         .store
         .create_account(NewAccount {
-            api_key_hash: secret.hash(),
+            api_key_hash,
             name,
             description,
             email,
-            wallet_address: wallet.to_checksum(),
+            wallet: WalletIdentity {
+                pkp_id: wallet.pkp_id,
+                address: wallet.address,
+                derivation_path,
+            },
         })
         .await?;
     Ok(Json(NewAccountResponse {
         api_key: secret.to_base64().to_string(),
-        wallet_address: wallet.to_checksum(),
+        wallet_address: wallet.address.to_checksum(),
     }))
 }
 

@@ -21,7 +21,9 @@ pub struct Health {
 #[derive(Debug, Serialize, ToSchema)]
 pub struct HealthChecks {
     #[schema(example = "ok")]
-    pub store: String,
+    pub store: &'static str,
+    #[schema(example = "ok")]
+    pub keyservice: &'static str,
 }
 
 /// Liveness and dependency health: 200 when every dependency answers, 503 otherwise.
@@ -35,17 +37,25 @@ pub struct HealthChecks {
     )
 )]
 pub async fn health(State(state): State<AppState>) -> Response {
-    let store = match state.store.check().await {
-        Ok(()) => "ok".to_owned(),
+    let (store, keyservice) = tokio::join!(state.store.check(), state.keys.check());
+    let store = match store {
+        Ok(()) => "ok",
         Err(err) => {
             tracing::warn!(error = %err, "health: store check failed");
-            "unavailable".to_owned()
+            "unavailable"
         }
     };
-    let healthy = store == "ok";
+    let keyservice = match keyservice {
+        Ok(()) => "ok",
+        Err(err) => {
+            tracing::warn!(error = %err, "health: keyservice check failed");
+            "unavailable"
+        }
+    };
+    let healthy = store == "ok" && keyservice == "ok";
     let body = Health {
         status: if healthy { "ok" } else { "degraded" },
-        checks: HealthChecks { store },
+        checks: HealthChecks { store, keyservice },
     };
     let status = if healthy {
         StatusCode::OK

@@ -19,6 +19,7 @@ use utoipa_swagger_ui::SwaggerUi;
 use crate::api::{accounts, system, usage_keys};
 use crate::config::Config;
 use crate::error::ApiError;
+use crate::keys::Keys;
 use crate::openapi::ApiDoc;
 use crate::store::Store;
 
@@ -29,6 +30,7 @@ pub const API_PREFIX: &str = "/core/v1";
 #[derive(Clone)]
 pub struct AppState {
     pub store: Store,
+    pub keys: Keys,
     pub config: Arc<Config>,
 }
 

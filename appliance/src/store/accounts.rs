@@ -3,6 +3,8 @@
 use rusqlite::{Connection, OptionalExtension, params};
 
 use super::{Result, Store, StoreError, now_unix, usage_keys};
+use keyservice_api::{Address, DerivationPath, PkpId};
+
 use crate::authz::Permissions;
 use crate::secrets::KeyHash;
 
@@ -10,14 +12,22 @@ use crate::secrets::KeyHash;
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct AccountId(pub i64);
 
-/// What `new_account` stores.
+/// What `new_account` stores: the account and its own wallet.
 #[derive(Debug, Clone)]
 pub struct NewAccount {
     pub api_key_hash: KeyHash,
     pub name: String,
     pub description: String,
     pub email: Option<String>,
-    pub wallet_address: String,
+    pub wallet: WalletIdentity,
+}
+
+/// The public identity of a keyservice wallet.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct WalletIdentity {
+    pub pkp_id: PkpId,
+    pub address: Address,
+    pub derivation_path: DerivationPath,
 }
 
 #[derive(Debug, Clone)]
@@ -64,12 +74,27 @@ impl Store {
                     new.name,
                     new.description,
                     new.email,
-                    new.wallet_address,
+                    new.wallet.address.to_checksum(),
                     now_unix()
                 ],
             );
             match inserted {
-                Ok(_) => Ok(AccountId(tx.last_insert_rowid())),
+                Ok(_) => {
+                    let account = AccountId(tx.last_insert_rowid());
+                    let w = &new.wallet;
+                    tx.execute(
+                        "INSERT INTO wallets (account_id, pkp_id, address, derivation_path, name, created_at)
+                         VALUES (?1, ?2, ?3, ?4, 'account wallet', ?5)",
+                        params![
+                            account.0,
+                            w.pkp_id.0.as_slice(),
+                            w.address.0.as_slice(),
+                            w.derivation_path.0.as_slice(),
+                            now_unix()
+                        ],
+                    )?;
+                    Ok(account)
+                }
                 Err(e) if is_unique_violation(&e) => {
                     Err(StoreError::Conflict("an account with this key already exists".into()))
                 }

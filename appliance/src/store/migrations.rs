@@ -14,10 +14,11 @@ struct Migration {
     sql: &'static str,
 }
 
-const MIGRATIONS: &[Migration] = &[Migration {
-    version: 1,
-    name: "accounts and usage keys",
-    sql: r#"
+const MIGRATIONS: &[Migration] = &[
+    Migration {
+        version: 1,
+        name: "accounts and usage keys",
+        sql: r#"
 CREATE TABLE accounts (
     id                   INTEGER PRIMARY KEY AUTOINCREMENT,
     api_key_hash         BLOB    NOT NULL UNIQUE CHECK (length(api_key_hash) = 32),
@@ -49,7 +50,29 @@ CREATE TABLE usage_keys (
 
 CREATE INDEX usage_keys_by_account ON usage_keys (account_id, id);
 "#,
-}];
+    },
+    Migration {
+        version: 2,
+        name: "wallets",
+        sql: r#"
+-- Wallets (PKPs) held by keyservice. The key never leaves keyservice; the store keeps
+-- only its public identity and the derivation path keyservice derives it from.
+-- account_id is NULL for a wallet not (yet) attached to an account.
+CREATE TABLE wallets (
+    id              INTEGER PRIMARY KEY AUTOINCREMENT,
+    account_id      INTEGER REFERENCES accounts (id),
+    pkp_id          BLOB    NOT NULL UNIQUE CHECK (length(pkp_id) = 32),
+    address         BLOB    NOT NULL UNIQUE CHECK (length(address) = 20),
+    derivation_path BLOB    NOT NULL UNIQUE CHECK (length(derivation_path) = 32),
+    name            TEXT    NOT NULL DEFAULT '',
+    description     TEXT    NOT NULL DEFAULT '',
+    created_at      INTEGER NOT NULL
+);
+
+CREATE INDEX wallets_by_account ON wallets (account_id, id);
+"#,
+    },
+];
 
 pub(super) fn latest_version() -> i64 {
     MIGRATIONS.last().map_or(0, |m| m.version)

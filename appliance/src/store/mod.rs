@@ -17,7 +17,7 @@ use std::sync::{Arc, Mutex};
 
 use rusqlite::{Connection, OpenFlags, Transaction, TransactionBehavior};
 
-pub use accounts::{AccountId, AccountRecord, NewAccount, ResolvedKey};
+pub use accounts::{AccountId, AccountRecord, NewAccount, ResolvedKey, WalletIdentity};
 pub use usage_keys::{NewUsageKey, UsageKeyId, UsageKeyRecord};
 
 /// How many idle read connections are kept.

@@ -249,7 +249,11 @@ mod tests {
                 name: "a".into(),
                 description: String::new(),
                 email: None,
-                wallet_address: "0x0".into(),
+                wallet: crate::store::WalletIdentity {
+                    pkp_id: keyservice_api::PkpId([2; 32]),
+                    address: keyservice_api::Address([3; 20]),
+                    derivation_path: keyservice_api::DerivationPath([4; 32]),
+                },
             })
             .await
             .unwrap();

@@ -1,0 +1,159 @@
+//! Development mode: runs keyservice as a supervised child process.
+//!
+//! The child is started with `--exit-with-parent`, so it stops even if the appliance
+//! is killed without running any shutdown code. If the child dies, it is restarted with
+//! backoff; meanwhile key operations answer 503. On shutdown the child gets SIGTERM
+//! (it finishes in-flight requests and removes its socket), then SIGKILL if it lingers.
+
+use std::path::{Path, PathBuf};
+use std::process::Stdio;
+use std::time::{Duration, Instant};
+
+use tokio::process::{Child, Command};
+use tokio::sync::watch;
+use tokio::task::JoinHandle;
+
+/// What to start.
+#[derive(Debug, Clone)]
+pub struct ChildSpec {
+    pub binary: PathBuf,
+    pub socket: PathBuf,
+    pub state_dir: PathBuf,
+    pub compose_file: PathBuf,
+}
+
+impl ChildSpec {
+    fn command(&self) -> Command {
+        let mut cmd = Command::new(&self.binary);
+        cmd.arg("run")
+            .arg("--socket")
+            .arg(&self.socket)
+            .arg("--state-dir")
+            .arg(&self.state_dir)
+            .args(["--platform", "dev", "--exit-with-parent"])
+            .arg("--compose-file")
+            .arg(&self.compose_file)
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            // Its log goes where ours goes.
+            .stderr(Stdio::inherit())
+            .kill_on_drop(true);
+        cmd
+    }
+}
+
+/// The default keyservice binary: next to the running appliance binary.
+pub fn default_binary() -> Option<PathBuf> {
+    let exe = std::env::current_exe().ok()?;
+    Some(exe.parent()?.join("keyservice"))
+}
+
+/// A running supervisor.
+pub struct Supervisor {
+    stop: watch::Sender<bool>,
+    task: JoinHandle<()>,
+}
+
+impl Supervisor {
+    /// Starts the child now (failing if it cannot even be spawned) and keeps it running.
+    pub fn start(spec: ChildSpec) -> std::io::Result<Self> {
+        let first = spec.command().spawn()?;
+        let (stop, stopped) = watch::channel(false);
+        let task = tokio::spawn(supervise(spec, first, stopped));
+        Ok(Self { stop, task })
+    }
+
+    /// Stops the child and waits for it.
+    pub async fn shutdown(self) {
+        let _ = self.stop.send(true);
+        let _ = self.task.await;
+    }
+}
+
+async fn supervise(spec: ChildSpec, first: Child, mut stopped: watch::Receiver<bool>) {
+    let mut child = Some(first);
+    let mut backoff = Duration::from_millis(200);
+    loop {
+        if let Some(running) = child.as_mut() {
+            let started = Instant::now();
+            tokio::select! {
+                status = running.wait() => {
+                    match status {
+                        Ok(status) => tracing::error!(%status, "keyservice exited; restarting"),
+                        Err(err) => tracing::error!(error = %err, "keyservice could not be waited on; restarting"),
+                    }
+                    if started.elapsed() > Duration::from_secs(30) {
+                        backoff = Duration::from_millis(200);
+                    }
+                    child = None;
+                }
+                _ = stopped.changed() => {
+                    terminate(running).await;
+                    return;
+                }
+            }
+        }
+        tokio::select! {
+            () = tokio::time::sleep(backoff) => {}
+            _ = stopped.changed() => return,
+        }
+        backoff = (backoff * 2).min(Duration::from_secs(5));
+        match spec.command().spawn() {
+            Ok(next) => child = Some(next),
+            Err(err) => {
+                tracing::error!(error = %err, binary = %spec.binary.display(), "cannot restart keyservice");
+            }
+        }
+    }
+}
+
+/// SIGTERM, a grace period, then SIGKILL.
+async fn terminate(child: &mut Child) {
+    if let Some(pid) = child.id() {
+        let _ = Command::new("kill")
+            .args(["-TERM", &pid.to_string()])
+            .status()
+            .await;
+        if tokio::time::timeout(Duration::from_secs(3), child.wait())
+            .await
+            .is_ok()
+        {
+            return;
+        }
+    }
+    let _ = child.kill().await;
+}
+
+/// Waits until `ready` succeeds, up to `limit`.
+pub async fn wait_ready<F, Fut, E>(limit: Duration, mut ready: F) -> Result<(), E>
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = Result<(), E>>,
+{
+    let deadline = Instant::now() + limit;
+    loop {
+        match ready().await {
+            Ok(()) => return Ok(()),
+            Err(err) if Instant::now() >= deadline => return Err(err),
+            Err(_) => tokio::time::sleep(Duration::from_millis(25)).await,
+        }
+    }
+}
+
+/// Writes a placeholder compose file for development if none exists, so a fresh
+/// `appliance dev` has something to seal to. Real deployments measure the rendered
+/// dstack `app-compose.json`.
+pub fn ensure_dev_compose(path: &Path) -> std::io::Result<()> {
+    if path.exists() {
+        return Ok(());
+    }
+    if let Some(dir) = path.parent() {
+        std::fs::create_dir_all(dir)?;
+    }
+    let placeholder = concat!(
+        "{\"manifest_version\":2,\"name\":\"appliance-dev\",",
+        "\"runner\":\"docker-compose\",",
+        "\"docker_compose_file\":\"# development placeholder: not a measured deployment\\n\"}"
+    );
+    std::fs::write(path, placeholder)
+}
