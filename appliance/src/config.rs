@@ -27,6 +27,7 @@ pub struct Config {
     pub tls: TlsConfig,
     pub http: HttpConfig,
     pub keyservice: KeyserviceConfig,
+    pub actions: ActionsConfig,
     pub log: LogConfig,
 }
 
@@ -38,6 +39,7 @@ impl Default for Config {
             tls: TlsConfig::default(),
             http: HttpConfig::default(),
             keyservice: KeyserviceConfig::default(),
+            actions: ActionsConfig::default(),
             log: LogConfig::default(),
         }
     }
@@ -130,6 +132,26 @@ impl Default for HttpConfig {
             max_connections: 10_000,
             tls_handshake_timeout_ms: 10_000,
             request_timeout_ms: 60_000,
+        }
+    }
+}
+
+/// Limits on action code.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct ActionsConfig {
+    /// Largest action code accepted, in bytes.
+    pub max_code_bytes: usize,
+    /// Bytes of action code kept by CID for execution by `ipfs_id`. Beyond it, the
+    /// least recently stored code that no registered action refers to is evicted.
+    pub code_cache_bytes: u64,
+}
+
+impl Default for ActionsConfig {
+    fn default() -> Self {
+        Self {
+            max_code_bytes: 1024 * 1024,
+            code_cache_bytes: 256 * 1024 * 1024,
         }
     }
 }

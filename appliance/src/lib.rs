@@ -8,6 +8,7 @@
 
 pub mod api;
 pub mod authz;
+pub mod cid;
 pub mod config;
 pub mod error;
 pub mod http;

@@ -16,6 +16,9 @@ Every response carries `X-Request-Id`; a client's non-empty `X-Correlation-Id` i
     tags(
         (name = "accounts", description = "API-mode accounts"),
         (name = "usage keys", description = "Scoped, rotatable keys managed by the account key"),
+        (name = "wallets", description = "Wallets (PKPs) whose keys live only in keyservice"),
+        (name = "groups", description = "Groups binding wallets and actions"),
+        (name = "actions", description = "Actions registered by IPFS CID"),
         (name = "system", description = "Health and version"),
     )
 )]

@@ -4,8 +4,11 @@
 //! respond. Wire names and shapes follow the spec, then COMPAT.md.
 
 pub mod accounts;
+pub mod actions;
+pub mod groups;
 pub mod system;
 pub mod usage_keys;
+pub mod wallets;
 
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 use utoipa::openapi::RefOr;
@@ -34,23 +37,38 @@ impl WireU64 {
     }
 }
 
+const WIRE_U64_EXPECTED: &str =
+    "a non-negative integer as a JSON number, a decimal string or a 0x hex string";
+
 impl<'de> Deserialize<'de> for WireU64 {
     fn deserialize<D: Deserializer<'de>>(de: D) -> Result<Self, D::Error> {
-        #[derive(Deserialize)]
-        #[serde(untagged)]
-        enum Raw {
-            Number(u64),
-            Text(String),
+        struct Visitor;
+
+        impl serde::de::Visitor<'_> for Visitor {
+            type Value = WireU64;
+
+            fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str(WIRE_U64_EXPECTED)
+            }
+
+            fn visit_u64<E: serde::de::Error>(self, v: u64) -> Result<WireU64, E> {
+                Ok(WireU64(v))
+            }
+
+            fn visit_i64<E: serde::de::Error>(self, v: i64) -> Result<WireU64, E> {
+                u64::try_from(v)
+                    .map(WireU64)
+                    .map_err(|_| E::custom(format!("expected {WIRE_U64_EXPECTED}, found {v}")))
+            }
+
+            fn visit_str<E: serde::de::Error>(self, v: &str) -> Result<WireU64, E> {
+                WireU64::parse(v)
+                    .map(WireU64)
+                    .ok_or_else(|| E::custom(format!("expected {WIRE_U64_EXPECTED}")))
+            }
         }
-        let expected =
-            "a non-negative integer as a JSON number, a decimal string or a 0x hex string";
-        match Raw::deserialize(de) {
-            Ok(Raw::Number(n)) => Ok(WireU64(n)),
-            Ok(Raw::Text(text)) => WireU64::parse(&text)
-                .map(WireU64)
-                .ok_or_else(|| serde::de::Error::custom(format!("expected {expected}"))),
-            Err(_) => Err(serde::de::Error::custom(format!("expected {expected}"))),
-        }
+
+        de.deserialize_any(Visitor)
     }
 }
 
@@ -155,4 +173,181 @@ pub enum ServerErrors {
     /// A dependency is unavailable, or the request timed out.
     #[response(status = 503)]
     Unavailable(ErrorBody),
+}
+
+use keyservice_api::types::parse_hex_array;
+use keyservice_api::{Address, PkpId};
+
+use crate::store::{CidHash, Permitted, WalletRef};
+
+/// Parses a wallet named by `pkp_id` (`0x` + 64 hex) or address (`0x` + 40 hex).
+pub fn parse_wallet_ref(field: &str, text: &str) -> Result<WalletRef, ApiError> {
+    let text = text.trim();
+    if let Ok(bytes) = parse_hex_array::<32>(text) {
+        return Ok(WalletRef::Pkp(PkpId(bytes)));
+    }
+    if let Ok(bytes) = parse_hex_array::<20>(text) {
+        return Ok(WalletRef::Address(Address(bytes)));
+    }
+    Err(ApiError::bad_request(format!(
+        "`{field}` must be a pkp_id (0x + 64 hex) or a wallet address (0x + 40 hex)"
+    )))
+}
+
+fn is_zero_wallet(wallet: &WalletRef) -> bool {
+    match wallet {
+        WalletRef::Pkp(id) => id.0 == [0; 32],
+        WalletRef::Address(a) => a.0 == [0; 20],
+    }
+}
+
+/// A group's `pkp_ids_permitted`: the zero pkp_id or zero address means all wallets.
+pub fn parse_permitted_wallets(
+    field: &str,
+    items: &[String],
+) -> Result<Permitted<WalletRef>, ApiError> {
+    check_list_len(field, items.len())?;
+    let mut out = Vec::with_capacity(items.len());
+    for item in items {
+        let wallet = parse_wallet_ref(field, item)?;
+        if is_zero_wallet(&wallet) {
+            return Ok(Permitted::All);
+        }
+        out.push(wallet);
+    }
+    Ok(Permitted::Only(out))
+}
+
+/// Parses a hashed CID (`0x` + 64 hex).
+pub fn parse_cid_hash(field: &str, text: &str) -> Result<CidHash, ApiError> {
+    parse_hex_array::<32>(text.trim())
+        .map(CidHash)
+        .map_err(|_| ApiError::bad_request(format!("`{field}` must be a hashed CID: 0x + 64 hex")))
+}
+
+/// A group's `cid_hashes_permitted`: `0`, `"0"` or 32 zero bytes means all actions.
+pub fn parse_permitted_actions(
+    field: &str,
+    items: &[serde_json::Value],
+) -> Result<Permitted<CidHash>, ApiError> {
+    check_list_len(field, items.len())?;
+    let mut out = Vec::with_capacity(items.len());
+    for item in items {
+        let hash = match item {
+            serde_json::Value::Number(n) if n.as_u64() == Some(0) => return Ok(Permitted::All),
+            serde_json::Value::String(s) if s.trim() == "0" => return Ok(Permitted::All),
+            serde_json::Value::String(s) => parse_cid_hash(field, s)?,
+            _ => {
+                return Err(ApiError::bad_request(format!(
+                    "`{field}` holds hashed CIDs (0x + 64 hex) or 0 for all actions"
+                )));
+            }
+        };
+        if hash.0 == [0; 32] {
+            return Ok(Permitted::All);
+        }
+        out.push(hash);
+    }
+    Ok(Permitted::Only(out))
+}
+
+fn check_list_len(field: &str, len: usize) -> Result<(), ApiError> {
+    if len > MAX_GROUP_IDS {
+        return Err(ApiError::bad_request(format!(
+            "`{field}` lists more than {MAX_GROUP_IDS} entries"
+        )));
+    }
+    Ok(())
+}
+
+/// The wire form of a permitted wallet set.
+pub fn wire_wallets(set: &Permitted<PkpId>) -> Vec<String> {
+    match set {
+        Permitted::All => vec![PkpId([0; 32]).to_hex()],
+        Permitted::Only(ids) => ids.iter().map(PkpId::to_hex).collect(),
+    }
+}
+
+/// The wire form of a permitted action set.
+pub fn wire_actions(set: &Permitted<CidHash>) -> Vec<String> {
+    match set {
+        Permitted::All => vec!["0".to_owned()],
+        Permitted::Only(hashes) => hashes.iter().map(CidHash::to_string).collect(),
+    }
+}
+
+/// The paging query parameters, for the OpenAPI description.
+#[derive(utoipa::IntoParams)]
+#[into_params(parameter_in = Query)]
+#[allow(dead_code)]
+pub struct PagingParams {
+    /// 0-based page, default 0.
+    page_number: Option<u64>,
+    /// Items per page, default 100, at most 1000 (larger is clamped).
+    page_size: Option<u32>,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn wire_u64_forms() {
+        let parse = |json: &str| serde_json::from_str::<WireU64>(json).map(|w| w.0);
+        assert_eq!(parse("7").unwrap(), 7);
+        assert_eq!(parse("\"42\"").unwrap(), 42);
+        assert_eq!(parse("\"0x1f\"").unwrap(), 31);
+        assert_eq!(parse("\"18446744073709551615\"").unwrap(), u64::MAX);
+        for bad in [
+            "-1",
+            "1.5",
+            "\"\"",
+            "\"0x\"",
+            "\"12a\"",
+            "\"18446744073709551616\"",
+            "null",
+            "[]",
+        ] {
+            assert!(parse(bad).is_err(), "{bad}");
+        }
+        assert_eq!(serde_json::to_string(&WireU64(5)).unwrap(), "\"5\"");
+    }
+
+    #[test]
+    fn missing_ids_are_named() {
+        #[derive(Debug, serde::Deserialize)]
+        #[allow(dead_code)]
+        struct Q {
+            group_id: WireU64,
+        }
+        let err = serde_json::from_str::<Q>("{}").unwrap_err().to_string();
+        assert!(err.contains("missing field `group_id`"), "{err}");
+    }
+
+    #[test]
+    fn wildcards_in_permitted_sets() {
+        let zero_pkp = format!("0x{}", "0".repeat(64));
+        let zero_addr = format!("0x{}", "0".repeat(40));
+        for all in [
+            vec![zero_pkp.clone()],
+            vec![zero_addr],
+            vec![format!("0x{}", "1".repeat(64)), zero_pkp.clone()],
+        ] {
+            assert_eq!(parse_permitted_wallets("f", &all).unwrap(), Permitted::All);
+        }
+        for all in [
+            serde_json::json!([0]),
+            serde_json::json!(["0"]),
+            serde_json::json!([zero_pkp]),
+        ] {
+            assert_eq!(
+                parse_permitted_actions("f", all.as_array().unwrap()).unwrap(),
+                Permitted::All
+            );
+        }
+        assert!(parse_permitted_actions("f", &[serde_json::json!(1)]).is_err());
+        assert!(parse_permitted_wallets("f", &["0x12".to_owned()]).is_err());
+        assert_eq!(wire_actions(&Permitted::All), vec!["0".to_owned()]);
+        assert_eq!(wire_wallets(&Permitted::All), vec![zero_pkp]);
+    }
 }

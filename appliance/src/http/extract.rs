@@ -58,45 +58,78 @@ async fn drain(mut body: Body) {
     let _ = tokio::time::timeout(DRAIN_MAX_TIME, work).await;
 }
 
+/// Reads a whole body within `limit` bytes (413 beyond it, after draining).
+async fn read_body(req: Request, limit: usize) -> Result<Vec<u8>, ApiError> {
+    let too_large = || {
+        ApiError::PayloadTooLarge(format!(
+            "the request body exceeds the limit of {limit} bytes"
+        ))
+    };
+    let declared = req
+        .headers()
+        .get(header::CONTENT_LENGTH)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.parse::<u64>().ok());
+    if declared.is_some_and(|len| len > limit as u64) {
+        drain(req.into_body()).await;
+        return Err(too_large());
+    }
+    let mut body = req.into_body();
+    let mut buf = Vec::new();
+    while let Some(frame) = body.frame().await {
+        let frame =
+            frame.map_err(|_| ApiError::bad_request("the request body could not be read"))?;
+        if let Some(data) = frame.data_ref() {
+            if buf.len() + data.len() > limit {
+                drain(body).await;
+                return Err(too_large());
+            }
+            buf.extend_from_slice(data);
+        }
+    }
+    Ok(buf)
+}
+
+fn not_json() -> ApiError {
+    ApiError::UnsupportedMediaType(
+        "the request body must be JSON, sent with Content-Type: application/json".into(),
+    )
+}
+
 impl<T: DeserializeOwned> FromRequest<AppState> for JsonBody<T> {
     type Rejection = ApiError;
 
     async fn from_request(req: Request, state: &AppState) -> Result<Self, Self::Rejection> {
         if !is_json(req.headers()) {
             drain(req.into_body()).await;
-            return Err(ApiError::UnsupportedMediaType(
-                "the request body must be JSON, sent with Content-Type: application/json".into(),
-            ));
+            return Err(not_json());
         }
-        let limit = state.config.http.max_body_bytes;
-        let too_large = || {
-            ApiError::PayloadTooLarge(format!(
-                "the request body exceeds the limit of {limit} bytes"
-            ))
-        };
-        let declared = req
-            .headers()
-            .get(header::CONTENT_LENGTH)
-            .and_then(|v| v.to_str().ok())
-            .and_then(|v| v.parse::<u64>().ok());
-        if declared.is_some_and(|len| len > limit as u64) {
+        let bytes = read_body(req, state.config.http.max_body_bytes).await?;
+        parse_json(&bytes).map(JsonBody)
+    }
+}
+
+/// A JSON body that may be absent: no body at all (and no content type, or JSON) is
+/// `None`; otherwise as `JsonBody`.
+pub struct OptionalJsonBody<T>(pub Option<T>);
+
+impl<T: DeserializeOwned> FromRequest<AppState> for OptionalJsonBody<T> {
+    type Rejection = ApiError;
+
+    async fn from_request(req: Request, state: &AppState) -> Result<Self, Self::Rejection> {
+        let typed = req.headers().contains_key(header::CONTENT_TYPE);
+        if typed && !is_json(req.headers()) {
             drain(req.into_body()).await;
-            return Err(too_large());
+            return Err(not_json());
         }
-        let mut body = req.into_body();
-        let mut buf = Vec::new();
-        while let Some(frame) = body.frame().await {
-            let frame =
-                frame.map_err(|_| ApiError::bad_request("the request body could not be read"))?;
-            if let Some(data) = frame.data_ref() {
-                if buf.len() + data.len() > limit {
-                    drain(body).await;
-                    return Err(too_large());
-                }
-                buf.extend_from_slice(data);
-            }
+        let bytes = read_body(req, state.config.http.max_body_bytes).await?;
+        if bytes.iter().all(u8::is_ascii_whitespace) {
+            return Ok(OptionalJsonBody(None));
         }
-        parse_json(&buf).map(JsonBody)
+        if !typed {
+            return Err(not_json());
+        }
+        parse_json(&bytes).map(|v| OptionalJsonBody(Some(v)))
     }
 }
 

@@ -16,7 +16,7 @@ use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 use utoipa_swagger_ui::SwaggerUi;
 
-use crate::api::{accounts, system, usage_keys};
+use crate::api::{accounts, actions, groups, system, usage_keys, wallets};
 use crate::config::Config;
 use crate::error::ApiError;
 use crate::keys::Keys;
@@ -44,6 +44,25 @@ fn api_routes() -> OpenApiRouter<AppState> {
         .routes(routes!(usage_keys::update_usage_api_key))
         .routes(routes!(usage_keys::update_usage_api_key_metadata))
         .routes(routes!(usage_keys::remove_usage_api_key))
+        .routes(routes!(
+            wallets::create_wallet_get,
+            wallets::create_wallet_post
+        ))
+        .routes(routes!(wallets::list_wallets))
+        .routes(routes!(wallets::list_wallets_in_group))
+        .routes(routes!(groups::add_group))
+        .routes(routes!(groups::list_groups))
+        .routes(routes!(groups::update_group))
+        .routes(routes!(groups::remove_group))
+        .routes(routes!(groups::add_pkp_to_group))
+        .routes(routes!(groups::remove_pkp_from_group))
+        .routes(routes!(groups::add_action_to_group))
+        .routes(routes!(groups::remove_action_from_group))
+        .routes(routes!(actions::add_action))
+        .routes(routes!(actions::delete_action))
+        .routes(routes!(actions::update_action_metadata))
+        .routes(routes!(actions::list_actions))
+        .routes(routes!(actions::get_lit_action_ipfs_id))
 }
 
 /// Every documented route, and the OpenAPI document describing them.

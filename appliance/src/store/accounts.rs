@@ -81,18 +81,7 @@ impl Store {
             match inserted {
                 Ok(_) => {
                     let account = AccountId(tx.last_insert_rowid());
-                    let w = &new.wallet;
-                    tx.execute(
-                        "INSERT INTO wallets (account_id, pkp_id, address, derivation_path, name, created_at)
-                         VALUES (?1, ?2, ?3, ?4, 'account wallet', ?5)",
-                        params![
-                            account.0,
-                            w.pkp_id.0.as_slice(),
-                            w.address.0.as_slice(),
-                            w.derivation_path.0.as_slice(),
-                            now_unix()
-                        ],
-                    )?;
+                    super::wallets::insert(tx, Some(account), &new.wallet, "account wallet", "")?;
                     Ok(account)
                 }
                 Err(e) if is_unique_violation(&e) => {

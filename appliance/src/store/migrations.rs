@@ -72,6 +72,63 @@ CREATE TABLE wallets (
 CREATE INDEX wallets_by_account ON wallets (account_id, id);
 "#,
     },
+    Migration {
+        version: 3,
+        name: "groups, actions and the code cache",
+        sql: r#"
+-- Group ids are service-wide and never reused (AUTOINCREMENT). A group permits wallets
+-- and actions, each either explicitly (the membership tables) or all of them (flags).
+CREATE TABLE groups (
+    id          INTEGER PRIMARY KEY AUTOINCREMENT,
+    account_id  INTEGER NOT NULL REFERENCES accounts (id),
+    name        TEXT    NOT NULL,
+    description TEXT    NOT NULL DEFAULT '',
+    all_wallets INTEGER NOT NULL DEFAULT 0 CHECK (all_wallets IN (0, 1)),
+    all_actions INTEGER NOT NULL DEFAULT 0 CHECK (all_actions IN (0, 1)),
+    created_at  INTEGER NOT NULL,
+    updated_at  INTEGER NOT NULL
+);
+CREATE INDEX groups_by_account ON groups (account_id, id);
+
+-- Actions registered on an account, by IPFS CID; cid_hash = keccak256(CID string).
+CREATE TABLE actions (
+    id          INTEGER PRIMARY KEY AUTOINCREMENT,
+    account_id  INTEGER NOT NULL REFERENCES accounts (id),
+    cid_hash    BLOB    NOT NULL CHECK (length(cid_hash) = 32),
+    ipfs_cid    TEXT    NOT NULL,
+    name        TEXT    NOT NULL DEFAULT '',
+    description TEXT    NOT NULL DEFAULT '',
+    created_at  INTEGER NOT NULL,
+    updated_at  INTEGER NOT NULL,
+    UNIQUE (account_id, cid_hash)
+);
+CREATE INDEX actions_by_cid ON actions (ipfs_cid);
+
+CREATE TABLE group_wallets (
+    group_id  INTEGER NOT NULL REFERENCES groups (id) ON DELETE CASCADE,
+    wallet_id INTEGER NOT NULL REFERENCES wallets (id),
+    PRIMARY KEY (group_id, wallet_id)
+) WITHOUT ROWID;
+CREATE INDEX group_wallets_by_wallet ON group_wallets (wallet_id);
+
+CREATE TABLE group_actions (
+    group_id  INTEGER NOT NULL REFERENCES groups (id) ON DELETE CASCADE,
+    action_id INTEGER NOT NULL REFERENCES actions (id) ON DELETE CASCADE,
+    PRIMARY KEY (group_id, action_id)
+) WITHOUT ROWID;
+CREATE INDEX group_actions_by_action ON group_actions (action_id);
+
+-- Action code seen by the service, by CID, for later execution by ipfs_id. Bounded:
+-- least recently used entries not referenced by a registered action are evicted.
+CREATE TABLE code_blobs (
+    cid       TEXT    PRIMARY KEY,
+    code      BLOB    NOT NULL,
+    size      INTEGER NOT NULL,
+    last_used INTEGER NOT NULL
+);
+CREATE INDEX code_blobs_by_use ON code_blobs (last_used);
+"#,
+    },
 ];
 
 pub(super) fn latest_version() -> i64 {

@@ -6,11 +6,15 @@
 //! acknowledged to a client survives `kill -9` and power loss. SQLite calls are blocking,
 //! so they run on tokio's blocking pool, never on the async workers.
 //!
-//! Handlers never see SQL: they call the domain methods in `accounts` and `usage_keys`.
+//! Handlers never see SQL: they call the domain methods in `accounts`, `usage_keys`,
+//! `wallets`, `groups` and `actions`.
 
 mod accounts;
+mod actions;
+mod groups;
 mod migrations;
 mod usage_keys;
+mod wallets;
 
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
@@ -18,7 +22,10 @@ use std::sync::{Arc, Mutex};
 use rusqlite::{Connection, OpenFlags, Transaction, TransactionBehavior};
 
 pub use accounts::{AccountId, AccountRecord, NewAccount, ResolvedKey, WalletIdentity};
+pub use actions::{ActionRecord, CidHash};
+pub use groups::{GroupRecord, GroupSpec, Permitted};
 pub use usage_keys::{NewUsageKey, UsageKeyId, UsageKeyRecord};
+pub use wallets::{WalletRecord, WalletRef};
 
 /// How many idle read connections are kept.
 const MAX_IDLE_READERS: usize = 16;

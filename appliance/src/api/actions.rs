@@ -1,0 +1,224 @@
+//! Registered actions, and the CID of action code.
+
+use axum::Json;
+use axum::extract::State;
+use serde::{Deserialize, Serialize};
+use utoipa::{IntoParams, ToSchema};
+
+use super::groups::{HashedCidResponse, parse_raw_cid};
+use super::{
+    AuthErrors, BodyErrors, MAX_DESCRIPTION_LEN, MAX_NAME_LEN, ServerErrors, Success, WireU64,
+    check_text, parse_cid_hash,
+};
+use crate::authz::{GroupId, Operation, authorize};
+use crate::cid;
+use crate::error::{ApiError, ErrorBody};
+use crate::http::AppState;
+use crate::http::extract::{Auth, JsonBody, Paging, QueryParams};
+use crate::store::ActionRecord;
+
+#[derive(Debug, Deserialize, ToSchema)]
+pub struct AddActionRequest {
+    /// The raw IPFS CID of the action's code.
+    pub action_ipfs_cid: String,
+    pub name: String,
+    #[serde(default)]
+    pub description: String,
+}
+
+/// Registers an action by CID (account key, or a usage key with any
+/// `manage_ipfs_ids_in_groups` grant).
+#[utoipa::path(
+    post,
+    path = "/add_action",
+    tag = "actions",
+    security(("bearer" = []), ("api_key" = [])),
+    request_body = AddActionRequest,
+    responses(
+        (status = 200, description = "Registered", body = HashedCidResponse),
+        (status = 409, description = "Already registered on this account", body = ErrorBody),
+        BodyErrors,
+        AuthErrors,
+        ServerErrors,
+    )
+)]
+pub async fn add_action(
+    State(state): State<AppState>,
+    auth: Auth,
+    JsonBody(req): JsonBody<AddActionRequest>,
+) -> Result<Json<HashedCidResponse>, ApiError> {
+    authorize(&auth.credential, Operation::RegisterAction)?;
+    check_text("name", &req.name, MAX_NAME_LEN)?;
+    check_text("description", &req.description, MAX_DESCRIPTION_LEN)?;
+    let (cid, hash) = parse_raw_cid(&req.action_ipfs_cid)?;
+    state
+        .store
+        .add_action(auth.account, cid, hash, req.name, req.description)
+        .await?;
+    Ok(Json(HashedCidResponse {
+        success: true,
+        hashed_cid: hash.to_string(),
+    }))
+}
+
+#[derive(Debug, Deserialize, ToSchema)]
+pub struct HashedCidRequest {
+    /// keccak256 of the CID (from list_actions).
+    pub hashed_cid: String,
+}
+
+/// Deletes an action and removes it from every group (account key, or a usage key with
+/// `manage_ipfs_ids_in_groups = [0]`).
+#[utoipa::path(
+    post,
+    path = "/delete_action",
+    tag = "actions",
+    security(("bearer" = []), ("api_key" = [])),
+    request_body = HashedCidRequest,
+    responses(
+        (status = 200, description = "Done", body = Success),
+        (status = 404, description = "No such action in this account", body = ErrorBody),
+        BodyErrors,
+        AuthErrors,
+        ServerErrors,
+    )
+)]
+pub async fn delete_action(
+    State(state): State<AppState>,
+    auth: Auth,
+    JsonBody(req): JsonBody<HashedCidRequest>,
+) -> Result<Json<Success>, ApiError> {
+    authorize(&auth.credential, Operation::DeleteAction)?;
+    let hash = parse_cid_hash("hashed_cid", &req.hashed_cid)?;
+    state.store.delete_action(auth.account, hash).await?;
+    Ok(Success::ok())
+}
+
+#[derive(Debug, Deserialize, ToSchema)]
+pub struct UpdateActionMetadataRequest {
+    pub hashed_cid: String,
+    pub name: String,
+    #[serde(default)]
+    pub description: String,
+}
+
+/// Changes an action's name and description (as for add_action).
+#[utoipa::path(
+    post,
+    path = "/update_action_metadata",
+    tag = "actions",
+    security(("bearer" = []), ("api_key" = [])),
+    request_body = UpdateActionMetadataRequest,
+    responses(
+        (status = 200, description = "Done", body = Success),
+        (status = 404, description = "No such action in this account", body = ErrorBody),
+        BodyErrors,
+        AuthErrors,
+        ServerErrors,
+    )
+)]
+pub async fn update_action_metadata(
+    State(state): State<AppState>,
+    auth: Auth,
+    JsonBody(req): JsonBody<UpdateActionMetadataRequest>,
+) -> Result<Json<Success>, ApiError> {
+    authorize(&auth.credential, Operation::RegisterAction)?;
+    check_text("name", &req.name, MAX_NAME_LEN)?;
+    check_text("description", &req.description, MAX_DESCRIPTION_LEN)?;
+    let hash = parse_cid_hash("hashed_cid", &req.hashed_cid)?;
+    state
+        .store
+        .update_action_metadata(auth.account, hash, req.name, req.description)
+        .await?;
+    Ok(Success::ok())
+}
+
+/// An action as listed.
+#[derive(Debug, Serialize, Deserialize, ToSchema)]
+pub struct ActionItem {
+    /// The hashed CID (the same as `hashed_cid`).
+    pub id: String,
+    pub hashed_cid: String,
+    pub ipfs_cid: String,
+    pub name: String,
+    pub description: String,
+}
+
+impl From<ActionRecord> for ActionItem {
+    fn from(a: ActionRecord) -> Self {
+        Self {
+            id: a.cid_hash.to_string(),
+            hashed_cid: a.cid_hash.to_string(),
+            ipfs_cid: a.ipfs_cid,
+            name: a.name,
+            description: a.description,
+        }
+    }
+}
+
+#[derive(Debug, Deserialize, IntoParams)]
+#[into_params(parameter_in = Query)]
+pub struct OptionalGroupQuery {
+    /// Only the actions this group permits.
+    #[param(value_type = Option<String>)]
+    pub group_id: Option<WireU64>,
+}
+
+/// The account's actions, or those a group permits, in registration order.
+#[utoipa::path(
+    get,
+    path = "/list_actions",
+    tag = "actions",
+    security(("bearer" = []), ("api_key" = [])),
+    params(OptionalGroupQuery, super::PagingParams),
+    responses(
+        (status = 200, description = "One page of actions", body = Vec<ActionItem>),
+        (status = 400, description = "Malformed group_id or paging", body = ErrorBody),
+        (status = 404, description = "No such group in this account", body = ErrorBody),
+        AuthErrors,
+        ServerErrors,
+    )
+)]
+pub async fn list_actions(
+    State(state): State<AppState>,
+    auth: Auth,
+    QueryParams(query): QueryParams<OptionalGroupQuery>,
+    Paging(page): Paging,
+) -> Result<Json<Vec<ActionItem>>, ApiError> {
+    authorize(&auth.credential, Operation::ReadAccount)?;
+    let group = query.group_id.map(|g| GroupId(g.0));
+    let actions = state.store.list_actions(auth.account, group, page).await?;
+    Ok(Json(actions.into_iter().map(ActionItem::from).collect()))
+}
+
+/// The IPFS CID (CIDv0, as `ipfs add --only-hash` computes it) of the code in the body,
+/// a JSON string. The code is kept by CID so it can later be executed by `ipfs_id`.
+#[utoipa::path(
+    post,
+    path = "/get_lit_action_ipfs_id",
+    tag = "actions",
+    request_body(content = String, description = "The action's JavaScript code, as a JSON string"),
+    responses(
+        (status = 200, description = "The CID", body = String, example = json!("QmZr5qtNmcxBdpXF7K7hSkLbxK2wUVhMhZn29PKzhynvcR")),
+        BodyErrors,
+        ServerErrors,
+    )
+)]
+pub async fn get_lit_action_ipfs_id(
+    State(state): State<AppState>,
+    JsonBody(code): JsonBody<String>,
+) -> Result<Json<String>, ApiError> {
+    let limits = &state.config.actions;
+    if code.len() > limits.max_code_bytes {
+        return Err(ApiError::PayloadTooLarge(format!(
+            "action code is limited to {} bytes",
+            limits.max_code_bytes
+        )));
+    }
+    let cid = cid::cid_v0(code.as_bytes());
+    state
+        .store
+        .put_code(cid.clone(), code.into_bytes(), limits.code_cache_bytes)
+        .await?;
+    Ok(Json(cid))
+}

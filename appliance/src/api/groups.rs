@@ -1,0 +1,393 @@
+//! Groups: bind wallets and actions; usage keys reach them through their per-group
+//! permission arrays. Every handler authorizes first (403), then the store decides
+//! existence within the caller's account (404).
+
+use axum::Json;
+use axum::extract::State;
+use serde::{Deserialize, Serialize};
+use utoipa::ToSchema;
+
+use super::{
+    AuthErrors, BodyErrors, MAX_DESCRIPTION_LEN, MAX_NAME_LEN, ServerErrors, Success, WireU64,
+    check_text, parse_cid_hash, parse_permitted_actions, parse_permitted_wallets, parse_wallet_ref,
+    wire_actions, wire_wallets,
+};
+use crate::authz::{GroupId, Operation, authorize};
+use crate::cid;
+use crate::error::{ApiError, ErrorBody};
+use crate::http::AppState;
+use crate::http::extract::{Auth, JsonBody, Paging};
+use crate::store::{CidHash, GroupRecord, GroupSpec};
+
+fn group_spec(
+    name: String,
+    description: String,
+    pkp_ids: &[String],
+    cid_hashes: &[serde_json::Value],
+) -> Result<GroupSpec, ApiError> {
+    check_text("name", &name, MAX_NAME_LEN)?;
+    check_text("description", &description, MAX_DESCRIPTION_LEN)?;
+    Ok(GroupSpec {
+        name,
+        description,
+        wallets: parse_permitted_wallets("pkp_ids_permitted", pkp_ids)?,
+        actions: parse_permitted_actions("cid_hashes_permitted", cid_hashes)?,
+    })
+}
+
+#[derive(Debug, Deserialize, ToSchema)]
+pub struct AddGroupRequest {
+    pub group_name: String,
+    #[serde(default)]
+    pub group_description: String,
+    /// pkp_ids (or addresses) of wallets of this account; `0x` + 64 zeros = all wallets.
+    #[serde(default)]
+    pub pkp_ids_permitted: Vec<String>,
+    /// Hashed CIDs of actions of this account; `0` = all actions.
+    #[serde(default)]
+    #[schema(value_type = Vec<String>)]
+    pub cid_hashes_permitted: Vec<serde_json::Value>,
+}
+
+#[derive(Debug, Serialize, Deserialize, ToSchema)]
+pub struct AddGroupResponse {
+    pub success: bool,
+    /// The new group's id (decimal string); unique across the service, never reused.
+    pub group_id: String,
+}
+
+/// Creates a group (account key, or a usage key with `can_create_groups`).
+#[utoipa::path(
+    post,
+    path = "/add_group",
+    tag = "groups",
+    security(("bearer" = []), ("api_key" = [])),
+    request_body = AddGroupRequest,
+    responses(
+        (status = 200, description = "The group was created", body = AddGroupResponse),
+        (status = 404, description = "A listed wallet or action is not in this account", body = ErrorBody),
+        BodyErrors,
+        AuthErrors,
+        ServerErrors,
+    )
+)]
+pub async fn add_group(
+    State(state): State<AppState>,
+    auth: Auth,
+    JsonBody(req): JsonBody<AddGroupRequest>,
+) -> Result<Json<AddGroupResponse>, ApiError> {
+    authorize(&auth.credential, Operation::CreateGroup)?;
+    if req.group_name.trim().is_empty() {
+        return Err(ApiError::bad_request("`group_name` must not be empty"));
+    }
+    let spec = group_spec(
+        req.group_name,
+        req.group_description,
+        &req.pkp_ids_permitted,
+        &req.cid_hashes_permitted,
+    )?;
+    let id = state.store.add_group(auth.account, spec).await?;
+    Ok(Json(AddGroupResponse {
+        success: true,
+        group_id: id.to_string(),
+    }))
+}
+
+/// A group as listed.
+#[derive(Debug, Serialize, Deserialize, ToSchema)]
+pub struct GroupItem {
+    /// The group id (decimal string).
+    pub id: String,
+    pub name: String,
+    pub description: String,
+    /// Permitted wallets' pkp_ids; `["0x00…00"]` = all wallets.
+    pub pkp_ids_permitted: Vec<String>,
+    /// Permitted actions' hashed CIDs; `["0"]` = all actions.
+    pub cid_hashes_permitted: Vec<String>,
+}
+
+impl From<GroupRecord> for GroupItem {
+    fn from(g: GroupRecord) -> Self {
+        Self {
+            id: g.id.to_string(),
+            pkp_ids_permitted: wire_wallets(&g.wallets),
+            cid_hashes_permitted: wire_actions(&g.actions),
+            name: g.name,
+            description: g.description,
+        }
+    }
+}
+
+/// The account's groups in creation order.
+#[utoipa::path(
+    get,
+    path = "/list_groups",
+    tag = "groups",
+    security(("bearer" = []), ("api_key" = [])),
+    params(super::PagingParams),
+    responses(
+        (status = 200, description = "One page of groups", body = Vec<GroupItem>),
+        (status = 400, description = "Malformed paging", body = ErrorBody),
+        AuthErrors,
+        ServerErrors,
+    )
+)]
+pub async fn list_groups(
+    State(state): State<AppState>,
+    auth: Auth,
+    Paging(page): Paging,
+) -> Result<Json<Vec<GroupItem>>, ApiError> {
+    authorize(&auth.credential, Operation::ReadAccount)?;
+    let groups = state.store.list_groups(auth.account, page).await?;
+    Ok(Json(groups.into_iter().map(GroupItem::from).collect()))
+}
+
+#[derive(Debug, Deserialize, ToSchema)]
+pub struct UpdateGroupRequest {
+    #[schema(value_type = String)]
+    pub group_id: WireU64,
+    pub name: String,
+    #[serde(default)]
+    pub description: String,
+    /// The complete new set of permitted wallets (replaces the old one).
+    #[serde(default)]
+    pub pkp_ids_permitted: Vec<String>,
+    /// The complete new set of permitted actions (replaces the old one).
+    #[serde(default)]
+    #[schema(value_type = Vec<String>)]
+    pub cid_hashes_permitted: Vec<serde_json::Value>,
+}
+
+/// Replaces a group's name, description and both permitted sets (account key, or a
+/// usage key whose three per-group arrays all cover the group).
+#[utoipa::path(
+    post,
+    path = "/update_group",
+    tag = "groups",
+    security(("bearer" = []), ("api_key" = [])),
+    request_body = UpdateGroupRequest,
+    responses(
+        (status = 200, description = "Done", body = Success),
+        (status = 404, description = "No such group, wallet or action in this account", body = ErrorBody),
+        BodyErrors,
+        AuthErrors,
+        ServerErrors,
+    )
+)]
+pub async fn update_group(
+    State(state): State<AppState>,
+    auth: Auth,
+    JsonBody(req): JsonBody<UpdateGroupRequest>,
+) -> Result<Json<Success>, ApiError> {
+    let group = GroupId(req.group_id.0);
+    authorize(&auth.credential, Operation::UpdateGroup(group))?;
+    let spec = group_spec(
+        req.name,
+        req.description,
+        &req.pkp_ids_permitted,
+        &req.cid_hashes_permitted,
+    )?;
+    state.store.update_group(auth.account, group, spec).await?;
+    Ok(Success::ok())
+}
+
+#[derive(Debug, Deserialize, ToSchema)]
+pub struct GroupIdRequest {
+    #[schema(value_type = String)]
+    pub group_id: WireU64,
+}
+
+/// Removes a group (account key, or a usage key with `can_delete_groups`). Usage keys
+/// that listed it lose that access at once; its id is never reused.
+#[utoipa::path(
+    post,
+    path = "/remove_group",
+    tag = "groups",
+    security(("bearer" = []), ("api_key" = [])),
+    request_body = GroupIdRequest,
+    responses(
+        (status = 200, description = "Done", body = Success),
+        (status = 404, description = "No such group in this account", body = ErrorBody),
+        BodyErrors,
+        AuthErrors,
+        ServerErrors,
+    )
+)]
+pub async fn remove_group(
+    State(state): State<AppState>,
+    auth: Auth,
+    JsonBody(req): JsonBody<GroupIdRequest>,
+) -> Result<Json<Success>, ApiError> {
+    authorize(&auth.credential, Operation::DeleteGroup)?;
+    state
+        .store
+        .remove_group(auth.account, GroupId(req.group_id.0))
+        .await?;
+    Ok(Success::ok())
+}
+
+#[derive(Debug, Deserialize, ToSchema)]
+pub struct GroupWalletRequest {
+    #[schema(value_type = String)]
+    pub group_id: WireU64,
+    /// The wallet's pkp_id or address.
+    pub pkp_id: String,
+}
+
+/// Permits a wallet in a group (account key, or `add_pkp_to_groups` covering it).
+#[utoipa::path(
+    post,
+    path = "/add_pkp_to_group",
+    tag = "groups",
+    security(("bearer" = []), ("api_key" = [])),
+    request_body = GroupWalletRequest,
+    responses(
+        (status = 200, description = "Done (also if it was already permitted)", body = Success),
+        (status = 404, description = "No such group or wallet in this account", body = ErrorBody),
+        BodyErrors,
+        AuthErrors,
+        ServerErrors,
+    )
+)]
+pub async fn add_pkp_to_group(
+    State(state): State<AppState>,
+    auth: Auth,
+    JsonBody(req): JsonBody<GroupWalletRequest>,
+) -> Result<Json<Success>, ApiError> {
+    let group = GroupId(req.group_id.0);
+    authorize(&auth.credential, Operation::AddPkpToGroup(group))?;
+    let wallet = parse_wallet_ref("pkp_id", &req.pkp_id)?;
+    state
+        .store
+        .add_wallet_to_group(auth.account, group, wallet)
+        .await?;
+    Ok(Success::ok())
+}
+
+/// Withdraws a wallet from a group (account key, or `remove_pkp_from_groups` covering it).
+#[utoipa::path(
+    post,
+    path = "/remove_pkp_from_group",
+    tag = "groups",
+    security(("bearer" = []), ("api_key" = [])),
+    request_body = GroupWalletRequest,
+    responses(
+        (status = 200, description = "Done", body = Success),
+        (status = 404, description = "No such group or wallet, or the wallet is not in the group", body = ErrorBody),
+        BodyErrors,
+        AuthErrors,
+        ServerErrors,
+    )
+)]
+pub async fn remove_pkp_from_group(
+    State(state): State<AppState>,
+    auth: Auth,
+    JsonBody(req): JsonBody<GroupWalletRequest>,
+) -> Result<Json<Success>, ApiError> {
+    let group = GroupId(req.group_id.0);
+    authorize(&auth.credential, Operation::RemovePkpFromGroup(group))?;
+    let wallet = parse_wallet_ref("pkp_id", &req.pkp_id)?;
+    state
+        .store
+        .remove_wallet_from_group(auth.account, group, wallet)
+        .await?;
+    Ok(Success::ok())
+}
+
+#[derive(Debug, Deserialize, ToSchema)]
+pub struct AddActionToGroupRequest {
+    #[schema(value_type = String)]
+    pub group_id: WireU64,
+    /// The raw IPFS CID; the service hashes it.
+    pub action_ipfs_cid: String,
+}
+
+#[derive(Debug, Serialize, Deserialize, ToSchema)]
+pub struct HashedCidResponse {
+    pub success: bool,
+    /// keccak256 of the CID string.
+    pub hashed_cid: String,
+}
+
+/// Permits an action in a group, registering it on the account if it is not yet
+/// (account key, or `manage_ipfs_ids_in_groups` covering the group).
+#[utoipa::path(
+    post,
+    path = "/add_action_to_group",
+    tag = "groups",
+    security(("bearer" = []), ("api_key" = [])),
+    request_body = AddActionToGroupRequest,
+    responses(
+        (status = 200, description = "Done (also if it was already permitted)", body = HashedCidResponse),
+        (status = 404, description = "No such group in this account", body = ErrorBody),
+        BodyErrors,
+        AuthErrors,
+        ServerErrors,
+    )
+)]
+pub async fn add_action_to_group(
+    State(state): State<AppState>,
+    auth: Auth,
+    JsonBody(req): JsonBody<AddActionToGroupRequest>,
+) -> Result<Json<HashedCidResponse>, ApiError> {
+    let group = GroupId(req.group_id.0);
+    authorize(&auth.credential, Operation::ManageActionsInGroup(group))?;
+    let (cid, hash) = parse_raw_cid(&req.action_ipfs_cid)?;
+    state
+        .store
+        .add_action_to_group(auth.account, group, cid, hash)
+        .await?;
+    Ok(Json(HashedCidResponse {
+        success: true,
+        hashed_cid: hash.to_string(),
+    }))
+}
+
+/// Validates a raw CID from a client and hashes it.
+pub fn parse_raw_cid(text: &str) -> Result<(String, CidHash), ApiError> {
+    let parsed = cid::parse_cid(text.trim()).map_err(|e| {
+        ApiError::bad_request(format!("`action_ipfs_cid` is not a valid IPFS CID: {e}"))
+    })?;
+    let cid = parsed.as_str().to_owned();
+    let hash = CidHash(cid::hashed_cid(&cid));
+    Ok((cid, hash))
+}
+
+#[derive(Debug, Deserialize, ToSchema)]
+pub struct RemoveActionFromGroupRequest {
+    #[schema(value_type = String)]
+    pub group_id: WireU64,
+    /// keccak256 of the CID (from list_actions).
+    pub hashed_cid: String,
+}
+
+/// Withdraws an action from a group (account key, or `manage_ipfs_ids_in_groups`
+/// covering the group).
+#[utoipa::path(
+    post,
+    path = "/remove_action_from_group",
+    tag = "groups",
+    security(("bearer" = []), ("api_key" = [])),
+    request_body = RemoveActionFromGroupRequest,
+    responses(
+        (status = 200, description = "Done", body = Success),
+        (status = 404, description = "No such group or action, or the action is not in the group", body = ErrorBody),
+        BodyErrors,
+        AuthErrors,
+        ServerErrors,
+    )
+)]
+pub async fn remove_action_from_group(
+    State(state): State<AppState>,
+    auth: Auth,
+    JsonBody(req): JsonBody<RemoveActionFromGroupRequest>,
+) -> Result<Json<Success>, ApiError> {
+    let group = GroupId(req.group_id.0);
+    authorize(&auth.credential, Operation::ManageActionsInGroup(group))?;
+    let hash = parse_cid_hash("hashed_cid", &req.hashed_cid)?;
+    state
+        .store
+        .remove_action_from_group(auth.account, group, hash)
+        .await?;
+    Ok(Success::ok())
+}

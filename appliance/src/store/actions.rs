@@ -1,0 +1,220 @@
+//! Registered actions (by IPFS CID), and the cache of action code by CID.
+
+use std::fmt;
+
+use rusqlite::{Connection, OptionalExtension, Row, Transaction, params};
+
+use super::{AccountId, Page, Result, Store, StoreError, now_unix};
+use crate::authz::GroupId;
+
+/// `keccak256(CID string)`: how update and delete calls name an action.
+#[derive(Clone, Copy, PartialEq, Eq, Hash)]
+pub struct CidHash(pub [u8; 32]);
+
+impl fmt::Display for CidHash {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "0x{}", hex::encode(self.0))
+    }
+}
+
+impl fmt::Debug for CidHash {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "CidHash({self})")
+    }
+}
+
+#[derive(Debug, Clone)]
+pub struct ActionRecord {
+    pub row: i64,
+    pub cid_hash: CidHash,
+    pub ipfs_cid: String,
+    pub name: String,
+    pub description: String,
+}
+
+pub(super) const ACTION_COLUMNS: &str = "a.id, a.cid_hash, a.ipfs_cid, a.name, a.description";
+
+pub(super) fn action_from(row: &Row<'_>) -> rusqlite::Result<ActionRecord> {
+    Ok(ActionRecord {
+        row: row.get(0)?,
+        cid_hash: CidHash(row.get(1)?),
+        ipfs_cid: row.get(2)?,
+        name: row.get(3)?,
+        description: row.get(4)?,
+    })
+}
+
+/// The row id of the action `hash` on `account`, if registered.
+pub(super) fn find(conn: &Connection, account: AccountId, hash: &CidHash) -> Result<Option<i64>> {
+    Ok(conn
+        .prepare_cached("SELECT id FROM actions WHERE account_id = ?1 AND cid_hash = ?2")?
+        .query_row(params![account.0, hash.0.as_slice()], |r| r.get(0))
+        .optional()?)
+}
+
+pub(super) fn require(conn: &Connection, account: AccountId, hash: &CidHash) -> Result<i64> {
+    find(conn, account, hash)?
+        .ok_or_else(|| StoreError::NotFound(format!("no action {hash} in this account")))
+}
+
+/// Registers an action unless it already is; returns its row id and whether it is new.
+pub(super) fn ensure(
+    tx: &Transaction<'_>,
+    account: AccountId,
+    cid: &str,
+    hash: &CidHash,
+    name: &str,
+    description: &str,
+) -> Result<(i64, bool)> {
+    if let Some(row) = find(tx, account, hash)? {
+        return Ok((row, false));
+    }
+    let now = now_unix();
+    tx.prepare_cached(
+        "INSERT INTO actions (account_id, cid_hash, ipfs_cid, name, description, created_at, updated_at)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?6)",
+    )?
+    .execute(params![account.0, hash.0.as_slice(), cid, name, description, now])?;
+    Ok((tx.last_insert_rowid(), true))
+}
+
+impl Store {
+    /// Registers an action; `Conflict` if the account already has it.
+    pub async fn add_action(
+        &self,
+        account: AccountId,
+        cid: String,
+        hash: CidHash,
+        name: String,
+        description: String,
+    ) -> Result<()> {
+        self.write(
+            move |tx| match ensure(tx, account, &cid, &hash, &name, &description)? {
+                (_, true) => Ok(()),
+                (_, false) => Err(StoreError::Conflict(format!(
+                    "action {cid} is already registered on this account; use update_action_metadata"
+                ))),
+            },
+        )
+        .await
+    }
+
+    /// Deletes an action and removes it from every group.
+    pub async fn delete_action(&self, account: AccountId, hash: CidHash) -> Result<()> {
+        self.write(move |tx| {
+            let row = require(tx, account, &hash)?;
+            // group_actions rows go with it (ON DELETE CASCADE).
+            tx.execute("DELETE FROM actions WHERE id = ?1", [row])?;
+            Ok(())
+        })
+        .await
+    }
+
+    pub async fn update_action_metadata(
+        &self,
+        account: AccountId,
+        hash: CidHash,
+        name: String,
+        description: String,
+    ) -> Result<()> {
+        self.write(move |tx| {
+            let row = require(tx, account, &hash)?;
+            tx.execute(
+                "UPDATE actions SET name = ?2, description = ?3, updated_at = ?4 WHERE id = ?1",
+                params![row, name, description, now_unix()],
+            )?;
+            Ok(())
+        })
+        .await
+    }
+
+    /// The account's actions in registration order, or those `group` permits.
+    pub async fn list_actions(
+        &self,
+        account: AccountId,
+        group: Option<GroupId>,
+        page: Page,
+    ) -> Result<Vec<ActionRecord>> {
+        let Some((limit, offset)) = page.limit_offset() else {
+            return Ok(Vec::new());
+        };
+        self.read(move |conn| {
+            let only_members = match group {
+                Some(g) => !super::groups::require(conn, account, g)?.all_actions,
+                None => false,
+            };
+            let rows = if only_members {
+                let mut stmt = conn.prepare_cached(&format!(
+                    "SELECT {ACTION_COLUMNS} FROM actions a JOIN group_actions ga ON ga.action_id = a.id
+                     WHERE ga.group_id = ?1 ORDER BY a.id LIMIT ?2 OFFSET ?3"
+                ))?;
+                let g = group.map_or(0, |g| g.0 as i64);
+                stmt.query_map(params![g, limit, offset], action_from)?
+                    .collect::<rusqlite::Result<Vec<_>>>()?
+            } else {
+                let mut stmt = conn.prepare_cached(&format!(
+                    "SELECT {ACTION_COLUMNS} FROM actions a WHERE a.account_id = ?1 ORDER BY a.id LIMIT ?2 OFFSET ?3"
+                ))?;
+                stmt.query_map(params![account.0, limit, offset], action_from)?
+                    .collect::<rusqlite::Result<Vec<_>>>()?
+            };
+            Ok(rows)
+        })
+        .await
+    }
+
+    /// Keeps `code` under `cid`, evicting the least recently stored code that no
+    /// registered action refers to while the cache holds more than `cap_bytes`.
+    pub async fn put_code(&self, cid: String, code: Vec<u8>, cap_bytes: u64) -> Result<()> {
+        self.write(move |tx| {
+            let size = code.len() as i64;
+            tx.prepare_cached(
+                "INSERT INTO code_blobs (cid, code, size, last_used) VALUES (?1, ?2, ?3, ?4)
+                 ON CONFLICT (cid) DO UPDATE SET last_used = excluded.last_used",
+            )?
+            .execute(params![cid, code, size, now_unix()])?;
+            let total: i64 =
+                tx.query_row("SELECT coalesce(sum(size), 0) FROM code_blobs", [], |r| {
+                    r.get(0)
+                })?;
+            if total as u64 > cap_bytes {
+                evict(tx, &cid, total - cap_bytes as i64)?;
+            }
+            Ok(())
+        })
+        .await
+    }
+
+    /// The code stored under `cid`, if any.
+    pub async fn code(&self, cid: String) -> Result<Option<Vec<u8>>> {
+        self.read(move |conn| {
+            Ok(conn
+                .prepare_cached("SELECT code FROM code_blobs WHERE cid = ?1")?
+                .query_row([cid], |r| r.get(0))
+                .optional()?)
+        })
+        .await
+    }
+}
+
+/// Frees at least `excess` bytes of unreferenced code, oldest first, never `keep`.
+fn evict(tx: &Transaction<'_>, keep: &str, excess: i64) -> Result<()> {
+    let victims: Vec<(String, i64)> = {
+        let mut stmt = tx.prepare_cached(
+            "SELECT cid, size FROM code_blobs c
+             WHERE c.cid <> ?1 AND NOT EXISTS (SELECT 1 FROM actions a WHERE a.ipfs_cid = c.cid)
+             ORDER BY last_used, cid",
+        )?;
+        let rows = stmt.query_map([keep], |r| Ok((r.get(0)?, r.get(1)?)))?;
+        rows.collect::<rusqlite::Result<Vec<_>>>()?
+    };
+    let mut freed = 0;
+    for (cid, size) in victims {
+        if freed >= excess {
+            break;
+        }
+        tx.execute("DELETE FROM code_blobs WHERE cid = ?1", [&cid])?;
+        freed += size;
+    }
+    Ok(())
+}

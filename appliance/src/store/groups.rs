@@ -1,0 +1,358 @@
+//! Groups: named sets of permitted wallets and actions, per account. Group ids are
+//! service-wide and never reused, so a usage key that listed a removed group can never
+//! gain access to a later one.
+
+use keyservice_api::PkpId;
+use rusqlite::{Connection, OptionalExtension, Transaction, params};
+
+use super::actions::{self, CidHash};
+use super::wallets::{self, WALLET_COLUMNS, WalletRecord, WalletRef, wallet_from};
+use super::{AccountId, Page, Result, Store, StoreError, now_unix};
+use crate::authz::GroupId;
+
+/// A permitted set: everything, or exactly these.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Permitted<T> {
+    All,
+    Only(Vec<T>),
+}
+
+/// A group's name, description and permitted sets, as a write gives them.
+#[derive(Debug, Clone)]
+pub struct GroupSpec {
+    pub name: String,
+    pub description: String,
+    pub wallets: Permitted<WalletRef>,
+    pub actions: Permitted<CidHash>,
+}
+
+#[derive(Debug, Clone)]
+pub struct GroupRecord {
+    pub id: GroupId,
+    pub name: String,
+    pub description: String,
+    pub wallets: Permitted<PkpId>,
+    pub actions: Permitted<CidHash>,
+}
+
+/// The flags of a group that exists in `account`.
+pub(super) struct GroupFlags {
+    pub all_wallets: bool,
+    pub all_actions: bool,
+}
+
+fn not_found(group: GroupId) -> StoreError {
+    StoreError::NotFound(format!("no group {group} in this account"))
+}
+
+fn sql_id(group: GroupId) -> i64 {
+    // Ids above i64::MAX cannot exist in SQLite; they map to -1, which matches nothing.
+    i64::try_from(group.0).unwrap_or(-1)
+}
+
+pub(super) fn require(conn: &Connection, account: AccountId, group: GroupId) -> Result<GroupFlags> {
+    conn.prepare_cached(
+        "SELECT all_wallets, all_actions FROM groups WHERE id = ?1 AND account_id = ?2",
+    )?
+    .query_row(params![sql_id(group), account.0], |r| {
+        Ok(GroupFlags {
+            all_wallets: r.get(0)?,
+            all_actions: r.get(1)?,
+        })
+    })
+    .optional()?
+    .ok_or_else(|| not_found(group))
+}
+
+/// Replaces the group's permitted sets; every named wallet and action must exist in
+/// the account.
+fn set_members(
+    tx: &Transaction<'_>,
+    account: AccountId,
+    group: i64,
+    spec: &GroupSpec,
+) -> Result<()> {
+    tx.execute("DELETE FROM group_wallets WHERE group_id = ?1", [group])?;
+    tx.execute("DELETE FROM group_actions WHERE group_id = ?1", [group])?;
+    if let Permitted::Only(list) = &spec.wallets {
+        for wallet in list {
+            let record = wallets::require(tx, account, wallet)?;
+            tx.prepare_cached(
+                "INSERT OR IGNORE INTO group_wallets (group_id, wallet_id) VALUES (?1, ?2)",
+            )?
+            .execute([group, record.row])?;
+        }
+    }
+    if let Permitted::Only(list) = &spec.actions {
+        for hash in list {
+            let action = actions::require(tx, account, hash)?;
+            tx.prepare_cached(
+                "INSERT OR IGNORE INTO group_actions (group_id, action_id) VALUES (?1, ?2)",
+            )?
+            .execute([group, action])?;
+        }
+    }
+    Ok(())
+}
+
+fn members(
+    conn: &Connection,
+    group: i64,
+    flags: &GroupFlags,
+) -> Result<(Permitted<PkpId>, Permitted<CidHash>)> {
+    let wallets = if flags.all_wallets {
+        Permitted::All
+    } else {
+        let mut stmt = conn.prepare_cached(
+            "SELECT w.pkp_id FROM wallets w JOIN group_wallets gw ON gw.wallet_id = w.id
+             WHERE gw.group_id = ?1 ORDER BY w.id",
+        )?;
+        let rows = stmt.query_map([group], |r| Ok(PkpId(r.get(0)?)))?;
+        Permitted::Only(rows.collect::<rusqlite::Result<Vec<_>>>()?)
+    };
+    let actions = if flags.all_actions {
+        Permitted::All
+    } else {
+        let mut stmt = conn.prepare_cached(
+            "SELECT a.cid_hash FROM actions a JOIN group_actions ga ON ga.action_id = a.id
+             WHERE ga.group_id = ?1 ORDER BY a.id",
+        )?;
+        let rows = stmt.query_map([group], |r| Ok(CidHash(r.get(0)?)))?;
+        Permitted::Only(rows.collect::<rusqlite::Result<Vec<_>>>()?)
+    };
+    Ok((wallets, actions))
+}
+
+impl Store {
+    /// Creates a group; returns its new, never reused id.
+    pub async fn add_group(&self, account: AccountId, spec: GroupSpec) -> Result<GroupId> {
+        self.write(move |tx| {
+            let now = now_unix();
+            tx.execute(
+                "INSERT INTO groups (account_id, name, description, all_wallets, all_actions, created_at, updated_at)
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?6)",
+                params![
+                    account.0,
+                    spec.name,
+                    spec.description,
+                    spec.wallets == Permitted::All,
+                    spec.actions == Permitted::All,
+                    now
+                ],
+            )?;
+            let id = tx.last_insert_rowid();
+            set_members(tx, account, id, &spec)?;
+            Ok(GroupId(id as u64))
+        })
+        .await
+    }
+
+    /// The account's groups in creation order.
+    pub async fn list_groups(&self, account: AccountId, page: Page) -> Result<Vec<GroupRecord>> {
+        let Some((limit, offset)) = page.limit_offset() else {
+            return Ok(Vec::new());
+        };
+        self.read(move |conn| {
+            let heads: Vec<(i64, String, String, GroupFlags)> = {
+                let mut stmt = conn.prepare_cached(
+                    "SELECT id, name, description, all_wallets, all_actions FROM groups
+                     WHERE account_id = ?1 ORDER BY id LIMIT ?2 OFFSET ?3",
+                )?;
+                let rows = stmt.query_map(params![account.0, limit, offset], |r| {
+                    Ok((
+                        r.get(0)?,
+                        r.get(1)?,
+                        r.get(2)?,
+                        GroupFlags {
+                            all_wallets: r.get(3)?,
+                            all_actions: r.get(4)?,
+                        },
+                    ))
+                })?;
+                rows.collect::<rusqlite::Result<Vec<_>>>()?
+            };
+            let mut out = Vec::with_capacity(heads.len());
+            for (id, name, description, flags) in heads {
+                let (wallets, actions) = members(conn, id, &flags)?;
+                out.push(GroupRecord {
+                    id: GroupId(id as u64),
+                    name,
+                    description,
+                    wallets,
+                    actions,
+                });
+            }
+            Ok(out)
+        })
+        .await
+    }
+
+    /// Replaces a group's name, description and both permitted sets.
+    pub async fn update_group(
+        &self,
+        account: AccountId,
+        group: GroupId,
+        spec: GroupSpec,
+    ) -> Result<()> {
+        self.write(move |tx| {
+            require(tx, account, group)?;
+            tx.execute(
+                "UPDATE groups SET name = ?2, description = ?3, all_wallets = ?4, all_actions = ?5, updated_at = ?6
+                 WHERE id = ?1",
+                params![
+                    sql_id(group),
+                    spec.name,
+                    spec.description,
+                    spec.wallets == Permitted::All,
+                    spec.actions == Permitted::All,
+                    now_unix()
+                ],
+            )?;
+            set_members(tx, account, sql_id(group), &spec)
+        })
+        .await
+    }
+
+    pub async fn remove_group(&self, account: AccountId, group: GroupId) -> Result<()> {
+        self.write(move |tx| {
+            require(tx, account, group)?;
+            // Memberships go with it (ON DELETE CASCADE).
+            tx.execute("DELETE FROM groups WHERE id = ?1", [sql_id(group)])?;
+            Ok(())
+        })
+        .await
+    }
+
+    /// Permits `wallet` in `group` (idempotent).
+    pub async fn add_wallet_to_group(
+        &self,
+        account: AccountId,
+        group: GroupId,
+        wallet: WalletRef,
+    ) -> Result<()> {
+        self.write(move |tx| {
+            require(tx, account, group)?;
+            let record = wallets::require(tx, account, &wallet)?;
+            tx.execute(
+                "INSERT OR IGNORE INTO group_wallets (group_id, wallet_id) VALUES (?1, ?2)",
+                [sql_id(group), record.row],
+            )?;
+            tx.execute(
+                "UPDATE groups SET updated_at = ?2 WHERE id = ?1",
+                [sql_id(group), now_unix()],
+            )?;
+            Ok(())
+        })
+        .await
+    }
+
+    pub async fn remove_wallet_from_group(
+        &self,
+        account: AccountId,
+        group: GroupId,
+        wallet: WalletRef,
+    ) -> Result<()> {
+        self.write(move |tx| {
+            require(tx, account, group)?;
+            let record = wallets::require(tx, account, &wallet)?;
+            let removed = tx.execute(
+                "DELETE FROM group_wallets WHERE group_id = ?1 AND wallet_id = ?2",
+                [sql_id(group), record.row],
+            )?;
+            if removed == 0 {
+                return Err(StoreError::NotFound(format!(
+                    "wallet {wallet} is not in group {group}"
+                )));
+            }
+            tx.execute(
+                "UPDATE groups SET updated_at = ?2 WHERE id = ?1",
+                [sql_id(group), now_unix()],
+            )?;
+            Ok(())
+        })
+        .await
+    }
+
+    /// Permits the action `cid` in `group`, registering it on the account first if it is
+    /// not yet (idempotent).
+    pub async fn add_action_to_group(
+        &self,
+        account: AccountId,
+        group: GroupId,
+        cid: String,
+        hash: CidHash,
+    ) -> Result<()> {
+        self.write(move |tx| {
+            require(tx, account, group)?;
+            let (action, _) = actions::ensure(tx, account, &cid, &hash, "", "")?;
+            tx.execute(
+                "INSERT OR IGNORE INTO group_actions (group_id, action_id) VALUES (?1, ?2)",
+                [sql_id(group), action],
+            )?;
+            tx.execute(
+                "UPDATE groups SET updated_at = ?2 WHERE id = ?1",
+                [sql_id(group), now_unix()],
+            )?;
+            Ok(())
+        })
+        .await
+    }
+
+    pub async fn remove_action_from_group(
+        &self,
+        account: AccountId,
+        group: GroupId,
+        hash: CidHash,
+    ) -> Result<()> {
+        self.write(move |tx| {
+            require(tx, account, group)?;
+            let action = actions::require(tx, account, &hash)?;
+            let removed = tx.execute(
+                "DELETE FROM group_actions WHERE group_id = ?1 AND action_id = ?2",
+                [sql_id(group), action],
+            )?;
+            if removed == 0 {
+                return Err(StoreError::NotFound(format!(
+                    "action {hash} is not in group {group}"
+                )));
+            }
+            tx.execute(
+                "UPDATE groups SET updated_at = ?2 WHERE id = ?1",
+                [sql_id(group), now_unix()],
+            )?;
+            Ok(())
+        })
+        .await
+    }
+
+    /// The wallets `group` permits (all of the account's for a wildcard group).
+    pub async fn list_wallets_in_group(
+        &self,
+        account: AccountId,
+        group: GroupId,
+        page: Page,
+    ) -> Result<Vec<WalletRecord>> {
+        let Some((limit, offset)) = page.limit_offset() else {
+            return Ok(Vec::new());
+        };
+        self.read(move |conn| {
+            let flags = require(conn, account, group)?;
+            let rows = if flags.all_wallets {
+                let mut stmt = conn.prepare_cached(&format!(
+                    "SELECT {WALLET_COLUMNS} FROM wallets w WHERE w.account_id = ?1 ORDER BY w.id LIMIT ?2 OFFSET ?3"
+                ))?;
+                stmt.query_map(params![account.0, limit, offset], wallet_from)?
+                    .collect::<rusqlite::Result<Vec<_>>>()?
+            } else {
+                let mut stmt = conn.prepare_cached(&format!(
+                    "SELECT {WALLET_COLUMNS} FROM wallets w JOIN group_wallets gw ON gw.wallet_id = w.id
+                     WHERE gw.group_id = ?1 ORDER BY w.id LIMIT ?2 OFFSET ?3"
+                ))?;
+                stmt.query_map(params![sql_id(group), limit, offset], wallet_from)?
+                    .collect::<rusqlite::Result<Vec<_>>>()?
+            };
+            Ok(rows)
+        })
+        .await
+    }
+}

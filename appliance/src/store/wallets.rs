@@ -1,0 +1,150 @@
+//! Wallets (PKPs): the public identity of keys held by keyservice, per account.
+
+use keyservice_api::{Address, DerivationPath, PkpId};
+use rusqlite::{Connection, OptionalExtension, Row, Transaction, params};
+
+use super::{AccountId, Page, Result, Store, StoreError, WalletIdentity, now_unix};
+
+/// How a request names a wallet: by `pkp_id` or by address.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum WalletRef {
+    Pkp(PkpId),
+    Address(Address),
+}
+
+impl std::fmt::Display for WalletRef {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Self::Pkp(id) => id.fmt(f),
+            Self::Address(a) => f.write_str(&a.to_checksum()),
+        }
+    }
+}
+
+#[derive(Debug, Clone)]
+pub struct WalletRecord {
+    /// The store's row id (creation order); never shown to clients.
+    pub row: i64,
+    pub pkp_id: PkpId,
+    pub address: Address,
+    pub derivation_path: DerivationPath,
+    pub name: String,
+    pub description: String,
+}
+
+pub(super) const WALLET_COLUMNS: &str =
+    "w.id, w.pkp_id, w.address, w.derivation_path, w.name, w.description";
+
+pub(super) fn wallet_from(row: &Row<'_>) -> rusqlite::Result<WalletRecord> {
+    Ok(WalletRecord {
+        row: row.get(0)?,
+        pkp_id: PkpId(row.get(1)?),
+        address: Address(row.get(2)?),
+        derivation_path: DerivationPath(row.get(3)?),
+        name: row.get(4)?,
+        description: row.get(5)?,
+    })
+}
+
+/// Inserts a wallet for `account` (or unattached, for `None`).
+pub(super) fn insert(
+    tx: &Transaction<'_>,
+    account: Option<AccountId>,
+    wallet: &WalletIdentity,
+    name: &str,
+    description: &str,
+) -> Result<i64> {
+    tx.prepare_cached(
+        "INSERT INTO wallets (account_id, pkp_id, address, derivation_path, name, description, created_at)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
+    )?
+    .execute(params![
+        account.map(|a| a.0),
+        wallet.pkp_id.0.as_slice(),
+        wallet.address.0.as_slice(),
+        wallet.derivation_path.0.as_slice(),
+        name,
+        description,
+        now_unix()
+    ])
+    .map_err(|e| {
+        if super::accounts::is_unique_violation(&e) {
+            StoreError::Conflict("this wallet already exists".into())
+        } else {
+            e.into()
+        }
+    })?;
+    Ok(tx.last_insert_rowid())
+}
+
+/// The wallet of `account` named by `wallet`, if it has one.
+pub(super) fn find(
+    conn: &Connection,
+    account: AccountId,
+    wallet: &WalletRef,
+) -> Result<Option<WalletRecord>> {
+    let (sql, key): (&str, &[u8]) = match wallet {
+        WalletRef::Pkp(id) => ("pkp_id", id.0.as_slice()),
+        WalletRef::Address(a) => ("address", a.0.as_slice()),
+    };
+    Ok(conn
+        .prepare_cached(&format!(
+            "SELECT {WALLET_COLUMNS} FROM wallets w WHERE w.account_id = ?1 AND w.{sql} = ?2"
+        ))?
+        .query_row(params![account.0, key], wallet_from)
+        .optional()?)
+}
+
+/// As `find`, but a missing wallet is `NotFound`.
+pub(super) fn require(
+    conn: &Connection,
+    account: AccountId,
+    wallet: &WalletRef,
+) -> Result<WalletRecord> {
+    find(conn, account, wallet)?
+        .ok_or_else(|| StoreError::NotFound(format!("no wallet {wallet} in this account")))
+}
+
+impl Store {
+    /// Records a wallet keyservice created for `account`.
+    pub async fn create_wallet(
+        &self,
+        account: AccountId,
+        wallet: WalletIdentity,
+        name: String,
+        description: String,
+    ) -> Result<WalletRecord> {
+        self.write(move |tx| {
+            let row = insert(tx, Some(account), &wallet, &name, &description)?;
+            Ok(WalletRecord {
+                row,
+                pkp_id: wallet.pkp_id,
+                address: wallet.address,
+                derivation_path: wallet.derivation_path,
+                name,
+                description,
+            })
+        })
+        .await
+    }
+
+    /// The account's wallets in creation order.
+    pub async fn list_wallets(&self, account: AccountId, page: Page) -> Result<Vec<WalletRecord>> {
+        let Some((limit, offset)) = page.limit_offset() else {
+            return Ok(Vec::new());
+        };
+        self.read(move |conn| {
+            let mut stmt = conn.prepare_cached(&format!(
+                "SELECT {WALLET_COLUMNS} FROM wallets w WHERE w.account_id = ?1 ORDER BY w.id LIMIT ?2 OFFSET ?3"
+            ))?;
+            let rows = stmt.query_map(params![account.0, limit, offset], wallet_from)?;
+            Ok(rows.collect::<rusqlite::Result<Vec<_>>>()?)
+        })
+        .await
+    }
+
+    /// The wallet of `account` named by `wallet`.
+    pub async fn wallet(&self, account: AccountId, wallet: WalletRef) -> Result<WalletRecord> {
+        self.read(move |conn| require(conn, account, &wallet)).await
+    }
+}
