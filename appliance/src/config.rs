@@ -215,6 +215,22 @@ impl Config {
         }
     }
 
+    /// Applies `APPLIANCE_*` overrides from `env` on top of this configuration (used by
+    /// `appliance dev`, whose defaults are not a file).
+    pub fn with_env(
+        self,
+        env: impl IntoIterator<Item = (String, String)>,
+    ) -> Result<Self, ConfigError> {
+        let mut table =
+            toml::Table::try_from(&self).map_err(|e| ConfigError::Invalid(e.to_string()))?;
+        apply_env(&mut table, env)?;
+        let config: Config = toml::Value::Table(table)
+            .try_into()
+            .map_err(|e: toml::de::Error| ConfigError::Invalid(e.message().to_owned()))?;
+        config.validate()?;
+        Ok(config)
+    }
+
     /// Loads `path` (if given) and applies the process environment.
     pub fn load(path: Option<&Path>) -> Result<Self, ConfigError> {
         Self::load_with_env(path, std::env::vars())
@@ -358,6 +374,23 @@ mod tests {
         assert_eq!(c.http.max_body_bytes, 5, "file value kept");
         assert_eq!(c.tls.hostnames, vec!["a.example".to_string()]);
         assert_eq!(c.log.format, LogFormat::Json);
+    }
+
+    #[test]
+    fn dev_defaults_take_environment_overrides() {
+        let dev = Config::dev(
+            "127.0.0.1:0".parse().unwrap(),
+            "/tmp/d".into(),
+            "/tmp/d/c.json".into(),
+        );
+        let c = dev
+            .clone()
+            .with_env(env(&[("APPLIANCE_ACTIONS__MAX_CODE_BYTES", "7")]))
+            .unwrap();
+        assert_eq!(c.actions.max_code_bytes, 7);
+        assert!(c.keyservice.spawn, "dev settings kept");
+        assert_eq!(c.keyservice.socket, dev.keyservice.socket);
+        assert!(dev.with_env(env(&[("APPLIANCE_NOPE", "1")])).is_err());
     }
 
     #[test]

@@ -129,7 +129,13 @@ fn main() -> ExitCode {
             compose_file,
         } => {
             let compose_file = compose_file.unwrap_or_else(|| data_dir.join("app-compose.json"));
-            (Config::dev(listen, data_dir, compose_file), true)
+            match Config::dev(listen, data_dir, compose_file).with_env(std::env::vars()) {
+                Ok(c) => (c, true),
+                Err(err) => {
+                    let _ = writeln!(std::io::stderr(), "appliance: {err}");
+                    return ExitCode::from(2);
+                }
+            }
         }
         Command::Serve { config } => match Config::load(config.as_deref()) {
             Ok(c) => (c, false),

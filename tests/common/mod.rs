@@ -490,3 +490,256 @@ pub async fn read(resp: reqwest::Response) -> Reply {
         version,
     }
 }
+
+// ---------------------------------------------------------------------------------
+// Groups, wallets and actions (issue 4): helpers shared by permissions.rs, groups.rs,
+// wallets.rs and actions.rs.
+// ---------------------------------------------------------------------------------
+
+/// keccak256 of `data` as `0x` + 64 lowercase hex (a `pkp_id` or a `hashed_cid`).
+pub fn keccak_hex(data: &[u8]) -> String {
+    use sha3::{Digest, Keccak256};
+    format!("0x{}", hex::encode(Keccak256::digest(data)))
+}
+
+/// `0x` + `n` zero hex digits: the zero pkp_id (64) or the zero address (40).
+pub fn zeros(n: usize) -> String {
+    format!("0x{}", "0".repeat(n))
+}
+
+/// Bitcoin-alphabet base58 (as CIDv0 uses).
+pub fn base58btc(bytes: &[u8]) -> String {
+    const ALPHABET: &[u8] = b"123456789ABCDEFGHJKLMNPQRSTUVWXYZabcdefghijkmnopqrstuvwxyz";
+    let mut digits: Vec<u8> = Vec::new(); // little-endian base-58 digits
+    for &byte in bytes {
+        let mut carry = u32::from(byte);
+        for digit in &mut digits {
+            carry += u32::from(*digit) << 8;
+            *digit = (carry % 58) as u8;
+            carry /= 58;
+        }
+        while carry > 0 {
+            digits.push((carry % 58) as u8);
+            carry /= 58;
+        }
+    }
+    let zeros = bytes.iter().take_while(|b| **b == 0).count();
+    let mut out = "1".repeat(zeros);
+    out.extend(
+        digits
+            .iter()
+            .rev()
+            .map(|d| char::from(ALPHABET[usize::from(*d)])),
+    );
+    out
+}
+
+/// RFC 4648 base32, lowercase, unpadded (as a multibase `b…` CIDv1 uses).
+pub fn base32_lower(bytes: &[u8]) -> String {
+    const ALPHABET: &[u8] = b"abcdefghijklmnopqrstuvwxyz234567";
+    let mut out = String::new();
+    let (mut buffer, mut bits) = (0u32, 0u32);
+    for &byte in bytes {
+        buffer = (buffer << 8) | u32::from(byte);
+        bits += 8;
+        while bits >= 5 {
+            bits -= 5;
+            out.push(char::from(ALPHABET[((buffer >> bits) & 31) as usize]));
+        }
+    }
+    if bits > 0 {
+        out.push(char::from(ALPHABET[((buffer << (5 - bits)) & 31) as usize]));
+    }
+    out
+}
+
+/// A well-formed CIDv0 (`Qm…`, sha2-256 multihash) whose digest is derived from `seed`,
+/// so each seed names a distinct action. (The digest is not the hash of any code; the
+/// service only checks a CID's form.)
+pub fn cid_v0(seed: &str) -> String {
+    use sha3::{Digest, Keccak256};
+    let mut multihash = vec![0x12, 0x20];
+    multihash.extend_from_slice(&Keccak256::digest(seed.as_bytes()));
+    base58btc(&multihash)
+}
+
+/// A well-formed CIDv1 in multibase base32 (`b…`): version 1, dag-pb, sha2-256.
+pub fn cid_v1(seed: &str) -> String {
+    use sha3::{Digest, Keccak256};
+    let mut bytes = vec![0x01, 0x70, 0x12, 0x20];
+    bytes.extend_from_slice(&Keccak256::digest(seed.as_bytes()));
+    format!("b{}", base32_lower(&bytes))
+}
+
+/// EIP-55 checksum form of a 20-byte address given as hex (any case, `0x` optional).
+pub fn eip55(address: &str) -> String {
+    let lower = address
+        .trim_start_matches("0x")
+        .trim_start_matches("0X")
+        .to_ascii_lowercase();
+    let hash = keccak_hex(lower.as_bytes());
+    let hash = hash.as_bytes();
+    let mut out = String::from("0x");
+    for (i, c) in lower.chars().enumerate() {
+        let nibble = char::from(hash[2 + i]).to_digit(16).unwrap();
+        out.push(if c.is_ascii_alphabetic() && nibble >= 8 {
+            c.to_ascii_uppercase()
+        } else {
+            c
+        });
+    }
+    out
+}
+
+/// True if `s` is `0x` followed by exactly `n` lowercase hex digits.
+pub fn is_lower_hex(s: &str, n: usize) -> bool {
+    s.strip_prefix("0x").is_some_and(|h| {
+        h.len() == n
+            && h.bytes()
+                .all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b))
+    })
+}
+
+/// A wallet as `create_wallet` returns it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NewWallet {
+    /// EIP-55.
+    pub address: String,
+    pub pkp_id: String,
+    pub derivation_path: String,
+}
+
+impl Appliance {
+    /// `POST /create_wallet` with an empty JSON object; panics unless 200.
+    pub async fn create_wallet(&self, key: &str) -> NewWallet {
+        let reply = self
+            .post("/create_wallet", Some(key), serde_json::json!({}))
+            .await;
+        wallet_from(reply.assert_ok())
+    }
+
+    /// `POST /add_group` with `body` (a `group_name` is filled in when absent); returns
+    /// the new group's id after checking it is a decimal string.
+    pub async fn add_group(&self, key: &str, body: Value) -> u64 {
+        let mut body = body;
+        if body.get("group_name").is_none() {
+            body["group_name"] = Value::from("group");
+        }
+        let reply = self.post("/add_group", Some(key), body).await;
+        group_id_from(reply.assert_ok())
+    }
+
+    /// `POST /add_action` with a name; returns the `hashed_cid` after checking it is
+    /// keccak256 of the CID text.
+    pub async fn add_action(&self, key: &str, cid: &str, name: &str) -> String {
+        let reply = self
+            .post(
+                "/add_action",
+                Some(key),
+                serde_json::json!({"action_ipfs_cid": cid, "name": name}),
+            )
+            .await;
+        let hashed = reply.assert_ok()["hashed_cid"].as_str().unwrap().to_owned();
+        assert_eq!(hashed, keccak_hex(cid.as_bytes()), "hashed_cid of {cid}");
+        hashed
+    }
+
+    /// GETs a list endpoint and returns its items; panics unless 200 with an array.
+    pub async fn list(&self, path: &str, key: &str) -> Vec<Value> {
+        let reply = self.get(path, Some(key)).await;
+        reply
+            .assert_ok()
+            .as_array()
+            .unwrap_or_else(|| panic!("{path}: not an array: {}", reply.text))
+            .clone()
+    }
+
+    /// The account's groups (first page of 1000).
+    pub async fn groups(&self, key: &str) -> Vec<Value> {
+        self.list("/list_groups?page_size=1000", key).await
+    }
+
+    /// One group of the account as `list_groups` shows it, if listed.
+    pub async fn group(&self, key: &str, id: u64) -> Option<Value> {
+        let id = id.to_string();
+        self.groups(key)
+            .await
+            .into_iter()
+            .find(|g| g["id"].as_str() == Some(id.as_str()))
+    }
+}
+
+/// The wallet of a `create_wallet` response, after checking the response's shape.
+#[track_caller]
+pub fn wallet_from(body: &Value) -> NewWallet {
+    let obj = body.as_object().expect("an object");
+    let mut keys: Vec<&str> = obj.keys().map(String::as_str).collect();
+    keys.sort_unstable();
+    assert_eq!(
+        keys,
+        ["derivation_path", "pkp_id", "wallet_address"],
+        "{body}"
+    );
+    let address = body["wallet_address"].as_str().unwrap().to_owned();
+    assert_eq!(address.len(), 42, "{address}");
+    assert_eq!(address, eip55(&address), "wallet_address must be EIP-55");
+    let pkp_id = body["pkp_id"].as_str().unwrap().to_owned();
+    assert!(is_lower_hex(&pkp_id, 64), "pkp_id {pkp_id}");
+    let derivation_path = body["derivation_path"].as_str().unwrap().to_owned();
+    assert!(
+        derivation_path.len() == 66
+            && derivation_path.starts_with("0x")
+            && hex::decode(&derivation_path[2..]).is_ok(),
+        "derivation_path {derivation_path}"
+    );
+    NewWallet {
+        address,
+        pkp_id,
+        derivation_path,
+    }
+}
+
+/// The id of an `add_group` response, after checking it is `{"success":true,
+/// "group_id":"<decimal>"}`.
+#[track_caller]
+pub fn group_id_from(body: &Value) -> u64 {
+    assert_eq!(body["success"], Value::Bool(true), "{body}");
+    assert_eq!(body.as_object().unwrap().len(), 2, "{body}");
+    let id = body["group_id"]
+        .as_str()
+        .unwrap_or_else(|| panic!("group_id is not a string: {body}"));
+    assert!(
+        !id.is_empty()
+            && id.bytes().all(|b| b.is_ascii_digit())
+            && (id == "0" || !id.starts_with('0')),
+        "group_id is not a decimal string: {body}"
+    );
+    id.parse().unwrap()
+}
+
+/// A JSON body of exactly `n` bytes: a JSON string holding `n - 2` letters `a`.
+pub fn json_string_body(n: usize) -> Vec<u8> {
+    let mut body = Vec::with_capacity(n);
+    body.push(b'"');
+    body.resize(n - 1, b'a');
+    body.push(b'"');
+    body
+}
+
+/// `data` as a body streamed in 64 KiB chunks, so no Content-Length is sent.
+pub fn streamed_body(data: Vec<u8>) -> reqwest::Body {
+    use std::pin::Pin;
+    use std::task::{Context, Poll};
+
+    struct Chunks(std::vec::IntoIter<Vec<u8>>);
+
+    impl futures_core::Stream for Chunks {
+        type Item = Result<Vec<u8>, std::io::Error>;
+        fn poll_next(mut self: Pin<&mut Self>, _: &mut Context<'_>) -> Poll<Option<Self::Item>> {
+            Poll::Ready(self.0.next().map(Ok))
+        }
+    }
+
+    let chunks: Vec<Vec<u8>> = data.chunks(64 * 1024).map(<[u8]>::to_vec).collect();
+    reqwest::Body::wrap_stream(Chunks(chunks.into_iter()))
+}

@@ -149,11 +149,10 @@ pub struct UpdateGroupRequest {
     pub name: String,
     #[serde(default)]
     pub description: String,
-    /// The complete new set of permitted wallets (replaces the old one).
-    #[serde(default)]
+    /// The complete new set of permitted wallets (replaces the old one; required, so
+    /// that a rename cannot empty a group by accident).
     pub pkp_ids_permitted: Vec<String>,
-    /// The complete new set of permitted actions (replaces the old one).
-    #[serde(default)]
+    /// The complete new set of permitted actions (replaces the old one; required).
     #[schema(value_type = Vec<String>)]
     pub cid_hashes_permitted: Vec<serde_json::Value>,
 }
@@ -274,6 +273,7 @@ pub async fn add_pkp_to_group(
     responses(
         (status = 200, description = "Done", body = Success),
         (status = 404, description = "No such group or wallet, or the wallet is not in the group", body = ErrorBody),
+        (status = 409, description = "The group permits all wallets; use update_group to list them explicitly", body = ErrorBody),
         BodyErrors,
         AuthErrors,
         ServerErrors,
@@ -345,7 +345,7 @@ pub async fn add_action_to_group(
 
 /// Validates a raw CID from a client and hashes it.
 pub fn parse_raw_cid(text: &str) -> Result<(String, CidHash), ApiError> {
-    let parsed = cid::parse_cid(text.trim()).map_err(|e| {
+    let parsed = cid::parse_cid(text).map_err(|e| {
         ApiError::bad_request(format!("`action_ipfs_cid` is not a valid IPFS CID: {e}"))
     })?;
     let cid = parsed.as_str().to_owned();
@@ -372,6 +372,7 @@ pub struct RemoveActionFromGroupRequest {
     responses(
         (status = 200, description = "Done", body = Success),
         (status = 404, description = "No such group or action, or the action is not in the group", body = ErrorBody),
+        (status = 409, description = "The group permits all actions; use update_group to list them explicitly", body = ErrorBody),
         BodyErrors,
         AuthErrors,
         ServerErrors,

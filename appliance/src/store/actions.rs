@@ -218,3 +218,144 @@ fn evict(tx: &Transaction<'_>, keep: &str, excess: i64) -> Result<()> {
     }
     Ok(())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::secrets::KeyHash;
+    use crate::store::{NewAccount, WalletIdentity};
+    use keyservice_api::{Address, DerivationPath, PkpId};
+
+    async fn store_with_account() -> (tempfile::TempDir, Store, AccountId) {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open(&dir.path().join("state.db")).unwrap();
+        let account = store
+            .create_account(NewAccount {
+                api_key_hash: KeyHash([1; 32]),
+                name: "a".into(),
+                description: String::new(),
+                email: None,
+                wallet: WalletIdentity {
+                    pkp_id: PkpId([2; 32]),
+                    address: Address([3; 20]),
+                    derivation_path: DerivationPath([4; 32]),
+                },
+            })
+            .await
+            .unwrap();
+        (dir, store, account)
+    }
+
+    #[tokio::test]
+    async fn code_cache_evicts_oldest_unreferenced_first() {
+        let (_dir, store, account) = store_with_account().await;
+        // "pinned" is referenced by a registered action: never evicted.
+        store
+            .put_code("pinned".into(), vec![0; 400], 1000)
+            .await
+            .unwrap();
+        store
+            .add_action(
+                account,
+                "pinned".into(),
+                CidHash([9; 32]),
+                "n".into(),
+                String::new(),
+            )
+            .await
+            .unwrap();
+        store
+            .put_code("old".into(), vec![1; 400], 1000)
+            .await
+            .unwrap();
+        // Same second timestamps: ties break by CID, so make "old" unambiguously older.
+        store
+            .write(
+                |tx| Ok(tx.execute("UPDATE code_blobs SET last_used = 0 WHERE cid = 'old'", [])?),
+            )
+            .await
+            .unwrap();
+        store
+            .put_code("new".into(), vec![2; 400], 1000)
+            .await
+            .unwrap();
+        assert!(
+            store.code("old".into()).await.unwrap().is_none(),
+            "the oldest unpinned entry goes"
+        );
+        assert_eq!(
+            store.code("pinned".into()).await.unwrap(),
+            Some(vec![0; 400])
+        );
+        assert_eq!(store.code("new".into()).await.unwrap(), Some(vec![2; 400]));
+        // Storing the same CID again does not duplicate it.
+        store
+            .put_code("new".into(), vec![2; 400], 1000)
+            .await
+            .unwrap();
+        let total: i64 = store
+            .read(|c| Ok(c.query_row("SELECT sum(size) FROM code_blobs", [], |r| r.get(0))?))
+            .await
+            .unwrap();
+        assert_eq!(total, 800);
+    }
+
+    #[tokio::test]
+    async fn delete_action_leaves_every_group() {
+        let (_dir, store, account) = store_with_account().await;
+        let hash = CidHash([7; 32]);
+        let spec = |actions| crate::store::GroupSpec {
+            name: "g".into(),
+            description: String::new(),
+            wallets: crate::store::Permitted::Only(vec![]),
+            actions,
+        };
+        let g1 = store
+            .add_group(account, spec(crate::store::Permitted::Only(vec![])))
+            .await
+            .unwrap();
+        let g2 = store
+            .add_group(account, spec(crate::store::Permitted::Only(vec![])))
+            .await
+            .unwrap();
+        for g in [g1, g2] {
+            store
+                .add_action_to_group(account, g, "QmX".into(), hash)
+                .await
+                .unwrap();
+        }
+        let page = Page {
+            number: 0,
+            size: 10,
+        };
+        assert_eq!(
+            store
+                .list_actions(account, Some(g2), page)
+                .await
+                .unwrap()
+                .len(),
+            1
+        );
+        store.delete_action(account, hash).await.unwrap();
+        for g in [g1, g2] {
+            assert!(
+                store
+                    .list_actions(account, Some(g), page)
+                    .await
+                    .unwrap()
+                    .is_empty()
+            );
+        }
+        assert!(matches!(
+            store.delete_action(account, hash).await,
+            Err(StoreError::NotFound(_))
+        ));
+        // Group ids are never reused.
+        store.remove_group(account, g2).await.unwrap();
+        let g3 = store
+            .add_group(account, spec(crate::store::Permitted::All))
+            .await
+            .unwrap();
+        assert!(g3.0 > g2.0);
+    }
+}

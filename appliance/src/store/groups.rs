@@ -253,7 +253,12 @@ impl Store {
         wallet: WalletRef,
     ) -> Result<()> {
         self.write(move |tx| {
-            require(tx, account, group)?;
+            let flags = require(tx, account, group)?;
+            if flags.all_wallets {
+                return Err(StoreError::Conflict(format!(
+                    "group {group} permits all wallets, so removing one has no effect; use update_group to list the permitted wallets explicitly"
+                )));
+            }
             let record = wallets::require(tx, account, &wallet)?;
             let removed = tx.execute(
                 "DELETE FROM group_wallets WHERE group_id = ?1 AND wallet_id = ?2",
@@ -305,7 +310,12 @@ impl Store {
         hash: CidHash,
     ) -> Result<()> {
         self.write(move |tx| {
-            require(tx, account, group)?;
+            let flags = require(tx, account, group)?;
+            if flags.all_actions {
+                return Err(StoreError::Conflict(format!(
+                    "group {group} permits all actions, so removing one has no effect; use update_group to list the permitted actions explicitly"
+                )));
+            }
             let action = actions::require(tx, account, &hash)?;
             let removed = tx.execute(
                 "DELETE FROM group_actions WHERE group_id = ?1 AND action_id = ?2",
