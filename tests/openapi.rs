@@ -35,6 +35,8 @@ const ROUTES: &[(&str, &str)] = &[
     ("post", "/core/v1/update_action_metadata"),
     ("get", "/core/v1/list_actions"),
     ("post", "/core/v1/get_lit_action_ipfs_id"),
+    ("post", "/core/v1/lit_action"),
+    ("get", "/core/v1/get_lit_action_client_config"),
     ("get", "/health"),
     ("get", "/version"),
 ];

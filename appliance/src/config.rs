@@ -136,7 +136,7 @@ impl Default for HttpConfig {
     }
 }
 
-/// Limits on action code.
+/// Action execution: code limits, the sandbox's limits and the worker pool.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct ActionsConfig {
@@ -145,6 +145,33 @@ pub struct ActionsConfig {
     /// Bytes of action code kept by CID for execution by `ipfs_id`. Beyond it, the
     /// least recently stored code that no registered action refers to is evicted.
     pub code_cache_bytes: u64,
+    /// Wall-clock limit of one action; the worker running it is killed after it.
+    pub timeout_ms: u64,
+    /// Memory an action may allocate (the worker's address-space limit above its
+    /// start-up size).
+    pub memory_limit_mb: u64,
+    /// Largest `response` an action may produce.
+    pub max_response_bytes: usize,
+    /// Largest `logs` an action may produce.
+    pub max_log_bytes: usize,
+    /// Largest `js_params`, serialized.
+    pub max_js_params_bytes: usize,
+    /// Fetches per action.
+    pub max_fetches: u32,
+    /// Time limit of one fetch.
+    pub fetch_timeout_ms: u64,
+    /// Largest fetch response body.
+    pub fetch_max_response_bytes: usize,
+    /// Let actions fetch private, loopback and link-local addresses (off: they could
+    /// reach services on the host or cloud metadata endpoints).
+    pub fetch_allow_private: bool,
+    /// Worker processes kept ready; 0 = two per CPU (at least 2).
+    pub workers: usize,
+    /// The worker binary. Default: `action-worker` next to the appliance binary.
+    pub worker_binary: Option<PathBuf>,
+    /// An IPFS HTTP gateway (e.g. `https://ipfs.io`) from which unknown CIDs are
+    /// fetched for execution; the content is accepted only if its CID matches.
+    pub ipfs_gateway: Option<String>,
 }
 
 impl Default for ActionsConfig {
@@ -152,6 +179,18 @@ impl Default for ActionsConfig {
         Self {
             max_code_bytes: 1024 * 1024,
             code_cache_bytes: 256 * 1024 * 1024,
+            timeout_ms: 30_000,
+            memory_limit_mb: 128,
+            max_response_bytes: 100 * 1024,
+            max_log_bytes: 100 * 1024,
+            max_js_params_bytes: 64 * 1024,
+            max_fetches: 50,
+            fetch_timeout_ms: 10_000,
+            fetch_max_response_bytes: 1024 * 1024,
+            fetch_allow_private: false,
+            workers: 0,
+            worker_binary: None,
+            ipfs_gateway: None,
         }
     }
 }

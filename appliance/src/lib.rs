@@ -14,6 +14,7 @@ pub mod error;
 pub mod http;
 pub mod keys;
 pub mod openapi;
+pub mod runtime;
 pub mod secrets;
 pub mod server;
 pub mod store;
@@ -54,6 +55,8 @@ pub enum StartError {
     },
     #[error("keyservice did not become ready at {socket}: {reason}")]
     KeyserviceNotReady { socket: PathBuf, reason: String },
+    #[error("cannot start the action runtime: {0}")]
+    Runtime(String),
     #[error("cannot listen on {addr}: {source}")]
     Bind {
         addr: SocketAddr,
@@ -115,6 +118,18 @@ pub async fn start(config: Config) -> Result<Running, StartError> {
     })?;
     let store = Store::open(&config.data_dir.join("state.db"))?;
     let (keys, supervisor) = start_keyservice(&config).await?;
+    let worker_cwd = config.data_dir.join("worker-cwd");
+    std::fs::create_dir_all(&worker_cwd).map_err(|source| StartError::DataDir {
+        path: worker_cwd.clone(),
+        source,
+    })?;
+    let worker_binary = config
+        .actions
+        .worker_binary
+        .clone()
+        .unwrap_or_else(runtime::default_worker_binary);
+    let runtime = runtime::Runtime::start(&config.actions, worker_binary, worker_cwd)
+        .map_err(StartError::Runtime)?;
 
     let (certified, self_signed_pem) = match config.tls.mode {
         TlsMode::SelfSigned => {
@@ -152,6 +167,7 @@ pub async fn start(config: Config) -> Result<Running, StartError> {
     let state = http::AppState {
         store,
         keys,
+        runtime,
         config: Arc::new(config),
     };
     let app = http::app(state);

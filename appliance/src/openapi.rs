@@ -19,6 +19,7 @@ Every response carries `X-Request-Id`; a client's non-empty `X-Correlation-Id` i
         (name = "wallets", description = "Wallets (PKPs) whose keys live only in keyservice"),
         (name = "groups", description = "Groups binding wallets and actions"),
         (name = "actions", description = "Actions registered by IPFS CID"),
+        (name = "execution", description = "Running actions"),
         (name = "system", description = "Health and version"),
     )
 )]

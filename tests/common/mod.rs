@@ -55,7 +55,11 @@ pub fn binary(name: &str) -> PathBuf {
     let built = std::fs::metadata(&path)
         .and_then(|m| m.modified())
         .unwrap_or_else(|_| panic!("{} is not built; {hint}", path.display()));
-    let sources = workspace_root().join(name).join("src");
+    let package = match name {
+        "action-worker" => "appliance/runtime",
+        other => other,
+    };
+    let sources = workspace_root().join(package).join("src");
     if let Some(newest) = newest_mtime(&sources) {
         assert!(
             built >= newest,
@@ -71,6 +75,8 @@ pub fn binary(name: &str) -> PathBuf {
 pub enum Launch {
     /// `appliance dev`: self-signed TLS, keyservice as a supervised child.
     Dev,
+    /// `appliance dev` with `APPLIANCE_*` overrides.
+    DevWith { env: Vec<(String, String)> },
     /// `appliance serve` configured by environment variables (`APPLIANCE_*`).
     Serve { env: Vec<(String, String)> },
 }
@@ -159,6 +165,19 @@ impl Reply {
 }
 
 impl Appliance {
+    /// Starts a fresh dev appliance with `APPLIANCE_*` overrides, in a temporary
+    /// data directory.
+    pub async fn start_with(env: &[(&str, &str)]) -> Self {
+        let tmp = tempfile::tempdir().unwrap();
+        let env = env
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect();
+        let mut app = Self::launch(tmp.path(), Launch::DevWith { env }).await;
+        app._tmp = Some(tmp);
+        app
+    }
+
     /// Starts a fresh appliance with its own temporary data directory.
     pub async fn start() -> Self {
         let tmp = tempfile::tempdir().unwrap();
@@ -180,6 +199,8 @@ impl Appliance {
             .append(true)
             .open(data_dir.join("appliance.log"))
             .unwrap();
+        // The appliance starts the worker found next to itself: refuse a stale one too.
+        binary("action-worker");
         let mut cmd = Command::new(binary("appliance"));
         for (key, _) in std::env::vars() {
             if key.starts_with("APPLIANCE_") {
@@ -190,6 +211,11 @@ impl Appliance {
             Launch::Dev => {
                 cmd.args(["dev", "--listen", "127.0.0.1:0", "--data-dir"])
                     .arg(data_dir);
+            }
+            Launch::DevWith { env } => {
+                cmd.args(["dev", "--listen", "127.0.0.1:0", "--data-dir"])
+                    .arg(data_dir)
+                    .envs(env);
             }
             Launch::Serve { env } => {
                 cmd.arg("serve")
@@ -360,6 +386,39 @@ pub fn signal(pid: u32, name: &str) {
 }
 
 /// Ids of live processes whose command line contains every one of `needles`.
+/// Live (non-zombie) processes whose parent is `parent` and whose command line contains `needle`.
+pub fn children_of(parent: u32, needle: &str) -> Vec<u32> {
+    processes_matching(&[needle])
+        .into_iter()
+        .filter(|pid| {
+            std::fs::read_to_string(format!("/proc/{pid}/stat"))
+                .ok()
+                .and_then(|s| {
+                    s.rsplit(')')
+                        .next()?
+                        .split_whitespace()
+                        .nth(1)?
+                        .parse::<u32>()
+                        .ok()
+                })
+                == Some(parent)
+        })
+        .collect()
+}
+
+/// Whether `pid` is a live (non-zombie) process.
+pub fn alive(pid: u32) -> bool {
+    std::fs::read_to_string(format!("/proc/{pid}/stat"))
+        .map(|s| {
+            !s.rsplit(')')
+                .next()
+                .unwrap_or("")
+                .trim_start()
+                .starts_with('Z')
+        })
+        .unwrap_or(false)
+}
+
 pub fn processes_matching(needles: &[&str]) -> Vec<u32> {
     let mut out = Vec::new();
     for entry in std::fs::read_dir("/proc").into_iter().flatten().flatten() {
@@ -742,4 +801,37 @@ pub fn streamed_body(data: Vec<u8>) -> reqwest::Body {
 
     let chunks: Vec<Vec<u8>> = data.chunks(64 * 1024).map(<[u8]>::to_vec).collect();
     reqwest::Body::wrap_stream(Chunks(chunks.into_iter()))
+}
+
+/// The tools cache `scripts/setup` fills.
+pub fn tools_dir() -> PathBuf {
+    std::env::var("APPLIANCE_TOOLS_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|_| {
+            PathBuf::from(std::env::var("HOME").unwrap_or_default()).join(".cache/appliance-tools")
+        })
+}
+
+/// Runs `script` with node, with `require` able to load the npm packages of the tools
+/// cache; returns its standard output. Fails clearly when the tools are missing.
+pub fn node_eval(script: &str, args: &[&str]) -> String {
+    let modules = tools_dir().join("node").join("node_modules");
+    assert!(
+        modules.exists(),
+        "{} is missing: run scripts/setup (it installs the npm test tools)",
+        modules.display()
+    );
+    let out = Command::new("node")
+        .arg("-e")
+        .arg(script)
+        .args(args)
+        .env("NODE_PATH", &modules)
+        .output()
+        .expect("node is needed for this test");
+    assert!(
+        out.status.success(),
+        "node failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8(out.stdout).unwrap()
 }

@@ -16,11 +16,12 @@ use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 use utoipa_swagger_ui::SwaggerUi;
 
-use crate::api::{accounts, actions, groups, system, usage_keys, wallets};
+use crate::api::{accounts, actions, execution, groups, system, usage_keys, wallets};
 use crate::config::Config;
 use crate::error::ApiError;
 use crate::keys::Keys;
 use crate::openapi::ApiDoc;
+use crate::runtime::Runtime;
 use crate::store::Store;
 
 /// The API's path prefix.
@@ -31,6 +32,7 @@ pub const API_PREFIX: &str = "/core/v1";
 pub struct AppState {
     pub store: Store,
     pub keys: Keys,
+    pub runtime: Runtime,
     pub config: Arc<Config>,
 }
 
@@ -63,6 +65,8 @@ fn api_routes() -> OpenApiRouter<AppState> {
         .routes(routes!(actions::update_action_metadata))
         .routes(routes!(actions::list_actions))
         .routes(routes!(actions::get_lit_action_ipfs_id))
+        .routes(routes!(execution::lit_action))
+        .routes(routes!(execution::get_lit_action_client_config))
 }
 
 /// Every documented route, and the OpenAPI document describing them.

@@ -11,6 +11,7 @@
 
 mod accounts;
 mod actions;
+mod execution;
 mod groups;
 mod migrations;
 mod usage_keys;
@@ -23,6 +24,7 @@ use rusqlite::{Connection, OpenFlags, Transaction, TransactionBehavior};
 
 pub use accounts::{AccountId, AccountRecord, NewAccount, ResolvedKey, WalletIdentity};
 pub use actions::{ActionRecord, CidHash};
+pub use execution::WalletScope;
 pub use groups::{GroupRecord, GroupSpec, Permitted};
 pub use usage_keys::{NewUsageKey, UsageKeyId, UsageKeyRecord};
 pub use wallets::{WalletRecord, WalletRef};

@@ -1,0 +1,19 @@
+//! The action runtime: runs caller-supplied JavaScript actions in a sandboxed worker
+//! process (boa engine), with every key operation and network access delegated to the
+//! parent over a small framed-JSON protocol.
+//!
+//! * [`protocol`] — message types and frame codec, used by the worker and the appliance.
+//! * [`sandbox`] — one fresh JS context per action: globals, limits, error mapping.
+//! * [`worker`] — the `action-worker` process loop and its memory limit.
+//! * [`ethers`] — the ethers v5 subset available to actions.
+//!
+//! The JS API is described in COMPAT.md "Action runtime contract"; the process model in
+//! [`worker`].
+
+#[cfg(feature = "worker")]
+pub mod ethers;
+pub mod protocol;
+#[cfg(feature = "worker")]
+pub mod sandbox;
+#[cfg(feature = "worker")]
+pub mod worker;

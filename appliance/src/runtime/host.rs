@@ -1,0 +1,203 @@
+//! Host calls: what a running action asks the appliance to do (key operations and
+//! fetch). The worker process runs untrusted code, so it is treated as untrusted too:
+//! every rule is enforced here, whatever the worker sends: a wallet must be in the
+//! execution's scope, an action may obtain only its own action key, and the number of
+//! fetches is counted here as well as in the worker.
+
+use action_runtime::protocol::HostRequest;
+use keyservice_api::{DerivationPath, KeyError};
+use serde_json::Value;
+
+use super::fetch::Fetcher;
+use crate::api::parse_wallet_ref;
+use crate::keys::Keys;
+use crate::store::{AccountId, Store, StoreError, WalletScope};
+
+/// Everything one execution's host calls need.
+pub struct HostContext {
+    pub store: Store,
+    pub keys: Keys,
+    pub fetcher: Fetcher,
+    pub account: AccountId,
+    pub scope: WalletScope,
+    /// The CID of the running code.
+    pub action_cid: String,
+    pub max_fetches: u32,
+    fetches: u32,
+    /// Set when the action tried to use a wallet it may not: the request then ends in 403.
+    pub denied: Option<String>,
+}
+
+fn key_error(err: KeyError) -> String {
+    if err.is_unavailable() {
+        "the key service is unavailable; retry shortly".to_owned()
+    } else if matches!(err, KeyError::DecryptFailed) {
+        "decryption failed: the ciphertext was modified or belongs to another wallet".to_owned()
+    } else {
+        tracing::error!(error = %err, "keyservice error during an action");
+        "the key operation failed".to_owned()
+    }
+}
+
+impl HostContext {
+    pub fn new(
+        store: Store,
+        keys: Keys,
+        fetcher: Fetcher,
+        account: AccountId,
+        scope: WalletScope,
+        action_cid: String,
+        max_fetches: u32,
+    ) -> Self {
+        Self {
+            store,
+            keys,
+            fetcher,
+            account,
+            scope,
+            action_cid,
+            max_fetches,
+            fetches: 0,
+            denied: None,
+        }
+    }
+
+    /// Answers one host call: `Ok` is the JSON result, `Err` a message the action sees
+    /// as a rejected promise.
+    pub async fn call(&mut self, request: HostRequest) -> Result<Value, String> {
+        match request {
+            HostRequest::GetPrivateKey { pkp_id } => {
+                let path = self.wallet_path(&pkp_id).await?;
+                let key = self
+                    .keys
+                    .client()
+                    .export_private_key(&path)
+                    .await
+                    .map_err(key_error)?;
+                Ok(Value::String(key.to_hex().to_string()))
+            }
+            HostRequest::SignEcdsa { pkp_id, to_sign } => {
+                let path = self.wallet_path(&pkp_id).await?;
+                let digest =
+                    hex32(&to_sign).ok_or("`toSign` must be 32 bytes of hex (a digest)")?;
+                let sig = self
+                    .keys
+                    .client()
+                    .sign_digest(&path, &digest)
+                    .await
+                    .map_err(key_error)?;
+                Ok(Value::String(sig.to_hex()))
+            }
+            HostRequest::Encrypt { pkp_id, message } => {
+                let path = self.wallet_path(&pkp_id).await?;
+                let sealed = self
+                    .keys
+                    .client()
+                    .encrypt(&path, message.as_bytes())
+                    .await
+                    .map_err(key_error)?;
+                Ok(Value::String(hex::encode(sealed)))
+            }
+            HostRequest::Decrypt { pkp_id, ciphertext } => {
+                let path = self.wallet_path(&pkp_id).await?;
+                let bytes = hex::decode(ciphertext.trim_start_matches("0x"))
+                    .map_err(|_| "`ciphertext` must be hex".to_owned())?;
+                let plain = self
+                    .keys
+                    .client()
+                    .decrypt(&path, &bytes)
+                    .await
+                    .map_err(key_error)?;
+                String::from_utf8(plain)
+                    .map(Value::String)
+                    .map_err(|_| "the plaintext is not UTF-8".to_owned())
+            }
+            HostRequest::GetLitActionPrivateKey { ipfs_id } => {
+                // Only the running action's own key: another action's key would let any
+                // code impersonate it.
+                match ipfs_id {
+                    Some(cid) if cid != self.action_cid => {
+                        return Err("an action may obtain only its own action key".to_owned());
+                    }
+                    _ => {}
+                }
+                let key = self
+                    .keys
+                    .client()
+                    .action_export_private_key(&self.action_cid)
+                    .await
+                    .map_err(key_error)?;
+                Ok(Value::String(key.to_hex().to_string()))
+            }
+            HostRequest::GetLitActionPublicKey { ipfs_id } => {
+                let cid = self.cid_arg(ipfs_id)?;
+                let id = self
+                    .keys
+                    .client()
+                    .action_identity(&cid)
+                    .await
+                    .map_err(key_error)?;
+                Ok(Value::String(format!(
+                    "0x{}",
+                    hex::encode(id.public_key.compressed())
+                )))
+            }
+            HostRequest::GetLitActionWalletAddress { ipfs_id } => {
+                let cid = self.cid_arg(ipfs_id)?;
+                let id = self
+                    .keys
+                    .client()
+                    .action_identity(&cid)
+                    .await
+                    .map_err(key_error)?;
+                Ok(Value::String(id.address.to_checksum()))
+            }
+            HostRequest::Fetch(req) => {
+                self.fetches += 1;
+                if self.fetches > self.max_fetches {
+                    return Err(format!(
+                        "an action may fetch at most {} times",
+                        self.max_fetches
+                    ));
+                }
+                let resp = self.fetcher.fetch(req).await?;
+                serde_json::to_value(resp).map_err(|e| e.to_string())
+            }
+        }
+    }
+
+    fn cid_arg(&self, ipfs_id: Option<String>) -> Result<String, String> {
+        match ipfs_id {
+            Some(cid) => crate::cid::parse_cid(&cid)
+                .map(|c| c.as_str().to_owned())
+                .map_err(|e| format!("`ipfsId` is not a valid CID: {e}")),
+            None => Ok(self.action_cid.clone()),
+        }
+    }
+
+    /// The derivation path of the wallet named by `pkpId`, if this execution may use it.
+    async fn wallet_path(&mut self, pkp_id: &str) -> Result<DerivationPath, String> {
+        let wallet = parse_wallet_ref("pkpId", pkp_id).map_err(|e| e.to_string())?;
+        match self
+            .store
+            .wallet_in_scope(self.account, wallet, &self.scope)
+            .await
+        {
+            Ok(record) => Ok(record.derivation_path),
+            Err(StoreError::NotFound(message)) => {
+                self.denied.get_or_insert_with(|| message.clone());
+                Err(message)
+            }
+            Err(err) => {
+                tracing::error!(error = %err, "store error during an action");
+                Err("the store is unavailable".to_owned())
+            }
+        }
+    }
+}
+
+fn hex32(text: &str) -> Option<[u8; 32]> {
+    let mut out = [0u8; 32];
+    hex::decode_to_slice(text.trim().trim_start_matches("0x"), &mut out).ok()?;
+    Some(out)
+}

@@ -1,0 +1,277 @@
+//! The worker pool: pre-started `action-worker` processes, one action at a time each.
+//!
+//! A job takes an idle worker (or starts one), sends `run`, answers the worker's host
+//! calls, and waits for `done` under the wall-clock deadline. A worker that overruns
+//! is killed (`timeout`); one that dies on its own, which under its address-space limit
+//! means an allocation failed, is reported as `memory`. Either way it is replaced in the
+//! background, so the pool stays warm and other actions are unaffected.
+
+use std::path::PathBuf;
+use std::process::Stdio;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use action_runtime::protocol::{
+    self, ActionError, ErrorKind, FromWorker, HEADER_LEN, HostReply, JobDone, ReplyOutcome, RunJob,
+    ToWorker,
+};
+use serde_json::Value;
+use tokio::io::{AsyncReadExt, AsyncWriteExt, BufReader};
+use tokio::process::{Child, ChildStdin, ChildStdout, Command};
+use tokio::sync::Semaphore;
+
+use super::host::HostContext;
+use super::{Job, Outcome, RuntimeError};
+
+/// Time a worker gets to start and say `ready`.
+const READY_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// How to start a worker.
+#[derive(Debug, Clone)]
+pub struct WorkerSpec {
+    pub binary: PathBuf,
+    pub memory_limit_mb: u64,
+    /// An empty directory the worker runs in.
+    pub cwd: PathBuf,
+}
+
+/// Limits sent with every job.
+#[derive(Debug, Clone, Copy)]
+pub struct JobLimits {
+    pub timeout: Duration,
+    pub max_response_bytes: usize,
+    pub max_log_bytes: usize,
+    pub max_fetches: u32,
+    /// How long a job may wait for a free worker before the request gets 429.
+    pub queue_timeout: Duration,
+}
+
+struct Worker {
+    child: Child,
+    stdin: ChildStdin,
+    stdout: BufReader<ChildStdout>,
+}
+
+/// Why a worker stopped serving a job.
+enum WorkerEnd {
+    /// It finished the job and can take another.
+    Done(Outcome),
+    /// It died or broke the protocol; it must not be reused.
+    Broken(Outcome),
+}
+
+pub struct Pool {
+    spec: WorkerSpec,
+    limits: JobLimits,
+    idle: Mutex<Vec<Worker>>,
+    slots: Semaphore,
+}
+
+impl Pool {
+    /// Starts `size` workers (in the background; the pool fills as they come up).
+    pub fn new(spec: WorkerSpec, limits: JobLimits, size: usize) -> Arc<Self> {
+        let pool = Arc::new(Self {
+            spec,
+            limits,
+            idle: Mutex::new(Vec::new()),
+            slots: Semaphore::new(size),
+        });
+        for _ in 0..size {
+            pool.replenish();
+        }
+        pool
+    }
+
+    /// Starts one worker in the background and parks it as idle.
+    fn replenish(self: &Arc<Self>) {
+        let pool = Arc::clone(self);
+        tokio::spawn(async move {
+            match spawn(&pool.spec).await {
+                Ok(worker) => pool.park(worker),
+                Err(err) => tracing::error!(error = %err, "cannot start an action worker"),
+            }
+        });
+    }
+
+    fn park(&self, worker: Worker) {
+        if let Ok(mut idle) = self.idle.lock() {
+            idle.push(worker);
+        }
+    }
+
+    fn take_idle(&self) -> Option<Worker> {
+        self.idle.lock().ok().and_then(|mut idle| idle.pop())
+    }
+
+    /// Runs `job` on a worker, answering its host calls through `host`.
+    pub async fn run(
+        self: &Arc<Self>,
+        job: Job,
+        host: &mut HostContext,
+    ) -> Result<Outcome, RuntimeError> {
+        let _slot = tokio::time::timeout(self.limits.queue_timeout, self.slots.acquire())
+            .await
+            .map_err(|_| RuntimeError::Overloaded)?
+            .map_err(|_| RuntimeError::Unavailable("the worker pool is closed".into()))?;
+        let mut worker = match self.take_idle() {
+            Some(worker) => worker,
+            None => spawn(&self.spec).await.map_err(RuntimeError::Unavailable)?,
+        };
+        let run = protocol::encode(&ToWorker::Run(RunJob {
+            code: job.code,
+            js_params: job.js_params,
+            action_cid: job.action_cid,
+            limits: protocol::JobLimits {
+                max_response_bytes: self.limits.max_response_bytes,
+                max_log_bytes: self.limits.max_log_bytes,
+                max_fetches: self.limits.max_fetches,
+            },
+        }))
+        .map_err(|e| RuntimeError::Unavailable(e.to_string()))?;
+
+        let ended =
+            tokio::time::timeout(self.limits.timeout, serve_job(&mut worker, &run, host)).await;
+        match ended {
+            Ok(WorkerEnd::Done(outcome)) => {
+                self.park(worker);
+                Ok(outcome)
+            }
+            Ok(WorkerEnd::Broken(outcome)) => {
+                let _ = worker.child.start_kill();
+                self.replenish();
+                Ok(outcome)
+            }
+            Err(_) => {
+                let _ = worker.child.start_kill();
+                let _ = worker.child.wait().await;
+                self.replenish();
+                Ok(failed(
+                    ErrorKind::Timeout,
+                    format!(
+                        "the action did not finish within {} ms",
+                        self.limits.timeout.as_millis()
+                    ),
+                ))
+            }
+        }
+    }
+}
+
+async fn spawn(spec: &WorkerSpec) -> Result<Worker, String> {
+    let mut child = Command::new(&spec.binary)
+        .arg("--memory-limit-mb")
+        .arg(spec.memory_limit_mb.to_string())
+        .env_clear()
+        .current_dir(&spec.cwd)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::inherit())
+        .kill_on_drop(true)
+        .spawn()
+        .map_err(|e| format!("cannot start {}: {e}", spec.binary.display()))?;
+    let (Some(stdin), Some(stdout)) = (child.stdin.take(), child.stdout.take()) else {
+        return Err("the worker's pipes are missing".into());
+    };
+    let mut worker = Worker {
+        child,
+        stdin,
+        stdout: BufReader::new(stdout),
+    };
+    match tokio::time::timeout(READY_TIMEOUT, read_frame(&mut worker.stdout)).await {
+        Ok(Ok(FromWorker::Ready)) => Ok(worker),
+        Ok(Ok(msg)) => Err(format!("the worker sent {msg:?} instead of ready")),
+        Ok(Err(err)) => Err(format!("the worker did not start: {err}")),
+        Err(_) => Err("the worker did not become ready in time".into()),
+    }
+}
+
+/// Sends `run` and serves the worker until `done`.
+async fn serve_job(worker: &mut Worker, run: &[u8], host: &mut HostContext) -> WorkerEnd {
+    if let Err(err) = write_frame(&mut worker.stdin, run).await {
+        return WorkerEnd::Broken(died(worker, &err).await);
+    }
+    loop {
+        let msg = match read_frame(&mut worker.stdout).await {
+            Ok(msg) => msg,
+            Err(err) => return WorkerEnd::Broken(died(worker, &err).await),
+        };
+        match msg {
+            FromWorker::Call(call) => {
+                let outcome = match host.call(call.request).await {
+                    Ok(value) => ReplyOutcome::Ok(value),
+                    Err(message) => ReplyOutcome::Err(message),
+                };
+                let frame = match protocol::encode(&ToWorker::Reply(HostReply {
+                    id: call.id,
+                    outcome,
+                })) {
+                    Ok(frame) => frame,
+                    Err(err) => return WorkerEnd::Broken(broken(&err.to_string())),
+                };
+                if let Err(err) = write_frame(&mut worker.stdin, &frame).await {
+                    return WorkerEnd::Broken(died(worker, &err).await);
+                }
+            }
+            FromWorker::Done(done) => return WorkerEnd::Done(done),
+            FromWorker::Ready => {
+                return WorkerEnd::Broken(broken("the worker sent ready during a job"));
+            }
+        }
+    }
+}
+
+fn failed(kind: ErrorKind, message: String) -> Outcome {
+    JobDone {
+        response: Value::Null,
+        logs: String::new(),
+        error: Some(ActionError { kind, message }),
+    }
+}
+
+fn broken(detail: &str) -> Outcome {
+    tracing::error!(detail, "action worker failed");
+    failed(
+        ErrorKind::Exception,
+        "the action's worker failed unexpectedly".into(),
+    )
+}
+
+/// The outcome of a worker that stopped answering: under its address-space limit an
+/// abort means an allocation failed.
+async fn died(worker: &mut Worker, err: &str) -> Outcome {
+    use std::os::unix::process::ExitStatusExt as _;
+    let status = tokio::time::timeout(Duration::from_secs(2), worker.child.wait()).await;
+    let aborted = matches!(&status, Ok(Ok(s)) if matches!(s.signal(), Some(6 | 11)));
+    if aborted {
+        failed(
+            ErrorKind::Memory,
+            "the action exceeded its memory limit".into(),
+        )
+    } else {
+        broken(&format!("{err}; exit: {status:?}"))
+    }
+}
+
+async fn read_frame(reader: &mut BufReader<ChildStdout>) -> Result<FromWorker, String> {
+    let mut header = [0u8; HEADER_LEN];
+    reader
+        .read_exact(&mut header)
+        .await
+        .map_err(|e| format!("read: {e}"))?;
+    let len = protocol::frame_len(header).map_err(|e| e.to_string())?;
+    let mut body = vec![0u8; len];
+    reader
+        .read_exact(&mut body)
+        .await
+        .map_err(|e| format!("read: {e}"))?;
+    protocol::decode(&body).map_err(|e| e.to_string())
+}
+
+/// Writes a complete frame (from [`protocol::encode`]).
+async fn write_frame(writer: &mut ChildStdin, frame: &[u8]) -> Result<(), String> {
+    writer
+        .write_all(frame)
+        .await
+        .map_err(|e| format!("write: {e}"))?;
+    writer.flush().await.map_err(|e| format!("write: {e}"))
+}
