@@ -37,6 +37,9 @@ const ROUTES: &[(&str, &str)] = &[
     ("post", "/core/v1/get_lit_action_ipfs_id"),
     ("post", "/core/v1/lit_action"),
     ("get", "/core/v1/get_lit_action_client_config"),
+    ("get", "/core/v1/get_node_chain_config"),
+    ("get", "/core/v1/get_api_payers"),
+    ("get", "/core/v1/get_admin_api_payer"),
     ("get", "/health"),
     ("get", "/version"),
 ];

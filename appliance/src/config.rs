@@ -28,6 +28,7 @@ pub struct Config {
     pub http: HttpConfig,
     pub keyservice: KeyserviceConfig,
     pub actions: ActionsConfig,
+    pub chain: ChainConfig,
     pub log: LogConfig,
 }
 
@@ -40,6 +41,7 @@ impl Default for Config {
             http: HttpConfig::default(),
             keyservice: KeyserviceConfig::default(),
             actions: ActionsConfig::default(),
+            chain: ChainConfig::default(),
             log: LogConfig::default(),
         }
     }
@@ -195,6 +197,60 @@ impl Default for ActionsConfig {
     }
 }
 
+/// The settlement chain: where administrative state is mirrored (`AccountConfig`) and
+/// where ChainSecured accounts are administered by their owners.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct ChainConfig {
+    /// JSON-RPC URL of the chain. Unset: no chain; API-mode writes wait in the outbox
+    /// until one is configured. Never returned by the API.
+    pub rpc_url: Option<String>,
+    /// The chain id; the RPC endpoint must report the same one.
+    pub chain_id: u64,
+    /// Shown by `get_node_chain_config`.
+    pub chain_name: String,
+    pub testnet: bool,
+    /// The native token's symbol.
+    pub token: String,
+    /// The `AccountConfig` contract (written by `appliance deploy`).
+    pub account_config_address: Option<String>,
+    /// The `AppGovernance` contract (written by `appliance deploy`).
+    pub governance_address: Option<String>,
+    /// The block `AccountConfig` was deployed in: where the indexer starts.
+    pub deploy_block: u64,
+    /// Blocks an event must be buried under before the indexer applies it.
+    pub confirmations: u64,
+    /// How often the relayer and the indexer poll the chain.
+    pub poll_interval_ms: u64,
+    /// Outbox entries mirrored per transaction (`AccountConfig.multicall`).
+    pub batch_size: usize,
+    /// Time limit of one JSON-RPC request.
+    pub request_timeout_ms: u64,
+    /// Development only: an anvil binary that `appliance dev` starts (on a free loopback
+    /// port), funds the payers on and deploys the contracts to.
+    pub dev_anvil: Option<PathBuf>,
+}
+
+impl Default for ChainConfig {
+    fn default() -> Self {
+        Self {
+            rpc_url: None,
+            chain_id: 31337,
+            chain_name: "anvil".into(),
+            testnet: true,
+            token: "ETH".into(),
+            account_config_address: None,
+            governance_address: None,
+            deploy_block: 0,
+            confirmations: 2,
+            poll_interval_ms: 1000,
+            batch_size: 32,
+            request_timeout_ms: 10_000,
+            dev_anvil: None,
+        }
+    }
+}
+
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum LogFormat {
@@ -319,6 +375,26 @@ impl Config {
             return Err(ConfigError::Invalid(
                 "keyservice.spawn needs keyservice.compose_file".into(),
             ));
+        }
+        if self.chain.batch_size == 0 || self.chain.poll_interval_ms == 0 {
+            return Err(ConfigError::Invalid(
+                "chain.batch_size and chain.poll_interval_ms must be positive".into(),
+            ));
+        }
+        for (key, value) in [
+            (
+                "chain.account_config_address",
+                &self.chain.account_config_address,
+            ),
+            ("chain.governance_address", &self.chain.governance_address),
+        ] {
+            if let Some(v) = value
+                && v.parse::<alloy::primitives::Address>().is_err()
+            {
+                return Err(ConfigError::Invalid(format!(
+                    "{key} is not an address: {v}"
+                )));
+            }
         }
         if self.http.max_body_bytes == 0 || self.http.max_connections == 0 {
             return Err(ConfigError::Invalid("http limits must be positive".into()));

@@ -8,6 +8,7 @@
 
 pub mod api;
 pub mod authz;
+pub mod chain;
 pub mod cid;
 pub mod config;
 pub mod error;
@@ -55,6 +56,8 @@ pub enum StartError {
     },
     #[error("keyservice did not become ready at {socket}: {reason}")]
     KeyserviceNotReady { socket: PathBuf, reason: String },
+    #[error("settlement chain: {0}")]
+    Chain(String),
     #[error("cannot start the action runtime: {0}")]
     Runtime(String),
     #[error("cannot listen on {addr}: {source}")]
@@ -76,6 +79,8 @@ pub struct Running {
     stop: oneshot::Sender<()>,
     task: JoinHandle<()>,
     supervisor: Option<supervisor::Supervisor>,
+    /// The chain relayer and indexer (stopped on drop).
+    _followers: Option<chain::Followers>,
 }
 
 impl Running {
@@ -163,6 +168,7 @@ pub async fn start(config: Config) -> Result<Running, StartError> {
         source,
     })?;
 
+    let followers = start_chain_followers(&config, &store, &keys)?;
     let limits = config.http.clone();
     let state = http::AppState {
         store,
@@ -189,7 +195,40 @@ pub async fn start(config: Config) -> Result<Running, StartError> {
         stop,
         task,
         supervisor,
+        _followers: followers,
     })
+}
+
+/// Starts the chain relayer and indexer when a chain and the `AccountConfig` contract are
+/// configured; otherwise API-mode writes wait in the outbox.
+fn start_chain_followers(
+    config: &Config,
+    store: &Store,
+    keys: &keys::Keys,
+) -> Result<Option<chain::Followers>, StartError> {
+    let chain = &config.chain;
+    let (Some(rpc_url), Some(address)) = (&chain.rpc_url, &chain.account_config_address) else {
+        tracing::warn!("no settlement chain configured: management writes wait in the outbox");
+        return Ok(None);
+    };
+    let contract = address.parse().map_err(|_| {
+        StartError::Chain(format!(
+            "chain.account_config_address {address} is not an address"
+        ))
+    })?;
+    let client = chain::ChainClient::new(
+        rpc_url,
+        chain.chain_id,
+        keys.clone(),
+        Duration::from_millis(chain.request_timeout_ms),
+    )
+    .map_err(|e| StartError::Chain(e.to_string()))?;
+    Ok(Some(chain::spawn_followers(
+        store.clone(),
+        client,
+        contract,
+        chain,
+    )))
 }
 
 /// Connects to keyservice, first starting it as a supervised child if so configured.

@@ -446,6 +446,22 @@ pub fn processes_matching(needles: &[&str]) -> Vec<u32> {
 }
 
 /// Polls `check` every 50 ms until it is true or `limit` passes.
+/// As [`eventually`], with an async check (polled every 100 ms).
+pub async fn eventually_async<F, Fut>(limit: Duration, mut check: F) -> bool
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = bool>,
+{
+    let deadline = std::time::Instant::now() + limit;
+    while std::time::Instant::now() < deadline {
+        if check().await {
+            return true;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    check().await
+}
+
 pub async fn eventually(limit: Duration, mut check: impl FnMut() -> bool) -> bool {
     let deadline = std::time::Instant::now() + limit;
     while std::time::Instant::now() < deadline {

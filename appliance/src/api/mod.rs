@@ -5,6 +5,7 @@
 
 pub mod accounts;
 pub mod actions;
+pub mod chain;
 pub mod execution;
 pub mod groups;
 pub mod system;

@@ -16,7 +16,7 @@ use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 use utoipa_swagger_ui::SwaggerUi;
 
-use crate::api::{accounts, actions, execution, groups, system, usage_keys, wallets};
+use crate::api::{accounts, actions, chain, execution, groups, system, usage_keys, wallets};
 use crate::config::Config;
 use crate::error::ApiError;
 use crate::keys::Keys;
@@ -67,6 +67,9 @@ fn api_routes() -> OpenApiRouter<AppState> {
         .routes(routes!(actions::get_lit_action_ipfs_id))
         .routes(routes!(execution::lit_action))
         .routes(routes!(execution::get_lit_action_client_config))
+        .routes(routes!(chain::get_node_chain_config))
+        .routes(routes!(chain::get_api_payers))
+        .routes(routes!(chain::get_admin_api_payer))
 }
 
 /// Every documented route, and the OpenAPI document describing them.

@@ -2,6 +2,7 @@
 
 use rusqlite::{Connection, OptionalExtension, params};
 
+use super::outbox::MirrorOp;
 use super::{Result, Store, StoreError, now_unix, usage_keys};
 use keyservice_api::{Address, DerivationPath, PkpId};
 
@@ -82,6 +83,20 @@ impl Store {
                 Ok(_) => {
                     let account = AccountId(tx.last_insert_rowid());
                     super::wallets::insert(tx, Some(account), &new.wallet, "account wallet", "")?;
+                    super::outbox::record(
+                        tx,
+                        account,
+                        &MirrorOp::NewAccount {
+                            admin: alloy::primitives::Address::from(new.wallet.address.0),
+                            name: new.name.clone(),
+                            description: new.description.clone(),
+                        },
+                    )?;
+                    super::outbox::record(
+                        tx,
+                        account,
+                        &super::wallets::register_op(&new.wallet, "account wallet", ""),
+                    )?;
                     Ok(account)
                 }
                 Err(e) if is_unique_violation(&e) => {

@@ -4,6 +4,9 @@ use std::fmt;
 
 use rusqlite::{Connection, OptionalExtension, Row, Transaction, params};
 
+use alloy::primitives::B256;
+
+use super::outbox::MirrorOp;
 use super::{AccountId, Page, Result, Store, StoreError, now_unix};
 use crate::authz::GroupId;
 
@@ -90,7 +93,15 @@ impl Store {
     ) -> Result<()> {
         self.write(
             move |tx| match ensure(tx, account, &cid, &hash, &name, &description)? {
-                (_, true) => Ok(()),
+                (_, true) => super::outbox::record(
+                    tx,
+                    account,
+                    &MirrorOp::SetActionMetadata {
+                        cid_hash: B256::from(hash.0),
+                        name: name.clone(),
+                        description: description.clone(),
+                    },
+                ),
                 (_, false) => Err(StoreError::Conflict(format!(
                     "action {cid} is already registered on this account; use update_action_metadata"
                 ))),
@@ -105,7 +116,13 @@ impl Store {
             let row = require(tx, account, &hash)?;
             // group_actions rows go with it (ON DELETE CASCADE).
             tx.execute("DELETE FROM actions WHERE id = ?1", [row])?;
-            Ok(())
+            super::outbox::record(
+                tx,
+                account,
+                &MirrorOp::DeleteAction {
+                    cid_hash: B256::from(hash.0),
+                },
+            )
         })
         .await
     }
@@ -123,7 +140,15 @@ impl Store {
                 "UPDATE actions SET name = ?2, description = ?3, updated_at = ?4 WHERE id = ?1",
                 params![row, name, description, now_unix()],
             )?;
-            Ok(())
+            super::outbox::record(
+                tx,
+                account,
+                &MirrorOp::SetActionMetadata {
+                    cid_hash: B256::from(hash.0),
+                    name,
+                    description,
+                },
+            )
         })
         .await
     }

@@ -5,7 +5,10 @@
 use keyservice_api::PkpId;
 use rusqlite::{Connection, OptionalExtension, Transaction, params};
 
+use alloy::primitives::B256;
+
 use super::actions::{self, CidHash};
+use super::outbox::{self, MirrorOp};
 use super::wallets::{self, WALLET_COLUMNS, WalletRecord, WalletRef, wallet_from};
 use super::{AccountId, Page, Result, Store, StoreError, now_unix};
 use crate::authz::GroupId;
@@ -95,6 +98,69 @@ fn set_members(
     Ok(())
 }
 
+/// Group ids the service assigns stay below this; AccountConfig assigns the ids of groups
+/// created on chain from here up.
+pub const CHAIN_GROUP_ID_BASE: u64 = 1 << 62;
+
+/// The next service-assigned group id (never reused).
+fn next_group_id(tx: &Transaction<'_>) -> Result<i64> {
+    let id: i64 = tx
+        .prepare_cached(
+            "UPDATE id_sequences SET next = next + 1 WHERE name = 'groups' RETURNING next - 1",
+        )?
+        .query_row([], |r| r.get(0))?;
+    if id as u64 >= CHAIN_GROUP_ID_BASE {
+        return Err(StoreError::Conflict(
+            "the group id space is exhausted".into(),
+        ));
+    }
+    Ok(id)
+}
+
+/// The mirror of a group as it now is (`addGroup` when new, else `updateGroup`).
+pub(super) fn mirror_group(
+    tx: &Transaction<'_>,
+    account: AccountId,
+    group: i64,
+    new: bool,
+) -> Result<()> {
+    let (name, description, flags): (String, String, GroupFlags) = tx
+        .prepare_cached(
+            "SELECT name, description, all_wallets, all_actions FROM groups WHERE id = ?1",
+        )?
+        .query_row([group], |r| {
+            Ok((
+                r.get(0)?,
+                r.get(1)?,
+                GroupFlags {
+                    all_wallets: r.get(2)?,
+                    all_actions: r.get(3)?,
+                },
+            ))
+        })?;
+    let (wallets, actions) = members(tx, group, &flags)?;
+    let pkp_ids = match wallets {
+        Permitted::All => vec![B256::ZERO],
+        Permitted::Only(ids) => ids.into_iter().map(|p| B256::from(p.0)).collect(),
+    };
+    let cid_hashes = match actions {
+        Permitted::All => vec![B256::ZERO],
+        Permitted::Only(ids) => ids.into_iter().map(|c| B256::from(c.0)).collect(),
+    };
+    outbox::record(
+        tx,
+        account,
+        &MirrorOp::SetGroup {
+            new,
+            group_id: group as u64,
+            name,
+            description,
+            pkp_ids,
+            cid_hashes,
+        },
+    )
+}
+
 fn members(
     conn: &Connection,
     group: i64,
@@ -128,20 +194,22 @@ impl Store {
     pub async fn add_group(&self, account: AccountId, spec: GroupSpec) -> Result<GroupId> {
         self.write(move |tx| {
             let now = now_unix();
+            let id = next_group_id(tx)?;
             tx.execute(
-                "INSERT INTO groups (account_id, name, description, all_wallets, all_actions, created_at, updated_at)
-                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?6)",
+                "INSERT INTO groups (id, account_id, name, description, all_wallets, all_actions, created_at, updated_at)
+                 VALUES (?7, ?1, ?2, ?3, ?4, ?5, ?6, ?6)",
                 params![
                     account.0,
                     spec.name,
                     spec.description,
                     spec.wallets == Permitted::All,
                     spec.actions == Permitted::All,
-                    now
+                    now,
+                    id
                 ],
             )?;
-            let id = tx.last_insert_rowid();
             set_members(tx, account, id, &spec)?;
+            mirror_group(tx, account, id, true)?;
             Ok(GroupId(id as u64))
         })
         .await
@@ -208,7 +276,8 @@ impl Store {
                     now_unix()
                 ],
             )?;
-            set_members(tx, account, sql_id(group), &spec)
+            set_members(tx, account, sql_id(group), &spec)?;
+            mirror_group(tx, account, sql_id(group), false)
         })
         .await
     }
@@ -218,7 +287,7 @@ impl Store {
             require(tx, account, group)?;
             // Memberships go with it (ON DELETE CASCADE).
             tx.execute("DELETE FROM groups WHERE id = ?1", [sql_id(group)])?;
-            Ok(())
+            outbox::record(tx, account, &MirrorOp::RemoveGroup { group_id: group.0 })
         })
         .await
     }
@@ -233,7 +302,7 @@ impl Store {
         self.write(move |tx| {
             require(tx, account, group)?;
             let record = wallets::require(tx, account, &wallet)?;
-            tx.execute(
+            let added = tx.execute(
                 "INSERT OR IGNORE INTO group_wallets (group_id, wallet_id) VALUES (?1, ?2)",
                 [sql_id(group), record.row],
             )?;
@@ -241,7 +310,17 @@ impl Store {
                 "UPDATE groups SET updated_at = ?2 WHERE id = ?1",
                 [sql_id(group), now_unix()],
             )?;
-            Ok(())
+            if added == 0 {
+                return Ok(());
+            }
+            outbox::record(
+                tx,
+                account,
+                &MirrorOp::AddPkpToGroup {
+                    group_id: group.0,
+                    pkp_id: B256::from(record.pkp_id.0),
+                },
+            )
         })
         .await
     }
@@ -273,7 +352,14 @@ impl Store {
                 "UPDATE groups SET updated_at = ?2 WHERE id = ?1",
                 [sql_id(group), now_unix()],
             )?;
-            Ok(())
+            outbox::record(
+                tx,
+                account,
+                &MirrorOp::RemovePkpFromGroup {
+                    group_id: group.0,
+                    pkp_id: B256::from(record.pkp_id.0),
+                },
+            )
         })
         .await
     }
@@ -289,8 +375,19 @@ impl Store {
     ) -> Result<()> {
         self.write(move |tx| {
             require(tx, account, group)?;
-            let (action, _) = actions::ensure(tx, account, &cid, &hash, "", "")?;
-            tx.execute(
+            let (action, new) = actions::ensure(tx, account, &cid, &hash, "", "")?;
+            if new {
+                outbox::record(
+                    tx,
+                    account,
+                    &MirrorOp::SetActionMetadata {
+                        cid_hash: B256::from(hash.0),
+                        name: String::new(),
+                        description: String::new(),
+                    },
+                )?;
+            }
+            let added = tx.execute(
                 "INSERT OR IGNORE INTO group_actions (group_id, action_id) VALUES (?1, ?2)",
                 [sql_id(group), action],
             )?;
@@ -298,7 +395,17 @@ impl Store {
                 "UPDATE groups SET updated_at = ?2 WHERE id = ?1",
                 [sql_id(group), now_unix()],
             )?;
-            Ok(())
+            if added == 0 {
+                return Ok(());
+            }
+            outbox::record(
+                tx,
+                account,
+                &MirrorOp::AddActionToGroup {
+                    group_id: group.0,
+                    cid_hash: B256::from(hash.0),
+                },
+            )
         })
         .await
     }
@@ -330,7 +437,14 @@ impl Store {
                 "UPDATE groups SET updated_at = ?2 WHERE id = ?1",
                 [sql_id(group), now_unix()],
             )?;
-            Ok(())
+            outbox::record(
+                tx,
+                account,
+                &MirrorOp::RemoveActionFromGroup {
+                    group_id: group.0,
+                    cid_hash: B256::from(hash.0),
+                },
+            )
         })
         .await
     }

@@ -129,6 +129,63 @@ CREATE TABLE code_blobs (
 CREATE INDEX code_blobs_by_use ON code_blobs (last_used);
 "#,
     },
+    Migration {
+        version: 4,
+        name: "chain outbox, batches, indexer cursors, id sequences",
+        sql: r#"
+-- Mirror writes for AccountConfig, in commit order; `op` is JSON of format `format`.
+-- state: pending → sent (in a batch) → mined; failed = refused for good (see error).
+-- solo = 1: its batch reverted once; it is retried alone.
+CREATE TABLE chain_outbox (
+    seq          INTEGER PRIMARY KEY AUTOINCREMENT,
+    api_key_hash BLOB    NOT NULL CHECK (length(api_key_hash) = 32),
+    format       INTEGER NOT NULL,
+    op           TEXT    NOT NULL,
+    created_at   INTEGER NOT NULL,
+    state        TEXT    NOT NULL DEFAULT 'pending'
+                 CHECK (state IN ('pending', 'sent', 'mined', 'failed')),
+    batch_id     INTEGER REFERENCES chain_batches (id),
+    solo         INTEGER NOT NULL DEFAULT 0 CHECK (solo IN (0, 1)),
+    error        TEXT
+);
+CREATE INDEX chain_outbox_by_state ON chain_outbox (state, seq);
+CREATE INDEX chain_outbox_by_batch ON chain_outbox (batch_id);
+
+-- One transaction per batch; recorded (with its nonce and raw bytes) before broadcast.
+CREATE TABLE chain_batches (
+    id           INTEGER PRIMARY KEY AUTOINCREMENT,
+    first_seq    INTEGER NOT NULL,
+    last_seq     INTEGER NOT NULL,
+    payer        INTEGER NOT NULL,
+    nonce        INTEGER NOT NULL,
+    raw_tx       BLOB    NOT NULL,
+    tx_hashes    TEXT    NOT NULL,
+    state        TEXT    NOT NULL CHECK (state IN ('sent', 'mined', 'reverted')),
+    mined_hash   BLOB,
+    block_number INTEGER,
+    gas_used     INTEGER,
+    created_at   INTEGER NOT NULL,
+    mined_at     INTEGER
+);
+CREATE INDEX chain_batches_by_state ON chain_batches (state, id);
+
+-- Where each chain follower resumes (the next block to read).
+CREATE TABLE chain_cursors (
+    name  TEXT    PRIMARY KEY,
+    block INTEGER NOT NULL
+);
+
+-- Service-assigned ids. Group ids below 2^62 are the service's, from here; ids from 2^62
+-- are assigned by AccountConfig for ChainSecured accounts and stored as the chain gives
+-- them, so the two never collide.
+CREATE TABLE id_sequences (
+    name TEXT    PRIMARY KEY,
+    next INTEGER NOT NULL
+);
+INSERT INTO id_sequences (name, next)
+VALUES ('groups', coalesce((SELECT seq FROM sqlite_sequence WHERE name = 'groups'), 0) + 1);
+"#,
+    },
 ];
 
 pub(super) fn latest_version() -> i64 {

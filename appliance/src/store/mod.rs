@@ -11,9 +11,11 @@
 
 mod accounts;
 mod actions;
+mod chain_apply;
 mod execution;
 mod groups;
 mod migrations;
+pub mod outbox;
 mod usage_keys;
 mod wallets;
 
@@ -24,6 +26,7 @@ use rusqlite::{Connection, OpenFlags, Transaction, TransactionBehavior};
 
 pub use accounts::{AccountId, AccountRecord, NewAccount, ResolvedKey, WalletIdentity};
 pub use actions::{ActionRecord, CidHash};
+pub use chain_apply::{ChainChange, ChainEvent};
 pub use execution::WalletScope;
 pub use groups::{GroupRecord, GroupSpec, Permitted};
 pub use usage_keys::{NewUsageKey, UsageKeyId, UsageKeyRecord};

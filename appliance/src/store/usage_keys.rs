@@ -2,6 +2,9 @@
 
 use rusqlite::{Connection, OptionalExtension, Row, params};
 
+use alloy::primitives::B256;
+
+use super::outbox::{MirrorOp, MirrorPermissions};
 use super::{AccountId, Page, ResolvedKey, Result, Store, StoreError, now_unix};
 use crate::authz::{GroupSet, Permissions};
 use crate::secrets::KeyHash;
@@ -69,6 +72,34 @@ fn record_from(row: &Row<'_>) -> rusqlite::Result<UsageKeyRecord> {
     })
 }
 
+/// The full mirror of a usage key as it now is (the contract replaces it whole).
+fn mirror(tx: &rusqlite::Transaction<'_>, account: AccountId, key: &KeyHash) -> Result<()> {
+    let record = tx
+        .prepare_cached(&format!(
+            "SELECT {COLUMNS} FROM usage_keys WHERE account_id = ?1 AND key_hash = ?2"
+        ))?
+        .query_row(params![account.0, key.0.as_slice()], record_from)?;
+    let p = &record.permissions;
+    super::outbox::record(
+        tx,
+        account,
+        &MirrorOp::SetUsageApiKey {
+            usage_key_hash: B256::from(key.0),
+            name: record.name.clone(),
+            description: record.description.clone(),
+            permissions: MirrorPermissions {
+                can_create_groups: p.can_create_groups,
+                can_delete_groups: p.can_delete_groups,
+                can_create_pkps: p.can_create_pkps,
+                manage_ipfs_ids_in_groups: p.manage_ipfs_ids_in_groups.ids().to_vec(),
+                add_pkp_to_groups: p.add_pkp_to_groups.ids().to_vec(),
+                remove_pkp_from_groups: p.remove_pkp_from_groups.ids().to_vec(),
+                execute_in_groups: p.execute_in_groups.ids().to_vec(),
+            },
+        },
+    )
+}
+
 fn not_found() -> StoreError {
     StoreError::NotFound("no usage key with that value or hash exists on this account".into())
 }
@@ -119,7 +150,11 @@ impl Store {
             );
             match inserted {
                 Ok(_) => Ok(UsageKeyRecord {
-                    id: UsageKeyId(tx.last_insert_rowid()),
+                    id: UsageKeyId({
+                        let id = tx.last_insert_rowid();
+                        mirror(tx, account, &new.key_hash)?;
+                        id
+                    }),
                     key_hash: new.key_hash,
                     name: new.name,
                     description: new.description,
@@ -190,7 +225,7 @@ impl Store {
             if changed == 0 {
                 Err(not_found())
             } else {
-                Ok(())
+                mirror(tx, account, &key)
             }
         })
         .await
@@ -212,7 +247,15 @@ impl Store {
             if changed == 0 {
                 Err(not_found())
             } else {
-                Ok(())
+                super::outbox::record(
+                    tx,
+                    account,
+                    &MirrorOp::UpdateUsageApiKeyMetadata {
+                        usage_key_hash: B256::from(key.0),
+                        name,
+                        description,
+                    },
+                )
             }
         })
         .await
@@ -228,7 +271,13 @@ impl Store {
             if changed == 0 {
                 Err(not_found())
             } else {
-                Ok(())
+                super::outbox::record(
+                    tx,
+                    account,
+                    &MirrorOp::RemoveUsageApiKey {
+                        usage_key_hash: B256::from(key.0),
+                    },
+                )
             }
         })
         .await

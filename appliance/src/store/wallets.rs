@@ -3,6 +3,7 @@
 use keyservice_api::{Address, DerivationPath, PkpId};
 use rusqlite::{Connection, OptionalExtension, Row, Transaction, params};
 
+use super::outbox::MirrorOp;
 use super::{AccountId, Page, Result, Store, StoreError, WalletIdentity, now_unix};
 
 /// How a request names a wallet: by `pkp_id` or by address.
@@ -105,6 +106,16 @@ pub(super) fn require(
         .ok_or_else(|| StoreError::NotFound(format!("no wallet {wallet} in this account")))
 }
 
+/// The mirror of a wallet's registration on its account.
+pub(super) fn register_op(wallet: &WalletIdentity, name: &str, description: &str) -> MirrorOp {
+    MirrorOp::RegisterWallet {
+        wallet: alloy::primitives::Address::from(wallet.address.0),
+        derivation_path: alloy::primitives::B256::from(wallet.derivation_path.0),
+        name: name.to_owned(),
+        description: description.to_owned(),
+    }
+}
+
 impl Store {
     /// Records a wallet keyservice created for `account`.
     pub async fn create_wallet(
@@ -116,6 +127,7 @@ impl Store {
     ) -> Result<WalletRecord> {
         self.write(move |tx| {
             let row = insert(tx, Some(account), &wallet, &name, &description)?;
+            super::outbox::record(tx, account, &register_op(&wallet, &name, &description))?;
             Ok(WalletRecord {
                 row,
                 pkp_id: wallet.pkp_id,

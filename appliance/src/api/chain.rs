@@ -1,0 +1,75 @@
+//! The settlement chain as clients see it: which chain and contract, and the payer
+//! wallets that submit the service's transactions. No authentication; never the RPC URL.
+
+use axum::Json;
+use axum::extract::State;
+use keyservice_api::Payer;
+use serde::Serialize;
+use utoipa::ToSchema;
+
+use crate::error::ApiError;
+use crate::http::AppState;
+
+#[derive(Debug, Serialize, ToSchema)]
+pub struct NodeChainConfig {
+    pub chain_name: String,
+    pub chain_id: u64,
+    pub is_evm: bool,
+    pub testnet: bool,
+    pub token: String,
+    /// The `AccountConfig` contract (EIP-55), or null when none is configured.
+    pub contract_address: Option<String>,
+}
+
+/// The chain and contract the service mirrors to.
+#[utoipa::path(
+    get,
+    path = "/get_node_chain_config",
+    tag = "chain",
+    responses((status = 200, description = "Chain configuration (never the RPC URL)", body = NodeChainConfig))
+)]
+pub async fn get_node_chain_config(State(state): State<AppState>) -> Json<NodeChainConfig> {
+    let c = &state.config.chain;
+    Json(NodeChainConfig {
+        chain_name: c.chain_name.clone(),
+        chain_id: c.chain_id,
+        is_evm: true,
+        testnet: c.testnet,
+        token: c.token.clone(),
+        contract_address: c
+            .account_config_address
+            .as_deref()
+            .and_then(|a| a.parse::<alloy::primitives::Address>().ok())
+            .map(|a| a.to_checksum(None)),
+    })
+}
+
+/// The API payer wallets (they submit API-mode writes to the chain).
+#[utoipa::path(
+    get,
+    path = "/get_api_payers",
+    tag = "chain",
+    responses(
+        (status = 200, description = "Addresses, EIP-55", body = Vec<String>),
+        (status = 503, description = "keyservice is unavailable"),
+    )
+)]
+pub async fn get_api_payers(State(state): State<AppState>) -> Result<Json<Vec<String>>, ApiError> {
+    let payers = state.keys.client().payers().await?;
+    Ok(Json(payers.api.iter().map(|a| a.to_checksum()).collect()))
+}
+
+/// The admin payer wallet (it deploys and administers the contracts).
+#[utoipa::path(
+    get,
+    path = "/get_admin_api_payer",
+    tag = "chain",
+    responses(
+        (status = 200, description = "Address, EIP-55", body = String),
+        (status = 503, description = "keyservice is unavailable"),
+    )
+)]
+pub async fn get_admin_api_payer(State(state): State<AppState>) -> Result<Json<String>, ApiError> {
+    let admin = state.keys.client().payer_address(Payer::Admin).await?;
+    Ok(Json(admin.to_checksum()))
+}

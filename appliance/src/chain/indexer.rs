@@ -1,0 +1,287 @@
+//! The indexer: follows `AccountConfig` events from a persisted cursor, `confirmations`
+//! blocks behind the head, and applies those of ChainSecured accounts to the local store
+//! (accounts, usage keys, groups, actions, wallets), so their usage keys work for
+//! execution and their wallets for actions. Each block range is applied together with
+//! the cursor in one transaction: nothing is applied twice or skipped, across restarts.
+//!
+//! A `WalletRegistered` event is applied only if keyservice derives exactly the
+//! registered address from the registered path, and never takes over a wallet that
+//! belongs to another account.
+
+use std::time::Duration;
+
+use alloy::primitives::{Address, B256, U256};
+use alloy::providers::Provider;
+use alloy::rpc::types::{Filter, Log};
+use alloy::sol_types::SolEventInterface;
+use chain_contracts::IAccountConfig::{self, IAccountConfigEvents as E};
+use keyservice_api::DerivationPath;
+
+use super::client::rpc_error;
+use super::{ChainClient, ChainError};
+use crate::store::outbox::{MirrorOp, MirrorPermissions};
+use crate::store::{ChainChange, ChainEvent, Store, WalletIdentity};
+
+/// The cursor's name in the store.
+pub const CURSOR: &str = "account_config";
+/// Most blocks read per `eth_getLogs`.
+const MAX_RANGE: u64 = 2000;
+const MAX_BACKOFF: Duration = Duration::from_secs(30);
+
+pub struct Indexer {
+    pub store: Store,
+    pub client: ChainClient,
+    pub contract: Address,
+    pub deploy_block: u64,
+    pub confirmations: u64,
+    pub poll: Duration,
+}
+
+fn b256(v: U256) -> B256 {
+    B256::from(v.to_be_bytes::<32>())
+}
+
+fn group_id(v: U256) -> Option<u64> {
+    u64::try_from(v).ok()
+}
+
+fn ids(list: &[U256]) -> Vec<u64> {
+    list.iter().filter_map(|v| u64::try_from(*v).ok()).collect()
+}
+
+impl Indexer {
+    pub async fn run(self) {
+        let mut backoff = self.poll;
+        loop {
+            match self.step().await {
+                Ok(true) => backoff = self.poll,
+                Ok(false) => {
+                    backoff = self.poll;
+                    tokio::time::sleep(self.poll).await;
+                }
+                Err(err) => {
+                    tracing::warn!(error = %err, retry_in = ?backoff, "chain indexer waiting");
+                    tokio::time::sleep(backoff).await;
+                    backoff = (backoff * 2).min(MAX_BACKOFF);
+                }
+            }
+        }
+    }
+
+    /// Reads and applies one block range; `Ok(true)` when more ranges are ready.
+    pub async fn step(&self) -> Result<bool, ChainError> {
+        let store_err =
+            |e: crate::store::StoreError| ChainError::Unavailable(format!("store: {e}"));
+        let from = self
+            .store
+            .chain_cursor(CURSOR)
+            .await
+            .map_err(store_err)?
+            .unwrap_or(self.deploy_block);
+        let head = self.client.block_number().await?;
+        let Some(safe) = head.checked_sub(self.confirmations) else {
+            return Ok(false);
+        };
+        if from > safe {
+            return Ok(false);
+        }
+        let to = safe.min(from + MAX_RANGE - 1);
+        let filter = Filter::new()
+            .address(self.contract)
+            .from_block(from)
+            .to_block(to);
+        let logs = self
+            .client
+            .provider()
+            .get_logs(&filter)
+            .await
+            .map_err(rpc_error)?;
+        let mut events = Vec::with_capacity(logs.len());
+        for log in &logs {
+            if let Some(event) = self.event(log).await? {
+                events.push(event);
+            }
+        }
+        let applied = events.len();
+        self.store
+            .apply_chain_events(events, CURSOR, to + 1)
+            .await
+            .map_err(store_err)?;
+        if applied > 0 {
+            tracing::debug!(from, to, events = applied, "chain events applied");
+        }
+        Ok(to < safe)
+    }
+
+    /// The store's view of one log; `None` for events the store does not need.
+    async fn event(&self, log: &Log) -> Result<Option<ChainEvent>, ChainError> {
+        let block = log.block_number.unwrap_or_default();
+        let decoded = match E::decode_raw_log(log.topics(), &log.data().data) {
+            Ok(decoded) => decoded,
+            Err(err) => {
+                tracing::warn!(block, error = %err, "undecodable AccountConfig log; skipped");
+                return Ok(None);
+            }
+        };
+        let op = |api_key_hash: U256, op: MirrorOp| {
+            Some(ChainEvent {
+                api_key_hash: b256(api_key_hash),
+                change: ChainChange::Op(op),
+                block,
+            })
+        };
+        Ok(match decoded {
+            E::AccountCreated(e) => Some(ChainEvent {
+                api_key_hash: b256(e.apiKeyHash),
+                change: ChainChange::Account {
+                    admin: e.admin,
+                    managed: e.managed,
+                    name: e.name,
+                    description: e.description,
+                },
+                block,
+            }),
+            E::AccountConverted(e) => Some(ChainEvent {
+                api_key_hash: b256(e.apiKeyHash),
+                change: ChainChange::Converted {
+                    new_admin: e.newAdmin,
+                },
+                block,
+            }),
+            E::UsageApiKeySet(e) => {
+                let p: IAccountConfig::UsageKeyPermissions = e.permissions;
+                op(
+                    e.apiKeyHash,
+                    MirrorOp::SetUsageApiKey {
+                        usage_key_hash: b256(e.usageKeyHash),
+                        name: e.name,
+                        description: e.description,
+                        permissions: MirrorPermissions {
+                            can_create_groups: p.canCreateGroups,
+                            can_delete_groups: p.canDeleteGroups,
+                            can_create_pkps: p.canCreatePkps,
+                            manage_ipfs_ids_in_groups: ids(&p.manageIpfsIdsInGroups),
+                            add_pkp_to_groups: ids(&p.addPkpToGroups),
+                            remove_pkp_from_groups: ids(&p.removePkpFromGroups),
+                            execute_in_groups: ids(&p.executeInGroups),
+                        },
+                    },
+                )
+            }
+            E::UsageApiKeyMetadataUpdated(e) => op(
+                e.apiKeyHash,
+                MirrorOp::UpdateUsageApiKeyMetadata {
+                    usage_key_hash: b256(e.usageKeyHash),
+                    name: e.name,
+                    description: e.description,
+                },
+            ),
+            E::UsageApiKeyRemoved(e) => op(
+                e.apiKeyHash,
+                MirrorOp::RemoveUsageApiKey {
+                    usage_key_hash: b256(e.usageKeyHash),
+                },
+            ),
+            E::GroupAdded(e) => group_id(e.groupId).and_then(|g| {
+                op(
+                    e.apiKeyHash,
+                    MirrorOp::SetGroup {
+                        new: true,
+                        group_id: g,
+                        name: e.name,
+                        description: e.description,
+                        pkp_ids: e.pkpIds.into_iter().map(b256).collect(),
+                        cid_hashes: e.cidHashes.into_iter().map(b256).collect(),
+                    },
+                )
+            }),
+            E::GroupUpdated(e) => group_id(e.groupId).and_then(|g| {
+                op(
+                    e.apiKeyHash,
+                    MirrorOp::SetGroup {
+                        new: false,
+                        group_id: g,
+                        name: e.name,
+                        description: e.description,
+                        pkp_ids: e.pkpIds.into_iter().map(b256).collect(),
+                        cid_hashes: e.cidHashes.into_iter().map(b256).collect(),
+                    },
+                )
+            }),
+            E::GroupRemoved(e) => group_id(e.groupId)
+                .and_then(|g| op(e.apiKeyHash, MirrorOp::RemoveGroup { group_id: g })),
+            E::PkpAddedToGroup(e) => group_id(e.groupId).and_then(|g| {
+                op(
+                    e.apiKeyHash,
+                    MirrorOp::AddPkpToGroup {
+                        group_id: g,
+                        pkp_id: b256(e.pkpId),
+                    },
+                )
+            }),
+            E::PkpRemovedFromGroup(e) => group_id(e.groupId).and_then(|g| {
+                op(
+                    e.apiKeyHash,
+                    MirrorOp::RemovePkpFromGroup {
+                        group_id: g,
+                        pkp_id: b256(e.pkpId),
+                    },
+                )
+            }),
+            E::ActionAddedToGroup(e) => group_id(e.groupId).and_then(|g| {
+                op(
+                    e.apiKeyHash,
+                    MirrorOp::AddActionToGroup {
+                        group_id: g,
+                        cid_hash: b256(e.cidHash),
+                    },
+                )
+            }),
+            E::ActionRemovedFromGroup(e) => group_id(e.groupId).and_then(|g| {
+                op(
+                    e.apiKeyHash,
+                    MirrorOp::RemoveActionFromGroup {
+                        group_id: g,
+                        cid_hash: b256(e.cidHash),
+                    },
+                )
+            }),
+            E::ActionMetadataSet(e) => op(
+                e.apiKeyHash,
+                MirrorOp::SetActionMetadata {
+                    cid_hash: b256(e.cidHash),
+                    name: e.name,
+                    description: e.description,
+                },
+            ),
+            E::ActionDeleted(e) => op(
+                e.apiKeyHash,
+                MirrorOp::DeleteAction {
+                    cid_hash: b256(e.cidHash),
+                },
+            ),
+            E::WalletRegistered(e) => {
+                let path = DerivationPath(e.derivationPath.to_be_bytes::<32>());
+                let info = self.client.keys().client().wallet(&path).await?;
+                if Address::from(info.address.0) != e.wallet {
+                    tracing::warn!(block, wallet = %e.wallet, "registered address does not match its derivation path; ignored");
+                    return Ok(None);
+                }
+                Some(ChainEvent {
+                    api_key_hash: b256(e.apiKeyHash),
+                    change: ChainChange::Wallet {
+                        identity: WalletIdentity {
+                            pkp_id: info.pkp_id,
+                            address: info.address,
+                            derivation_path: path,
+                        },
+                        name: e.name,
+                        description: e.description,
+                    },
+                    block,
+                })
+            }
+            E::ApiPayerSet(_) | E::OwnershipTransferred(_) => None,
+        })
+    }
+}

@@ -1,0 +1,442 @@
+//! The chain outbox: every API-mode management write adds, in the same transaction, the
+//! `AccountConfig` call that mirrors it. The relayer (`crate::chain::relayer`) submits the
+//! entries in `seq` order, in batches, each batch one transaction with a fixed payer
+//! nonce recorded *before* it is broadcast, so an entry lands on chain exactly once even
+//! across crashes and outages.
+//!
+//! Entries are stored as versioned JSON ([`MirrorOp`], format [`FORMAT`]), not as calldata,
+//! so they stay readable and can be re-encoded if the contract's ABI changes with a
+//! migration.
+
+use alloy::primitives::{Address, B256};
+use rusqlite::{OptionalExtension, Transaction, params};
+use serde::{Deserialize, Serialize};
+
+use super::{AccountId, Result, Store, StoreError, now_unix};
+
+/// The version of the JSON in `chain_outbox.op`.
+pub const FORMAT: i64 = 1;
+
+/// The permissions of a usage key as the contract stores them (group ids; 0 = all).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct MirrorPermissions {
+    pub can_create_groups: bool,
+    pub can_delete_groups: bool,
+    pub can_create_pkps: bool,
+    pub manage_ipfs_ids_in_groups: Vec<u64>,
+    pub add_pkp_to_groups: Vec<u64>,
+    pub remove_pkp_from_groups: Vec<u64>,
+    pub execute_in_groups: Vec<u64>,
+}
+
+/// One `AccountConfig` call; the account (`apiKeyHash`) is stored beside it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "op", rename_all = "snake_case")]
+pub enum MirrorOp {
+    NewAccount {
+        admin: Address,
+        name: String,
+        description: String,
+    },
+    SetUsageApiKey {
+        usage_key_hash: B256,
+        name: String,
+        description: String,
+        permissions: MirrorPermissions,
+    },
+    UpdateUsageApiKeyMetadata {
+        usage_key_hash: B256,
+        name: String,
+        description: String,
+    },
+    RemoveUsageApiKey {
+        usage_key_hash: B256,
+    },
+    /// `addGroup` (new) or `updateGroup`; pkp ids / cid hashes of zero mean "all".
+    SetGroup {
+        new: bool,
+        group_id: u64,
+        name: String,
+        description: String,
+        pkp_ids: Vec<B256>,
+        cid_hashes: Vec<B256>,
+    },
+    RemoveGroup {
+        group_id: u64,
+    },
+    AddPkpToGroup {
+        group_id: u64,
+        pkp_id: B256,
+    },
+    RemovePkpFromGroup {
+        group_id: u64,
+        pkp_id: B256,
+    },
+    AddActionToGroup {
+        group_id: u64,
+        cid_hash: B256,
+    },
+    RemoveActionFromGroup {
+        group_id: u64,
+        cid_hash: B256,
+    },
+    SetActionMetadata {
+        cid_hash: B256,
+        name: String,
+        description: String,
+    },
+    DeleteAction {
+        cid_hash: B256,
+    },
+    RegisterWallet {
+        wallet: Address,
+        derivation_path: B256,
+        name: String,
+        description: String,
+    },
+}
+
+/// Queues `op` for `account` if the account is managed (API mode). ChainSecured accounts
+/// are written on chain by their owners, never by the service.
+pub(super) fn record(tx: &Transaction<'_>, account: AccountId, op: &MirrorOp) -> Result<()> {
+    let row: Option<(Vec<u8>, bool)> = tx
+        .prepare_cached("SELECT api_key_hash, managed FROM accounts WHERE id = ?1")?
+        .query_row([account.0], |r| Ok((r.get(0)?, r.get(1)?)))
+        .optional()?;
+    let Some((api_key_hash, managed)) = row else {
+        return Err(StoreError::NotFound("no such account".into()));
+    };
+    if !managed {
+        return Ok(());
+    }
+    let json = serde_json::to_string(op).map_err(|e| StoreError::Task(e.to_string()))?;
+    tx.prepare_cached(
+        "INSERT INTO chain_outbox (api_key_hash, format, op, created_at) VALUES (?1, ?2, ?3, ?4)",
+    )?
+    .execute(params![api_key_hash, FORMAT, json, now_unix()])?;
+    Ok(())
+}
+
+/// An outbox entry as the relayer sees it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct OutboxEntry {
+    pub seq: i64,
+    pub api_key_hash: B256,
+    pub op: MirrorOp,
+}
+
+/// A batch transaction that was signed and recorded before its broadcast.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SentBatch {
+    pub id: i64,
+    pub nonce: u64,
+    pub raw_tx: Vec<u8>,
+    /// Every hash this batch was signed under (fee bumps re-sign with the same nonce);
+    /// the newest last. Whichever is mined settles the batch.
+    pub tx_hashes: Vec<B256>,
+    pub first_seq: i64,
+    pub last_seq: i64,
+    pub sent_at: i64,
+}
+
+/// Counts for `/health`-style reporting and tests.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct OutboxStats {
+    pub pending: u64,
+    pub sent: u64,
+    pub mined: u64,
+    pub failed: u64,
+}
+
+fn b256(bytes: Vec<u8>) -> rusqlite::Result<B256> {
+    B256::try_from(bytes.as_slice()).map_err(|_| rusqlite::Error::InvalidQuery)
+}
+
+fn hashes_json(hashes: &[B256]) -> String {
+    serde_json::to_string(hashes).unwrap_or_else(|_| "[]".into())
+}
+
+impl Store {
+    /// Up to `limit` entries waiting to be sent, oldest first. An entry whose JSON cannot
+    /// be read is marked failed (it would block the queue forever) and skipped.
+    pub async fn outbox_pending(&self, limit: usize) -> Result<Vec<OutboxEntry>> {
+        self.write(move |tx| {
+            let mut out = Vec::new();
+            let mut broken = Vec::new();
+            {
+                let mut stmt = tx.prepare_cached(
+                    "SELECT seq, api_key_hash, format, op FROM chain_outbox
+                     WHERE state = 'pending' ORDER BY seq LIMIT ?1",
+                )?;
+                let rows = stmt.query_map([limit as i64], |r| {
+                    Ok((
+                        r.get::<_, i64>(0)?,
+                        b256(r.get(1)?)?,
+                        r.get::<_, i64>(2)?,
+                        r.get::<_, String>(3)?,
+                    ))
+                })?;
+                for row in rows {
+                    let (seq, api_key_hash, format, json) = row?;
+                    match (format, serde_json::from_str::<MirrorOp>(&json)) {
+                        (FORMAT, Ok(op)) => out.push(OutboxEntry {
+                            seq,
+                            api_key_hash,
+                            op,
+                        }),
+                        (_, Err(e)) => broken.push((seq, format!("unreadable entry: {e}"))),
+                        (other, _) => broken.push((seq, format!("unknown format {other}"))),
+                    }
+                }
+            }
+            for (seq, err) in broken {
+                tracing::error!(seq, error = %err, "outbox entry cannot be mirrored");
+                tx.execute(
+                    "UPDATE chain_outbox SET state = 'failed', error = ?2 WHERE seq = ?1",
+                    params![seq, err],
+                )?;
+            }
+            Ok(out)
+        })
+        .await
+    }
+
+    /// Marks one entry as failed for good (the chain refuses it; see the log and `error`).
+    pub async fn outbox_fail(&self, seq: i64, error: String) -> Result<()> {
+        self.write(move |tx| {
+            tx.execute(
+                "UPDATE chain_outbox SET state = 'failed', error = ?2 WHERE seq = ?1 AND state = 'pending'",
+                params![seq, error],
+            )?;
+            Ok(())
+        })
+        .await
+    }
+
+    /// Records a signed batch over `seqs` (consecutive pending entries) before it is
+    /// broadcast.
+    pub async fn outbox_record_batch(
+        &self,
+        seqs: Vec<i64>,
+        payer: u32,
+        nonce: u64,
+        raw_tx: Vec<u8>,
+        tx_hash: B256,
+    ) -> Result<SentBatch> {
+        self.write(move |tx| {
+            let (Some(&first), Some(&last)) = (seqs.first(), seqs.last()) else {
+                return Err(StoreError::Task("an empty batch".into()));
+            };
+            let now = now_unix();
+            tx.execute(
+                "INSERT INTO chain_batches (first_seq, last_seq, payer, nonce, raw_tx, tx_hashes, state, created_at)
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, 'sent', ?7)",
+                params![first, last, payer, nonce as i64, raw_tx, hashes_json(&[tx_hash]), now],
+            )?;
+            let id = tx.last_insert_rowid();
+            let mut stmt = tx.prepare_cached(
+                "UPDATE chain_outbox SET state = 'sent', batch_id = ?2 WHERE seq = ?1 AND state = 'pending'",
+            )?;
+            for seq in &seqs {
+                if stmt.execute(params![seq, id])? != 1 {
+                    return Err(StoreError::Conflict(format!("outbox entry {seq} is not pending")));
+                }
+            }
+            Ok(SentBatch {
+                id,
+                nonce,
+                raw_tx,
+                tx_hashes: vec![tx_hash],
+                first_seq: first,
+                last_seq: last,
+                sent_at: now,
+            })
+        })
+        .await
+    }
+
+    /// Replaces the batch's transaction with a re-signed one (same nonce, higher fees).
+    pub async fn outbox_replace_tx(
+        &self,
+        batch: i64,
+        raw_tx: Vec<u8>,
+        tx_hash: B256,
+    ) -> Result<SentBatch> {
+        self.write(move |tx| {
+            let mut current = load_batch(tx, batch)?
+                .ok_or_else(|| StoreError::NotFound(format!("no batch {batch}")))?;
+            current.tx_hashes.push(tx_hash);
+            current.raw_tx = raw_tx;
+            current.sent_at = now_unix();
+            tx.execute(
+                "UPDATE chain_batches SET raw_tx = ?2, tx_hashes = ?3, created_at = ?4 WHERE id = ?1",
+                params![batch, current.raw_tx, hashes_json(&current.tx_hashes), current.sent_at],
+            )?;
+            Ok(current)
+        })
+        .await
+    }
+
+    /// The batch sent but not yet settled, if any (at most one is in flight).
+    pub async fn outbox_in_flight(&self) -> Result<Option<SentBatch>> {
+        self.read(|conn| {
+            let id: Option<i64> = conn
+                .prepare_cached(
+                    "SELECT id FROM chain_batches WHERE state = 'sent' ORDER BY id LIMIT 1",
+                )?
+                .query_row([], |r| r.get(0))
+                .optional()?;
+            match id {
+                Some(id) => load_batch(conn, id),
+                None => Ok(None),
+            }
+        })
+        .await
+    }
+
+    /// Settles a batch: mined (its entries are mirrored) or reverted (its entries go back
+    /// to pending, to be retried one by one so a single bad entry cannot block the rest).
+    pub async fn outbox_settle(
+        &self,
+        batch: i64,
+        success: bool,
+        tx_hash: B256,
+        block: u64,
+        gas_used: u64,
+    ) -> Result<()> {
+        self.write(move |tx| {
+            let now = now_unix();
+            tx.execute(
+                "UPDATE chain_batches SET state = ?2, mined_hash = ?3, block_number = ?4, gas_used = ?5, mined_at = ?6
+                 WHERE id = ?1 AND state = 'sent'",
+                params![
+                    batch,
+                    if success { "mined" } else { "reverted" },
+                    tx_hash.as_slice(),
+                    block as i64,
+                    gas_used as i64,
+                    now
+                ],
+            )?;
+            if success {
+                tx.execute(
+                    "UPDATE chain_outbox SET state = 'mined' WHERE batch_id = ?1",
+                    [batch],
+                )?;
+            } else {
+                // Alone, the entry itself is refused; in a batch, retry each alone.
+                tx.execute(
+                    "UPDATE chain_outbox SET
+                        state = CASE WHEN solo = 1 THEN 'failed' ELSE 'pending' END,
+                        error = CASE WHEN solo = 1 THEN ?2 ELSE NULL END,
+                        batch_id = CASE WHEN solo = 1 THEN batch_id ELSE NULL END,
+                        solo = 1
+                     WHERE batch_id = ?1",
+                    params![batch, format!("reverted on chain in {tx_hash}")],
+                )?;
+            }
+            Ok(())
+        })
+        .await
+    }
+
+    /// Whether the oldest pending entry must be sent alone (its batch reverted before).
+    pub async fn outbox_head_is_solo(&self) -> Result<bool> {
+        self.read(|conn| {
+            Ok(conn
+                .prepare_cached(
+                    "SELECT solo FROM chain_outbox WHERE state = 'pending' ORDER BY seq LIMIT 1",
+                )?
+                .query_row([], |r| r.get::<_, bool>(0))
+                .optional()?
+                .unwrap_or(false))
+        })
+        .await
+    }
+
+    /// The highest nonce the relayer used for `payer`, if any.
+    pub async fn outbox_last_nonce(&self, payer: u32) -> Result<Option<u64>> {
+        self.read(move |conn| {
+            let n: Option<i64> = conn
+                .prepare_cached("SELECT max(nonce) FROM chain_batches WHERE payer = ?1")?
+                .query_row([payer], |r| r.get(0))?;
+            Ok(n.map(|n| n as u64))
+        })
+        .await
+    }
+
+    pub async fn outbox_stats(&self) -> Result<OutboxStats> {
+        self.read(|conn| {
+            let mut stats = OutboxStats::default();
+            let mut stmt =
+                conn.prepare_cached("SELECT state, count(*) FROM chain_outbox GROUP BY state")?;
+            let rows = stmt.query_map([], |r| Ok((r.get::<_, String>(0)?, r.get::<_, i64>(1)?)))?;
+            for row in rows {
+                let (state, n) = row?;
+                let n = n as u64;
+                match state.as_str() {
+                    "pending" => stats.pending = n,
+                    "sent" => stats.sent = n,
+                    "mined" => stats.mined = n,
+                    _ => stats.failed = n,
+                }
+            }
+            Ok(stats)
+        })
+        .await
+    }
+
+    /// The indexer's position: the next block to read, if it has started.
+    pub async fn chain_cursor(&self, name: &'static str) -> Result<Option<u64>> {
+        self.read(move |conn| {
+            Ok(conn
+                .prepare_cached("SELECT block FROM chain_cursors WHERE name = ?1")?
+                .query_row([name], |r| r.get::<_, i64>(0))
+                .optional()?
+                .map(|b| b as u64))
+        })
+        .await
+    }
+}
+
+pub(super) fn set_cursor(tx: &Transaction<'_>, name: &str, block: u64) -> Result<()> {
+    tx.prepare_cached(
+        "INSERT INTO chain_cursors (name, block) VALUES (?1, ?2)
+         ON CONFLICT (name) DO UPDATE SET block = excluded.block",
+    )?
+    .execute(params![name, block as i64])?;
+    Ok(())
+}
+
+fn load_batch(conn: &rusqlite::Connection, id: i64) -> Result<Option<SentBatch>> {
+    let row = conn
+        .prepare_cached(
+            "SELECT id, nonce, raw_tx, tx_hashes, first_seq, last_seq, created_at FROM chain_batches WHERE id = ?1",
+        )?
+        .query_row([id], |r| {
+            Ok((
+                r.get::<_, i64>(0)?,
+                r.get::<_, i64>(1)?,
+                r.get::<_, Vec<u8>>(2)?,
+                r.get::<_, String>(3)?,
+                r.get::<_, i64>(4)?,
+                r.get::<_, i64>(5)?,
+                r.get::<_, i64>(6)?,
+            ))
+        })
+        .optional()?;
+    let Some((id, nonce, raw_tx, hashes, first_seq, last_seq, sent_at)) = row else {
+        return Ok(None);
+    };
+    let tx_hashes: Vec<B256> =
+        serde_json::from_str(&hashes).map_err(|e| StoreError::Task(e.to_string()))?;
+    Ok(Some(SentBatch {
+        id,
+        nonce: nonce as u64,
+        raw_tx,
+        tx_hashes,
+        first_seq,
+        last_seq,
+        sent_at,
+    }))
+}

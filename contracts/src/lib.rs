@@ -1,0 +1,38 @@
+//! Bindings of the settlement-chain contracts.
+//!
+//! * [`IAccountConfig`] — the on-chain mirror of accounts, usage keys, groups, actions and
+//!   wallets (`src/IAccountConfig.sol` documents every rule).
+//! * [`IAppGovernance`] — the compose hashes allowed to hold the keys.
+//! * [`artifacts`] — the committed solc output of `AccountConfig` and `AppGovernance`
+//!   (creation code to deploy, runtime code to compare against a chain, ABI JSON).
+//! * [`deploy_account_config`] / [`deploy_app_governance`] — deployment through an alloy
+//!   provider that signs (tests, local chains); the appliance sends the same creation code
+//!   through its own keyservice-signed transactions.
+//!
+//! `contracts/README.md` describes the rules, the choices the interfaces leave open, and how
+//! the artifacts are rebuilt and checked.
+
+pub mod artifacts;
+mod deploy;
+
+pub use deploy::{DeployError, deploy_account_config, deploy_app_governance};
+
+pub use bindings::{IAccountConfig, IAppGovernance};
+
+/// The generated bindings, in a module of their own so that lints on generated code (a
+/// setter with one argument per field) stay here.
+#[allow(
+    clippy::too_many_arguments,
+    reason = "generated from the interfaces' functions"
+)]
+mod bindings {
+    alloy::sol!(
+        #[sol(rpc, all_derives)]
+        "src/IAccountConfig.sol"
+    );
+
+    alloy::sol!(
+        #[sol(rpc, all_derives)]
+        "src/IAppGovernance.sol"
+    );
+}
