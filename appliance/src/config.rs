@@ -213,9 +213,9 @@ pub struct ChainConfig {
     /// The native token's symbol.
     pub token: String,
     /// The `AccountConfig` contract (written by `appliance deploy`).
-    pub account_config_address: Option<String>,
+    pub account_config_address: Option<alloy::primitives::Address>,
     /// The `AppGovernance` contract (written by `appliance deploy`).
-    pub governance_address: Option<String>,
+    pub governance_address: Option<alloy::primitives::Address>,
     /// The block `AccountConfig` was deployed in: where the indexer starts.
     pub deploy_block: u64,
     /// Blocks an event must be buried under before the indexer applies it.
@@ -380,21 +380,6 @@ impl Config {
             return Err(ConfigError::Invalid(
                 "chain.batch_size and chain.poll_interval_ms must be positive".into(),
             ));
-        }
-        for (key, value) in [
-            (
-                "chain.account_config_address",
-                &self.chain.account_config_address,
-            ),
-            ("chain.governance_address", &self.chain.governance_address),
-        ] {
-            if let Some(v) = value
-                && v.parse::<alloy::primitives::Address>().is_err()
-            {
-                return Err(ConfigError::Invalid(format!(
-                    "{key} is not an address: {v}"
-                )));
-            }
         }
         if self.http.max_body_bytes == 0 || self.http.max_connections == 0 {
             return Err(ConfigError::Invalid("http limits must be positive".into()));

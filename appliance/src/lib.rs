@@ -207,15 +207,10 @@ fn start_chain_followers(
     keys: &keys::Keys,
 ) -> Result<Option<chain::Followers>, StartError> {
     let chain = &config.chain;
-    let (Some(rpc_url), Some(address)) = (&chain.rpc_url, &chain.account_config_address) else {
+    let (Some(rpc_url), Some(contract)) = (&chain.rpc_url, chain.account_config_address) else {
         tracing::warn!("no settlement chain configured: management writes wait in the outbox");
         return Ok(None);
     };
-    let contract = address.parse().map_err(|_| {
-        StartError::Chain(format!(
-            "chain.account_config_address {address} is not an address"
-        ))
-    })?;
     let client = chain::ChainClient::new(
         rpc_url,
         chain.chain_id,

@@ -385,40 +385,30 @@ pub fn signal(pid: u32, name: &str) {
     assert!(status.success(), "kill -{name} {pid} failed");
 }
 
-/// Ids of live processes whose command line contains every one of `needles`.
-/// Live (non-zombie) processes whose parent is `parent` and whose command line contains `needle`.
-pub fn children_of(parent: u32, needle: &str) -> Vec<u32> {
-    processes_matching(&[needle])
-        .into_iter()
-        .filter(|pid| {
-            std::fs::read_to_string(format!("/proc/{pid}/stat"))
-                .ok()
-                .and_then(|s| {
-                    s.rsplit(')')
-                        .next()?
-                        .split_whitespace()
-                        .nth(1)?
-                        .parse::<u32>()
-                        .ok()
-                })
-                == Some(parent)
-        })
-        .collect()
+/// The state letter and parent pid of `pid`, from `/proc/PID/stat` (the fields after the
+/// parenthesised command name).
+fn proc_stat(pid: u32) -> Option<(char, u32)> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    let mut fields = stat.rsplit(')').next()?.split_whitespace();
+    let state = fields.next()?.chars().next()?;
+    let parent = fields.next()?.parse().ok()?;
+    Some((state, parent))
 }
 
 /// Whether `pid` is a live (non-zombie) process.
 pub fn alive(pid: u32) -> bool {
-    std::fs::read_to_string(format!("/proc/{pid}/stat"))
-        .map(|s| {
-            !s.rsplit(')')
-                .next()
-                .unwrap_or("")
-                .trim_start()
-                .starts_with('Z')
-        })
-        .unwrap_or(false)
+    proc_stat(pid).is_some_and(|(state, _)| state != 'Z')
 }
 
+/// Live processes whose parent is `parent` and whose command line contains `needle`.
+pub fn children_of(parent: u32, needle: &str) -> Vec<u32> {
+    processes_matching(&[needle])
+        .into_iter()
+        .filter(|pid| proc_stat(*pid).is_some_and(|(_, ppid)| ppid == parent))
+        .collect()
+}
+
+/// Ids of live processes whose command line contains every one of `needles`.
 pub fn processes_matching(needles: &[&str]) -> Vec<u32> {
     let mut out = Vec::new();
     for entry in std::fs::read_dir("/proc").into_iter().flatten().flatten() {
@@ -429,16 +419,7 @@ pub fn processes_matching(needles: &[&str]) -> Vec<u32> {
             continue;
         };
         let cmdline = String::from_utf8_lossy(&raw).replace('\0', " ");
-        let zombie = std::fs::read_to_string(entry.path().join("stat"))
-            .map(|s| {
-                s.rsplit(')')
-                    .next()
-                    .unwrap_or("")
-                    .trim_start()
-                    .starts_with('Z')
-            })
-            .unwrap_or(true);
-        if !zombie && needles.iter().all(|n| cmdline.contains(n)) {
+        if alive(pid) && needles.iter().all(|n| cmdline.contains(n)) {
             out.push(pid);
         }
     }

@@ -36,11 +36,7 @@ pub async fn get_node_chain_config(State(state): State<AppState>) -> Json<NodeCh
         is_evm: true,
         testnet: c.testnet,
         token: c.token.clone(),
-        contract_address: c
-            .account_config_address
-            .as_deref()
-            .and_then(|a| a.parse::<alloy::primitives::Address>().ok())
-            .map(|a| a.to_checksum(None)),
+        contract_address: c.account_config_address.map(|a| a.to_checksum(None)),
     })
 }
 

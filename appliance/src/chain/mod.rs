@@ -66,13 +66,13 @@ pub fn spawn_followers(
     config: &crate::config::ChainConfig,
 ) -> Followers {
     let poll = std::time::Duration::from_millis(config.poll_interval_ms);
-    let relayer = relayer::Relayer {
-        store: store.clone(),
-        client: client.clone(),
+    let relayer = relayer::Relayer::new(
+        store.clone(),
+        client.clone(),
         contract,
-        batch_size: config.batch_size,
+        config.batch_size,
         poll,
-    };
+    );
     let indexer = indexer::Indexer {
         store,
         client,

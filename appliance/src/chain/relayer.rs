@@ -208,14 +208,33 @@ pub fn batch_calldata(entries: &[OutboxEntry]) -> Bytes {
 
 /// The mirror loop's state.
 pub struct Relayer {
-    pub store: Store,
-    pub client: ChainClient,
-    pub contract: Address,
-    pub batch_size: usize,
-    pub poll: Duration,
+    store: Store,
+    client: ChainClient,
+    contract: Address,
+    batch_size: usize,
+    poll: Duration,
+    /// API payer 0's address, once known.
+    from: tokio::sync::OnceCell<Address>,
 }
 
 impl Relayer {
+    pub fn new(
+        store: Store,
+        client: ChainClient,
+        contract: Address,
+        batch_size: usize,
+        poll: Duration,
+    ) -> Self {
+        Self {
+            store,
+            client,
+            contract,
+            batch_size,
+            poll,
+            from: tokio::sync::OnceCell::new(),
+        }
+    }
+
     /// Runs until the task is dropped. Every state change is persisted before its side
     /// effect, so stopping at any point is safe.
     pub async fn run(self) {
@@ -243,6 +262,14 @@ impl Relayer {
         }
     }
 
+    /// The relayer's payer address, asked of keyservice once.
+    async fn payer_address(&self) -> Result<Address, ChainError> {
+        self.from
+            .get_or_try_init(|| self.client.payer_address(Payer::Api(RELAYER_PAYER)))
+            .await
+            .copied()
+    }
+
     fn store_err(err: crate::store::StoreError) -> ChainError {
         ChainError::Unavailable(format!("store: {err}"))
     }
@@ -257,21 +284,16 @@ impl Relayer {
         {
             return self.follow(batch).await;
         }
-        let solo = self
-            .store
-            .outbox_head_is_solo()
-            .await
-            .map_err(Self::store_err)?;
         let mut entries = self
             .store
-            .outbox_pending(if solo { 1 } else { self.batch_size })
+            .outbox_pending(self.batch_size)
             .await
             .map_err(Self::store_err)?;
         if entries.is_empty() {
             return Ok(false);
         }
         let payer = Payer::Api(RELAYER_PAYER);
-        let from = self.client.payer_address(payer).await?;
+        let from = self.payer_address().await?;
         let mut data = batch_calldata(&entries);
         let gas = match self
             .client

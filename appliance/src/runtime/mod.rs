@@ -78,10 +78,12 @@ impl Runtime {
         };
         let limits = JobLimits {
             timeout: Duration::from_millis(config.timeout_ms),
-            max_response_bytes: config.max_response_bytes,
-            max_log_bytes: config.max_log_bytes,
-            max_fetches: config.max_fetches,
             queue_timeout: Duration::from_secs(10),
+            worker: action_runtime::protocol::JobLimits {
+                max_response_bytes: config.max_response_bytes,
+                max_log_bytes: config.max_log_bytes,
+                max_fetches: config.max_fetches,
+            },
         };
         let fetcher = Fetcher::new(FetchLimits {
             timeout: Duration::from_millis(config.fetch_timeout_ms),

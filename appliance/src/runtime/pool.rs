@@ -35,15 +35,15 @@ pub struct WorkerSpec {
     pub cwd: PathBuf,
 }
 
-/// Limits sent with every job.
+/// The limits of every job.
 #[derive(Debug, Clone, Copy)]
 pub struct JobLimits {
+    /// Wall-clock deadline, enforced here by killing the worker.
     pub timeout: Duration,
-    pub max_response_bytes: usize,
-    pub max_log_bytes: usize,
-    pub max_fetches: u32,
     /// How long a job may wait for a free worker before the request gets 429.
     pub queue_timeout: Duration,
+    /// Enforced by the worker; sent with each job.
+    pub worker: protocol::JobLimits,
 }
 
 struct Worker {
@@ -121,11 +121,7 @@ impl Pool {
             code: job.code,
             js_params: job.js_params,
             action_cid: job.action_cid,
-            limits: protocol::JobLimits {
-                max_response_bytes: self.limits.max_response_bytes,
-                max_log_bytes: self.limits.max_log_bytes,
-                max_fetches: self.limits.max_fetches,
-            },
+            limits: self.limits.worker,
         }))
         .map_err(|e| RuntimeError::Unavailable(e.to_string()))?;
 

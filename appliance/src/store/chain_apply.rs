@@ -10,6 +10,10 @@ use rusqlite::{OptionalExtension, Transaction, params};
 
 use super::outbox::{MirrorOp, MirrorPermissions, set_cursor};
 use super::{AccountId, Result, Store, WalletIdentity, now_unix};
+use super::{CidHash, WalletRef};
+use crate::authz::{GroupSet, Permissions};
+use crate::secrets::KeyHash;
+use keyservice_api::PkpId;
 
 /// What changed on chain.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -54,36 +58,24 @@ fn unmanaged_account(tx: &Transaction<'_>, hash: &B256) -> Result<Option<Account
     })
 }
 
-fn encode_ids(ids: &[u64]) -> String {
-    let mut ids = ids.to_vec();
-    ids.sort_unstable();
-    ids.dedup();
-    serde_json::to_string(&ids).unwrap_or_else(|_| "[]".into())
-}
-
 fn group_row(id: u64) -> Option<i64> {
     i64::try_from(id).ok()
 }
 
 /// The wallet row of `account` with `pkp_id`, if registered.
 fn wallet_row(tx: &Transaction<'_>, account: AccountId, pkp: &B256) -> Result<Option<i64>> {
-    Ok(tx
-        .prepare_cached("SELECT id FROM wallets WHERE account_id = ?1 AND pkp_id = ?2")?
-        .query_row(params![account.0, pkp.as_slice()], |r| r.get(0))
-        .optional()?)
+    let wallet = WalletRef::Pkp(PkpId(pkp.0));
+    Ok(super::wallets::find(tx, account, &wallet)?.map(|w| w.row))
 }
 
 /// The action row of `account` with `cid_hash`, registering it (CID unknown) if needed.
 fn action_row(tx: &Transaction<'_>, account: AccountId, cid_hash: &B256) -> Result<i64> {
-    let found: Option<i64> = tx
-        .prepare_cached("SELECT id FROM actions WHERE account_id = ?1 AND cid_hash = ?2")?
-        .query_row(params![account.0, cid_hash.as_slice()], |r| r.get(0))
-        .optional()?;
-    if let Some(id) = found {
+    let hash = CidHash(cid_hash.0);
+    if let Some(id) = super::actions::find(tx, account, &hash)? {
         return Ok(id);
     }
-    // The chain carries only the CID's hash; the CID itself is learnt when code with it
-    // is run or hashed here.
+    // The chain carries only the CID's hash; the CID itself is known if another account
+    // registered it, else learnt when code with it is run or hashed here.
     let known_cid: String = tx
         .prepare_cached(
             "SELECT ipfs_cid FROM actions WHERE cid_hash = ?1 AND ipfs_cid != '' LIMIT 1",
@@ -91,13 +83,7 @@ fn action_row(tx: &Transaction<'_>, account: AccountId, cid_hash: &B256) -> Resu
         .query_row([cid_hash.as_slice()], |r| r.get(0))
         .optional()?
         .unwrap_or_default();
-    let now = now_unix();
-    tx.prepare_cached(
-        "INSERT INTO actions (account_id, cid_hash, ipfs_cid, name, description, created_at, updated_at)
-         VALUES (?1, ?2, ?3, '', '', ?4, ?4)",
-    )?
-    .execute(params![account.0, cid_hash.as_slice(), known_cid, now])?;
-    Ok(tx.last_insert_rowid())
+    Ok(super::actions::ensure(tx, account, &known_cid, &hash, "", "")?.0)
 }
 
 fn set_group_members(
@@ -153,59 +139,18 @@ fn set_usage_key(
     description: &str,
     p: &MirrorPermissions,
 ) -> Result<()> {
-    let owner: Option<i64> = tx
-        .prepare_cached("SELECT account_id FROM usage_keys WHERE key_hash = ?1")?
-        .query_row([hash.as_slice()], |r| r.get(0))
-        .optional()?;
-    let now = now_unix();
-    match owner {
-        Some(other) if other != account.0 => {
-            tracing::warn!(usage_key = %hash, "usage key already belongs to another account; ignored");
-        }
-        Some(_) => {
-            tx.execute(
-                "UPDATE usage_keys SET name = ?2, description = ?3, can_create_groups = ?4,
-                    can_delete_groups = ?5, can_create_pkps = ?6, manage_ipfs_ids_in_groups = ?7,
-                    add_pkp_to_groups = ?8, remove_pkp_from_groups = ?9, execute_in_groups = ?10,
-                    updated_at = ?11
-                 WHERE key_hash = ?1",
-                params![
-                    hash.as_slice(),
-                    name,
-                    description,
-                    p.can_create_groups,
-                    p.can_delete_groups,
-                    p.can_create_pkps,
-                    encode_ids(&p.manage_ipfs_ids_in_groups),
-                    encode_ids(&p.add_pkp_to_groups),
-                    encode_ids(&p.remove_pkp_from_groups),
-                    encode_ids(&p.execute_in_groups),
-                    now
-                ],
-            )?;
-        }
-        None => {
-            tx.execute(
-                "INSERT INTO usage_keys (account_id, key_hash, name, description, can_create_groups,
-                    can_delete_groups, can_create_pkps, manage_ipfs_ids_in_groups, add_pkp_to_groups,
-                    remove_pkp_from_groups, execute_in_groups, created_at, updated_at)
-                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?12)",
-                params![
-                    account.0,
-                    hash.as_slice(),
-                    name,
-                    description,
-                    p.can_create_groups,
-                    p.can_delete_groups,
-                    p.can_create_pkps,
-                    encode_ids(&p.manage_ipfs_ids_in_groups),
-                    encode_ids(&p.add_pkp_to_groups),
-                    encode_ids(&p.remove_pkp_from_groups),
-                    encode_ids(&p.execute_in_groups),
-                    now
-                ],
-            )?;
-        }
+    let permissions = Permissions {
+        can_create_groups: p.can_create_groups,
+        can_delete_groups: p.can_delete_groups,
+        can_create_pkps: p.can_create_pkps,
+        manage_ipfs_ids_in_groups: GroupSet::new(p.manage_ipfs_ids_in_groups.clone()),
+        add_pkp_to_groups: GroupSet::new(p.add_pkp_to_groups.clone()),
+        remove_pkp_from_groups: GroupSet::new(p.remove_pkp_from_groups.clone()),
+        execute_in_groups: GroupSet::new(p.execute_in_groups.clone()),
+    };
+    let key = KeyHash(hash.0);
+    if !super::usage_keys::upsert(tx, account, &key, name, description, &permissions)? {
+        tracing::warn!(usage_key = %hash, "usage key already belongs to another account; ignored");
     }
     Ok(())
 }

@@ -157,15 +157,16 @@ fn hashes_json(hashes: &[B256]) -> String {
 }
 
 impl Store {
-    /// Up to `limit` entries waiting to be sent, oldest first. An entry whose JSON cannot
-    /// be read is marked failed (it would block the queue forever) and skipped.
+    /// Up to `limit` entries waiting to be sent, oldest first; when the oldest must go
+    /// alone (its batch reverted before), only that one. An entry whose JSON cannot be
+    /// read is marked failed (it would block the queue forever) and skipped.
     pub async fn outbox_pending(&self, limit: usize) -> Result<Vec<OutboxEntry>> {
-        self.write(move |tx| {
-            let mut out = Vec::new();
-            let mut broken = Vec::new();
-            {
-                let mut stmt = tx.prepare_cached(
-                    "SELECT seq, api_key_hash, format, op FROM chain_outbox
+        let (mut entries, broken) = self
+            .read(move |conn| {
+                let mut out = Vec::new();
+                let mut broken = Vec::new();
+                let mut stmt = conn.prepare_cached(
+                    "SELECT seq, api_key_hash, format, op, solo FROM chain_outbox
                      WHERE state = 'pending' ORDER BY seq LIMIT ?1",
                 )?;
                 let rows = stmt.query_map([limit as i64], |r| {
@@ -174,31 +175,35 @@ impl Store {
                         b256(r.get(1)?)?,
                         r.get::<_, i64>(2)?,
                         r.get::<_, String>(3)?,
+                        r.get::<_, bool>(4)?,
                     ))
                 })?;
                 for row in rows {
-                    let (seq, api_key_hash, format, json) = row?;
+                    let (seq, api_key_hash, format, json, solo) = row?;
                     match (format, serde_json::from_str::<MirrorOp>(&json)) {
-                        (FORMAT, Ok(op)) => out.push(OutboxEntry {
-                            seq,
-                            api_key_hash,
-                            op,
-                        }),
+                        (FORMAT, Ok(op)) => out.push((
+                            OutboxEntry {
+                                seq,
+                                api_key_hash,
+                                op,
+                            },
+                            solo,
+                        )),
                         (_, Err(e)) => broken.push((seq, format!("unreadable entry: {e}"))),
                         (other, _) => broken.push((seq, format!("unknown format {other}"))),
                     }
                 }
-            }
-            for (seq, err) in broken {
-                tracing::error!(seq, error = %err, "outbox entry cannot be mirrored");
-                tx.execute(
-                    "UPDATE chain_outbox SET state = 'failed', error = ?2 WHERE seq = ?1",
-                    params![seq, err],
-                )?;
-            }
-            Ok(out)
-        })
-        .await
+                Ok((out, broken))
+            })
+            .await?;
+        for (seq, err) in broken {
+            tracing::error!(seq, error = %err, "outbox entry cannot be mirrored");
+            self.outbox_fail(seq, err).await?;
+        }
+        if entries.first().is_some_and(|(_, solo)| *solo) {
+            entries.truncate(1);
+        }
+        Ok(entries.into_iter().map(|(entry, _)| entry).collect())
     }
 
     /// Marks one entry as failed for good (the chain refuses it; see the log and `error`).
@@ -336,20 +341,6 @@ impl Store {
                 )?;
             }
             Ok(())
-        })
-        .await
-    }
-
-    /// Whether the oldest pending entry must be sent alone (its batch reverted before).
-    pub async fn outbox_head_is_solo(&self) -> Result<bool> {
-        self.read(|conn| {
-            Ok(conn
-                .prepare_cached(
-                    "SELECT solo FROM chain_outbox WHERE state = 'pending' ORDER BY seq LIMIT 1",
-                )?
-                .query_row([], |r| r.get::<_, bool>(0))
-                .optional()?
-                .unwrap_or(false))
         })
         .await
     }

@@ -72,6 +72,49 @@ fn record_from(row: &Row<'_>) -> rusqlite::Result<UsageKeyRecord> {
     })
 }
 
+/// Creates or fully replaces `account`'s usage key `hash` (the indexer's path, for keys
+/// set on chain); `false` when the hash belongs to another account, which keeps it.
+pub(super) fn upsert(
+    tx: &rusqlite::Transaction<'_>,
+    account: AccountId,
+    hash: &KeyHash,
+    name: &str,
+    description: &str,
+    p: &Permissions,
+) -> Result<bool> {
+    let stored = tx
+        .prepare_cached(
+            "INSERT INTO usage_keys (account_id, key_hash, name, description, can_create_groups,
+                can_delete_groups, can_create_pkps, manage_ipfs_ids_in_groups, add_pkp_to_groups,
+                remove_pkp_from_groups, execute_in_groups, created_at, updated_at)
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?12)
+             ON CONFLICT (key_hash) DO UPDATE SET name = excluded.name,
+                description = excluded.description, can_create_groups = excluded.can_create_groups,
+                can_delete_groups = excluded.can_delete_groups,
+                can_create_pkps = excluded.can_create_pkps,
+                manage_ipfs_ids_in_groups = excluded.manage_ipfs_ids_in_groups,
+                add_pkp_to_groups = excluded.add_pkp_to_groups,
+                remove_pkp_from_groups = excluded.remove_pkp_from_groups,
+                execute_in_groups = excluded.execute_in_groups, updated_at = excluded.updated_at
+             WHERE usage_keys.account_id = excluded.account_id",
+        )?
+        .execute(params![
+            account.0,
+            hash.0.as_slice(),
+            name,
+            description,
+            p.can_create_groups,
+            p.can_delete_groups,
+            p.can_create_pkps,
+            encode_set(&p.manage_ipfs_ids_in_groups),
+            encode_set(&p.add_pkp_to_groups),
+            encode_set(&p.remove_pkp_from_groups),
+            encode_set(&p.execute_in_groups),
+            now_unix()
+        ])?;
+    Ok(stored == 1)
+}
+
 /// The full mirror of a usage key as it now is (the contract replaces it whole).
 fn mirror(tx: &rusqlite::Transaction<'_>, account: AccountId, key: &KeyHash) -> Result<()> {
     let record = tx
@@ -149,18 +192,18 @@ impl Store {
                 ],
             );
             match inserted {
-                Ok(_) => Ok(UsageKeyRecord {
-                    id: UsageKeyId({
-                        let id = tx.last_insert_rowid();
-                        mirror(tx, account, &new.key_hash)?;
-                        id
-                    }),
+                Ok(_) => {
+                    let id = UsageKeyId(tx.last_insert_rowid());
+                    mirror(tx, account, &new.key_hash)?;
+                    Ok(UsageKeyRecord {
+                    id,
                     key_hash: new.key_hash,
                     name: new.name,
                     description: new.description,
                     permissions: new.permissions,
                     created_at: now,
-                }),
+                })
+                }
                 Err(e) if super::accounts::is_unique_violation(&e) => {
                     Err(StoreError::Conflict("a key with this value already exists".into()))
                 }
