@@ -25,10 +25,13 @@ pub struct Config {
     /// Directory for the database and generated TLS material. Created if missing.
     pub data_dir: PathBuf,
     pub tls: TlsConfig,
+    pub acme: AcmeConfig,
+    pub attestation: AttestationConfig,
     pub http: HttpConfig,
     pub keyservice: KeyserviceConfig,
     pub actions: ActionsConfig,
     pub chain: ChainConfig,
+    pub billing: BillingConfig,
     pub log: LogConfig,
 }
 
@@ -38,10 +41,13 @@ impl Default for Config {
             listen: SocketAddr::from(([0, 0, 0, 0], 8443)),
             data_dir: PathBuf::from("/var/lib/appliance"),
             tls: TlsConfig::default(),
+            acme: AcmeConfig::default(),
+            attestation: AttestationConfig::default(),
             http: HttpConfig::default(),
             keyservice: KeyserviceConfig::default(),
             actions: ActionsConfig::default(),
             chain: ChainConfig::default(),
+            billing: BillingConfig::default(),
             log: LogConfig::default(),
         }
     }
@@ -111,6 +117,114 @@ impl Default for TlsConfig {
             cert_file: None,
             key_file: None,
         }
+    }
+}
+
+/// How ACME proves control of the domains.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub enum AcmeChallenge {
+    /// TLS-ALPN-01 (RFC 8737), answered by the HTTPS listener itself (`acme-tls/1`).
+    #[serde(rename = "tls-alpn-01")]
+    TlsAlpn01,
+    /// HTTP-01, answered by a small plain-HTTP listener on `http01_listen`.
+    #[serde(rename = "http-01")]
+    Http01,
+}
+
+/// A certificate from an ACME CA for `domains`, renewed before it expires. Active when
+/// `directory_url` is set; it then replaces `tls.mode` (a self-signed certificate is
+/// served only until the first one is issued).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct AcmeConfig {
+    /// The ACME directory (e.g. `https://acme-v02.api.letsencrypt.org/directory`).
+    pub directory_url: Option<String>,
+    /// DNS names the certificate is for (the first is the evidence's `cert-<domain>.pem`).
+    pub domains: Vec<String>,
+    /// Account contacts, e.g. `mailto:ops@example.com`.
+    pub contact: Vec<String>,
+    pub challenge: AcmeChallenge,
+    /// http-01: where the plain-HTTP challenge listener binds (the CA connects to port 80).
+    pub http01_listen: SocketAddr,
+    /// PEM CA certificates to trust for the directory instead of the public roots
+    /// (a test CA such as Pebble's).
+    pub ca_bundle: Option<PathBuf>,
+    /// Renew when this fraction of the certificate's lifetime has passed.
+    pub renew_at: f64,
+    /// First retry delay after a failure; doubled after each further failure.
+    pub retry_initial_ms: u64,
+    /// Longest retry delay.
+    pub retry_max_ms: u64,
+    /// Time limit of one request to the CA.
+    pub request_timeout_ms: u64,
+    /// Time allowed for the CA to validate the challenges and issue.
+    pub order_timeout_ms: u64,
+}
+
+impl Default for AcmeConfig {
+    fn default() -> Self {
+        Self {
+            directory_url: None,
+            domains: Vec::new(),
+            contact: Vec::new(),
+            challenge: AcmeChallenge::TlsAlpn01,
+            http01_listen: SocketAddr::from(([0, 0, 0, 0], 80)),
+            ca_bundle: None,
+            renew_at: 2.0 / 3.0,
+            retry_initial_ms: 5_000,
+            retry_max_ms: 3_600_000,
+            request_timeout_ms: 30_000,
+            order_timeout_ms: 120_000,
+        }
+    }
+}
+
+/// Where quotes and the deployment's identity come from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum QuoteProviderKind {
+    /// The dstack guest agent on `dstack_socket`.
+    Dstack,
+    /// Linux configfs-tsm (`tsm_dir`) with the local compose file.
+    Tsm,
+    /// Simulated TDX quotes from the local compose file: development only, NOT
+    /// confidential (`evidence verify` refuses them without `--allow-simulated`).
+    Simulated,
+}
+
+/// `/attestation`, `/info` and the `/evidences/` files.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct AttestationConfig {
+    pub provider: QuoteProviderKind,
+    /// dstack: the guest agent's socket.
+    pub dstack_socket: PathBuf,
+    /// tsm: the configfs-tsm report directory.
+    pub tsm_dir: PathBuf,
+    /// tsm, simulated: the app-compose.json served by `/info`. Default:
+    /// `keyservice.compose_file`.
+    pub compose_file: Option<PathBuf>,
+    /// tsm, simulated: the app id (40 hex digits). Default: `chain.governance_address`
+    /// when set (so verifiers find the governance contract at 0x‖app_id).
+    pub app_id: Option<String>,
+}
+
+impl Default for AttestationConfig {
+    fn default() -> Self {
+        Self {
+            provider: QuoteProviderKind::Dstack,
+            dstack_socket: PathBuf::from("/var/run/dstack.sock"),
+            tsm_dir: PathBuf::from("/sys/kernel/config/tsm/report"),
+            compose_file: None,
+            app_id: None,
+        }
+    }
+}
+
+impl AcmeConfig {
+    /// True when an ACME directory is configured.
+    pub fn enabled(&self) -> bool {
+        self.directory_url.is_some()
     }
 }
 
@@ -251,6 +365,117 @@ impl Default for ChainConfig {
     }
 }
 
+/// A secret configuration value (the Stripe secret key): never shown by `Debug` (so
+/// never in logs) nor by `appliance print-config`; compared in constant time.
+#[derive(Clone, Serialize, Deserialize)]
+#[serde(transparent)]
+pub struct SecretString(String);
+
+impl SecretString {
+    pub fn new(value: impl Into<String>) -> Self {
+        Self(value.into())
+    }
+
+    /// The value, for the one place that sends it.
+    pub fn expose(&self) -> &str {
+        &self.0
+    }
+}
+
+impl std::fmt::Debug for SecretString {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("SecretString(<redacted>)")
+    }
+}
+
+impl PartialEq for SecretString {
+    fn eq(&self, other: &Self) -> bool {
+        use subtle::ConstantTimeEq as _;
+        self.0.as_bytes().ct_eq(other.0.as_bytes()).into()
+    }
+}
+
+/// Prepaid credit: card payments through Stripe payment intents, charged per billed
+/// call. Enabled when both Stripe keys are set; otherwise (the development default)
+/// nothing is charged and the billing endpoints other than `balance` answer 503.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct BillingConfig {
+    /// Stripe secret key (`sk_…`); never logged or shown.
+    pub stripe_secret_key: Option<SecretString>,
+    /// Stripe publishable key (`pk_…`), given to browsers by `/billing/stripe_config`.
+    pub stripe_publishable_key: Option<String>,
+    /// The Stripe API's base URL (https; http only for a loopback test server such as
+    /// localstripe).
+    pub stripe_api_base: String,
+    /// Time limit of one request to Stripe.
+    pub stripe_timeout_ms: u64,
+    /// Time limit for connecting to Stripe.
+    pub stripe_connect_timeout_ms: u64,
+    /// Retries of a request that failed to connect, timed out or got a 5xx/429 (with
+    /// exponential backoff; POSTs keep their Idempotency-Key).
+    pub stripe_max_retries: u32,
+    /// Credit granted to each new account (a ledger row like any top-up).
+    pub initial_credit_cents: u64,
+    /// Price of each billed management write.
+    pub management_write_cents: u64,
+    /// Price of each started second of an action's run time (at least one second).
+    pub action_second_cents: u64,
+}
+
+impl Default for BillingConfig {
+    fn default() -> Self {
+        Self {
+            stripe_secret_key: None,
+            stripe_publishable_key: None,
+            stripe_api_base: "https://api.stripe.com".into(),
+            stripe_timeout_ms: 10_000,
+            stripe_connect_timeout_ms: 5_000,
+            stripe_max_retries: 2,
+            initial_credit_cents: 0,
+            management_write_cents: 1,
+            action_second_cents: 1,
+        }
+    }
+}
+
+impl BillingConfig {
+    /// Whether billing is on (both Stripe keys configured).
+    pub fn enabled(&self) -> bool {
+        self.stripe_secret_key.is_some() && self.stripe_publishable_key.is_some()
+    }
+
+    fn validate(&self) -> Result<(), ConfigError> {
+        if self.stripe_secret_key.is_some() != self.stripe_publishable_key.is_some() {
+            return Err(ConfigError::Invalid(
+                "billing needs both billing.stripe_secret_key and billing.stripe_publishable_key (or neither, to disable it)".into(),
+            ));
+        }
+        let base = self.stripe_api_base.trim_end_matches('/');
+        let loopback_http = ["http://127.0.0.1:", "http://localhost:", "http://[::1]:"]
+            .iter()
+            .any(|p| base.starts_with(p));
+        if !(base.starts_with("https://") || loopback_http) {
+            return Err(ConfigError::Invalid(
+                "billing.stripe_api_base must be an https URL (http only on a loopback address)"
+                    .into(),
+            ));
+        }
+        if self.stripe_timeout_ms == 0 || self.stripe_connect_timeout_ms == 0 {
+            return Err(ConfigError::Invalid(
+                "billing.stripe_timeout_ms and billing.stripe_connect_timeout_ms must be positive"
+                    .into(),
+            ));
+        }
+        if self.stripe_max_retries > 10 {
+            return Err(ConfigError::Invalid(
+                "billing.stripe_max_retries is at most 10".into(),
+            ));
+        }
+        Ok(())
+    }
+}
+
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum LogFormat {
@@ -302,10 +527,22 @@ impl Config {
             compose_file: Some(compose_file),
             ..KeyserviceConfig::default()
         };
+        // The dev chain (anvil) mines a block per transaction and no others: waiting for
+        // confirmations there would wait for the next write.
+        let chain = ChainConfig {
+            confirmations: 0,
+            ..ChainConfig::default()
+        };
+        let attestation = AttestationConfig {
+            provider: QuoteProviderKind::Simulated,
+            ..AttestationConfig::default()
+        };
         Self {
             listen,
             data_dir,
             keyservice,
+            chain,
+            attestation,
             ..Self::default()
         }
     }
@@ -358,7 +595,17 @@ impl Config {
         Ok(config)
     }
 
+    /// This configuration with its secrets replaced, for `appliance print-config`.
+    pub fn redacted(&self) -> Self {
+        let mut out = self.clone();
+        if out.billing.stripe_secret_key.is_some() {
+            out.billing.stripe_secret_key = Some(SecretString::new("<redacted>"));
+        }
+        out
+    }
+
     fn validate(&self) -> Result<(), ConfigError> {
+        self.billing.validate()?;
         if self.tls.mode == TlsMode::Files
             && (self.tls.cert_file.is_none() || self.tls.key_file.is_none())
         {
@@ -370,6 +617,25 @@ impl Config {
             return Err(ConfigError::Invalid(
                 "tls.hostnames must name at least one host".into(),
             ));
+        }
+        if self.acme.enabled() {
+            if self.acme.domains.is_empty() {
+                return Err(ConfigError::Invalid(
+                    "acme.directory_url needs acme.domains".into(),
+                ));
+            }
+            if !(self.acme.renew_at > 0.0 && self.acme.renew_at < 1.0) {
+                return Err(ConfigError::Invalid(
+                    "acme.renew_at must be between 0 and 1 (exclusive)".into(),
+                ));
+            }
+            if self.acme.retry_initial_ms == 0
+                || self.acme.retry_max_ms < self.acme.retry_initial_ms
+            {
+                return Err(ConfigError::Invalid(
+                    "acme.retry_initial_ms must be positive and at most acme.retry_max_ms".into(),
+                ));
+            }
         }
         if self.keyservice.spawn && self.keyservice.compose_file.is_none() {
             return Err(ConfigError::Invalid(
@@ -499,6 +765,42 @@ mod tests {
         assert!(err.to_string().contains("listn"), "{err}");
         let err = Config::load_with_env(None, env(&[("APPLIANCE_HTTP__", "1")])).unwrap_err();
         assert!(matches!(err, ConfigError::BadEnvKey { .. }));
+    }
+
+    #[test]
+    fn acme_section_from_environment() {
+        let c = Config::load_with_env(
+            None,
+            env(&[
+                (
+                    "APPLIANCE_ACME__DIRECTORY_URL",
+                    "https://127.0.0.1:14000/dir",
+                ),
+                ("APPLIANCE_ACME__DOMAINS", "[\"a.test\"]"),
+                ("APPLIANCE_ACME__CHALLENGE", "http-01"),
+                ("APPLIANCE_ACME__HTTP01_LISTEN", "127.0.0.1:5002"),
+            ]),
+        )
+        .unwrap();
+        assert!(c.acme.enabled());
+        assert_eq!(c.acme.challenge, AcmeChallenge::Http01);
+        assert!((c.acme.renew_at - 2.0 / 3.0).abs() < 1e-12);
+        let err = Config::load_with_env(
+            None,
+            env(&[("APPLIANCE_ACME__DIRECTORY_URL", "https://x/dir")]),
+        )
+        .unwrap_err();
+        assert!(err.to_string().contains("acme.domains"), "{err}");
+        let err = Config::load_with_env(
+            None,
+            env(&[
+                ("APPLIANCE_ACME__DIRECTORY_URL", "https://x/dir"),
+                ("APPLIANCE_ACME__DOMAINS", "[\"a.test\"]"),
+                ("APPLIANCE_ACME__RENEW_AT", "1.5"),
+            ]),
+        )
+        .unwrap_err();
+        assert!(err.to_string().contains("renew_at"), "{err}");
     }
 
     #[test]

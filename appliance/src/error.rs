@@ -140,6 +140,7 @@ impl From<StoreError> for ApiError {
             StoreError::NotFound(what) => Self::NotFound(what),
             StoreError::Conflict(what) => Self::Conflict(what),
             StoreError::Unavailable(what) => Self::Unavailable(what),
+            StoreError::PaymentRequired(what) => Self::PaymentRequired(what),
             other => Self::Internal(other.to_string()),
         }
     }
@@ -165,5 +166,58 @@ impl From<keyservice_api::KeyError> for ApiError {
 impl From<crate::authz::Denied> for ApiError {
     fn from(denied: crate::authz::Denied) -> Self {
         Self::Forbidden(denied.to_string())
+    }
+}
+
+impl From<crate::typed_data::TypedDataError> for ApiError {
+    /// COMPAT.md: every typed-data rejection is 422, except a too-large `typed_data` (413).
+    fn from(err: crate::typed_data::TypedDataError) -> Self {
+        use crate::typed_data::TypedDataError;
+        match err {
+            TypedDataError::TooLarge { .. } => Self::PayloadTooLarge(err.to_string()),
+            other => Self::Unprocessable(other.to_string()),
+        }
+    }
+}
+
+impl From<crate::wallet_auth::WalletAuthError> for ApiError {
+    fn from(err: crate::wallet_auth::WalletAuthError) -> Self {
+        use crate::wallet_auth::WalletAuthError;
+        match err {
+            WalletAuthError::Missing | WalletAuthError::NoAccount(_) => {
+                Self::Unauthorized(err.to_string())
+            }
+            WalletAuthError::Malformed(_) => Self::BadRequest(err.to_string()),
+            WalletAuthError::TooLarge => Self::PayloadTooLarge(err.to_string()),
+            WalletAuthError::Signature(inner) => inner.into(),
+        }
+    }
+}
+
+impl From<crate::billing::BillingError> for ApiError {
+    fn from(err: crate::billing::BillingError) -> Self {
+        use crate::billing::BillingError;
+        use crate::billing::stripe::StripeError;
+        match err {
+            BillingError::Disabled => Self::Unavailable(err.to_string()),
+            BillingError::BelowMinimum
+            | BillingError::AboveMaximum
+            | BillingError::MalformedIntentId => Self::BadRequest(err.to_string()),
+            BillingError::UnknownIntent(_) => Self::NotFound(err.to_string()),
+            BillingError::NotSucceeded { .. } | BillingError::WrongCurrency(_) => {
+                Self::Conflict(err.to_string())
+            }
+            BillingError::InsufficientCredit { .. } => Self::PaymentRequired(err.to_string()),
+            BillingError::Stripe(StripeError::NotFound) => {
+                Self::NotFound("Stripe has no such object".into())
+            }
+            BillingError::Stripe(stripe) => {
+                tracing::warn!(error = %stripe, "Stripe request failed");
+                Self::Unavailable(
+                    "the payment processor (Stripe) is unavailable or refused the request; retry shortly".into(),
+                )
+            }
+            BillingError::Store(store) => store.into(),
+        }
     }
 }

@@ -6,12 +6,17 @@
 //! (the keyservice connection, and its child process in dev), `wallet` (the account
 //! wallet's path), `error` (the one mapping of errors to HTTP).
 
+pub mod acme;
 pub mod api;
+pub mod attest;
 pub mod authz;
+pub mod billing;
 pub mod chain;
 pub mod cid;
 pub mod config;
+pub mod deploy;
 pub mod error;
+pub mod guard;
 pub mod http;
 pub mod keys;
 pub mod openapi;
@@ -21,7 +26,9 @@ pub mod server;
 pub mod store;
 pub mod supervisor;
 pub mod tls;
+pub mod typed_data;
 pub mod wallet;
+pub mod wallet_auth;
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -60,6 +67,12 @@ pub enum StartError {
     Chain(String),
     #[error("cannot start the action runtime: {0}")]
     Runtime(String),
+    #[error("billing: {0}")]
+    Billing(String),
+    #[error(transparent)]
+    Acme(#[from] acme::AcmeError),
+    #[error(transparent)]
+    Attest(#[from] attest::AttestError),
     #[error("cannot listen on {addr}: {source}")]
     Bind {
         addr: SocketAddr,
@@ -76,11 +89,17 @@ pub struct Running {
     pub self_signed_pem: Option<PathBuf>,
     /// Swaps the served certificate at run time.
     pub certs: Arc<tls::CertResolver>,
+    /// The ACME task (stopped on drop), when an ACME directory is configured.
+    pub acme: Option<acme::AcmeService>,
+    /// Rebuilds the evidence files when the served certificate changes.
+    evidence_task: JoinHandle<()>,
     stop: oneshot::Sender<()>,
     task: JoinHandle<()>,
     supervisor: Option<supervisor::Supervisor>,
     /// The chain relayer and indexer (stopped on drop).
     _followers: Option<chain::Followers>,
+    /// `appliance dev`'s local chain (anvil).
+    dev_chain: Option<chain::dev::DevChain>,
 }
 
 impl Running {
@@ -104,6 +123,11 @@ impl Running {
     pub async fn shutdown(self) {
         let _ = self.stop.send(());
         let _ = self.task.await;
+        self.evidence_task.abort();
+        drop(self._followers);
+        if let Some(dev_chain) = self.dev_chain {
+            dev_chain.shutdown().await;
+        }
         if let Some(supervisor) = self.supervisor {
             supervisor.shutdown().await;
         }
@@ -117,12 +141,31 @@ impl Running {
 
 /// Opens the store, sets up TLS, binds, and starts serving.
 pub async fn start(config: Config) -> Result<Running, StartError> {
+    start_with(config, None).await
+}
+
+/// As [`start`], for `appliance dev`: with `dev_anvil`, also runs that anvil as a
+/// supervised local chain, deploys the contracts to it (once) and mirrors there
+/// (see [`chain::dev`]).
+pub async fn start_dev(config: Config, dev_anvil: Option<PathBuf>) -> Result<Running, StartError> {
+    start_with(config, dev_anvil).await
+}
+
+async fn start_with(mut config: Config, dev_anvil: Option<PathBuf>) -> Result<Running, StartError> {
     std::fs::create_dir_all(&config.data_dir).map_err(|source| StartError::DataDir {
         path: config.data_dir.clone(),
         source,
     })?;
     let store = Store::open(&config.data_dir.join("state.db"))?;
     let (keys, supervisor) = start_keyservice(&config).await?;
+    let dev_chain = match dev_anvil {
+        Some(anvil) => Some(
+            chain::dev::start(&mut config.chain, &config.data_dir, &keys, anvil)
+                .await
+                .map_err(|e| StartError::Chain(e.to_string()))?,
+        ),
+        None => None,
+    };
     let worker_cwd = config.data_dir.join("worker-cwd");
     std::fs::create_dir_all(&worker_cwd).map_err(|source| StartError::DataDir {
         path: worker_cwd.clone(),
@@ -168,13 +211,36 @@ pub async fn start(config: Config) -> Result<Running, StartError> {
         source,
     })?;
 
+    let acme = start_acme(&config, &keys, &certs).await?;
+    let attestation = attest::Attestation::from_config(&config)?;
+    let evidence_task = attestation.follow(match &acme {
+        Some(acme) => acme.handle.subscribe(),
+        None => {
+            // A self-signed or file certificate: evidence for it, built once.
+            let chain_pem = self_signed_pem
+                .as_ref()
+                .or(config.tls.cert_file.as_ref())
+                .and_then(|path| std::fs::read_to_string(path).ok())
+                .unwrap_or_default();
+            let cert = acme::IssuedCert {
+                domains: config.tls.hostnames.clone(),
+                chain_pem,
+                account_uri: String::new(),
+            };
+            tokio::sync::watch::channel(Some(Arc::new(cert))).1
+        }
+    });
     let followers = start_chain_followers(&config, &store, &keys)?;
     let limits = config.http.clone();
+    let billing = Arc::new(billing::Billing::new(&config.billing).map_err(StartError::Billing)?);
     let state = http::AppState {
         store,
         keys,
         runtime,
+        billing,
         config: Arc::new(config),
+        acme: acme.as_ref().map(|a| a.handle.clone()),
+        attestation,
     };
     let app = http::app(state);
     let (stop, stopped) = oneshot::channel::<()>();
@@ -192,11 +258,45 @@ pub async fn start(config: Config) -> Result<Running, StartError> {
         local_addr,
         self_signed_pem,
         certs,
+        acme,
+        evidence_task,
         stop,
         task,
         supervisor,
         _followers: followers,
+        dev_chain,
     })
+}
+
+/// Starts the ACME task (and the HTTP-01 listener) when a directory is configured; the
+/// certificate set up above is served until the first issuance.
+async fn start_acme(
+    config: &Config,
+    keys: &keys::Keys,
+    certs: &Arc<tls::CertResolver>,
+) -> Result<Option<acme::AcmeService>, StartError> {
+    if !config.acme.enabled() {
+        return Ok(None);
+    }
+    let http01 = match config.acme.challenge {
+        config::AcmeChallenge::Http01 => {
+            let addr = config.acme.http01_listen;
+            Some(
+                TcpListener::bind(addr)
+                    .await
+                    .map_err(|source| StartError::Bind { addr, source })?,
+            )
+        }
+        config::AcmeChallenge::TlsAlpn01 => None,
+    };
+    let service = acme::AcmeService::start(
+        config.acme.clone(),
+        &config.data_dir,
+        keys.clone(),
+        Arc::clone(certs),
+        http01,
+    )?;
+    Ok(Some(service))
 }
 
 /// Starts the chain relayer and indexer when a chain and the `AccountConfig` contract are
@@ -229,7 +329,7 @@ fn start_chain_followers(
 /// Connects to keyservice, first starting it as a supervised child if so configured.
 /// A keyservice that runs on its own may come up after the appliance: until then, key
 /// operations answer 503.
-async fn start_keyservice(
+pub(crate) async fn start_keyservice(
     config: &Config,
 ) -> Result<(keys::Keys, Option<supervisor::Supervisor>), StartError> {
     let ks = &config.keyservice;

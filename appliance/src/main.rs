@@ -32,7 +32,8 @@ enum Command {
         #[arg(long, default_value = ".appliance-dev")]
         data_dir: PathBuf,
         /// The compose file whose hash seals the dev keyservice's root. Default:
-        /// DATA_DIR/app-compose.json (a placeholder is written if it does not exist).
+        /// DATA_DIR/app-compose.json (if missing, the committed compose template is rendered
+        /// there with the placeholder dev image; see docs/operators.md).
         #[arg(long)]
         compose_file: Option<PathBuf>,
     },
@@ -46,6 +47,42 @@ enum Command {
     PrintConfig {
         #[arg(long)]
         config: Option<PathBuf>,
+    },
+    /// Deploy AccountConfig and AppGovernance to a chain, make the API payers
+    /// AccountConfig payers, and write the addresses (with rpc_url, chain_id and
+    /// deploy_block) into the [chain] table of the configuration file, keeping the rest of
+    /// it. Signed by keyservice's admin payer (reached through keyservice.socket), or by
+    /// the key in the environment variable DEPLOYER_PRIVATE_KEY if set; the signer owns
+    /// both contracts unless the --*-owner options hand them on.
+    Deploy {
+        /// The chain's JSON-RPC URL.
+        #[arg(long)]
+        rpc: String,
+        /// The configuration file to update (created if missing).
+        #[arg(long, default_value = "/etc/appliance/appliance.toml")]
+        config: PathBuf,
+        /// The chain id the endpoint must report. Default: chain.chain_id of the file.
+        #[arg(long)]
+        chain_id: Option<u64>,
+        /// Deploy new contracts even if the file already names some.
+        #[arg(long)]
+        force: bool,
+        /// Transfer AccountConfig's ownership to this address after authorizing the payers.
+        #[arg(long)]
+        account_config_owner: Option<alloy::primitives::Address>,
+        /// Transfer AppGovernance's ownership to this address (e.g. a multisig).
+        #[arg(long)]
+        governance_owner: Option<alloy::primitives::Address>,
+        /// Seconds to wait for each transaction to be mined.
+        #[arg(long, default_value_t = 300)]
+        receipt_timeout_secs: u64,
+    },
+    /// Internal (appliance dev): run a helper program and stop it when this process's
+    /// parent exits.
+    #[command(hide = true)]
+    ChildGuard {
+        #[arg(required = true, trailing_var_arg = true, allow_hyphen_values = true)]
+        command: Vec<std::ffi::OsString>,
     },
 }
 
@@ -89,7 +126,18 @@ async fn run(config: Config, dev: bool) -> ExitCode {
             "DEVELOPMENT MODE: self-signed TLS, simulated platform; nothing here is confidential"
         );
     }
-    let mut running = match appliance::start(config).await {
+    let started = if dev {
+        let anvil = if config.chain.rpc_url.is_some() {
+            tracing::info!("chain.rpc_url is set: no local chain");
+            None
+        } else {
+            appliance::chain::dev::resolve_anvil(config.chain.dev_anvil.as_deref())
+        };
+        appliance::start_dev(config, anvil).await
+    } else {
+        appliance::start(config).await
+    };
+    let mut running = match started {
         Ok(running) => running,
         Err(err) => {
             tracing::error!(error = %err, "cannot start");
@@ -120,9 +168,84 @@ async fn run(config: Config, dev: bool) -> ExitCode {
     ExitCode::SUCCESS
 }
 
+async fn deploy(args: appliance::deploy::DeployArgs) -> ExitCode {
+    init_logging(&Config::default());
+    match appliance::deploy::run(&args).await {
+        Ok(d) => {
+            let mut out = std::io::stdout().lock();
+            let _ = writeln!(
+                out,
+                "AccountConfig {} (block {}), owner {}",
+                d.account_config, d.deploy_block, d.account_config_owner
+            );
+            let _ = writeln!(
+                out,
+                "AppGovernance {}, owner {}",
+                d.governance, d.governance_owner
+            );
+            let _ = writeln!(out, "written to {}", args.config_path.display());
+            ExitCode::SUCCESS
+        }
+        Err(err) => {
+            let _ = writeln!(std::io::stderr(), "appliance deploy: {err}");
+            match err {
+                appliance::deploy::DeployCmdError::Config(_) => ExitCode::from(2),
+                _ => ExitCode::FAILURE,
+            }
+        }
+    }
+}
+
+fn block_on<F: std::future::Future<Output = ExitCode>>(future: F) -> ExitCode {
+    match tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(rt) => rt.block_on(future),
+        Err(err) => {
+            let _ = writeln!(
+                std::io::stderr(),
+                "appliance: cannot start the async runtime: {err}"
+            );
+            ExitCode::FAILURE
+        }
+    }
+}
+
 fn main() -> ExitCode {
     let cli = Cli::parse();
     let (config, dev) = match cli.command {
+        Command::ChildGuard { mut command } => {
+            let program = command.remove(0);
+            return block_on(async move {
+                match appliance::guard::run(program, command).await {
+                    Ok(code) => ExitCode::from(u8::try_from(code).unwrap_or(1)),
+                    Err(err) => {
+                        let _ = writeln!(std::io::stderr(), "appliance child-guard: {err}");
+                        ExitCode::FAILURE
+                    }
+                }
+            });
+        }
+        Command::Deploy {
+            rpc,
+            config,
+            chain_id,
+            force,
+            account_config_owner,
+            governance_owner,
+            receipt_timeout_secs,
+        } => {
+            return block_on(deploy(appliance::deploy::DeployArgs {
+                rpc_url: rpc,
+                config_path: config,
+                chain_id,
+                force,
+                account_config_owner,
+                governance_owner,
+                receipt_timeout: std::time::Duration::from_secs(receipt_timeout_secs),
+            }));
+        }
         Command::Dev {
             listen,
             data_dir,
@@ -145,7 +268,9 @@ fn main() -> ExitCode {
             }
         },
         Command::PrintConfig { config } => {
-            return match Config::load(config.as_deref()).map(|c| toml::to_string_pretty(&c)) {
+            return match Config::load(config.as_deref())
+                .map(|c| toml::to_string_pretty(&c.redacted()))
+            {
                 Ok(Ok(text)) => {
                     let _ = write!(std::io::stdout(), "{text}");
                     ExitCode::SUCCESS

@@ -20,7 +20,10 @@ Every response carries `X-Request-Id`; a client's non-empty `X-Correlation-Id` i
         (name = "groups", description = "Groups binding wallets and actions"),
         (name = "actions", description = "Actions registered by IPFS CID"),
         (name = "execution", description = "Running actions"),
+        (name = "billing", description = "Prepaid credit: Stripe payments, balance and prices"),
+        (name = "wallet signatures", description = "EIP-712 wallet signatures: minting for wallet owners, conversion to ChainSecured"),
         (name = "system", description = "Health and version"),
+        (name = "attestation", description = "Quotes, deployment identity and the evidence binding the TLS certificate to them (no auth)"),
     )
 )]
 pub struct ApiDoc;
@@ -42,6 +45,13 @@ impl Modify for SecuritySchemes {
         components.add_security_scheme(
             "api_key",
             SecurityScheme::ApiKey(ApiKey::Header(ApiKeyValue::new("X-Api-Key"))),
+        );
+        components.add_security_scheme(
+            "wallet_auth",
+            SecurityScheme::ApiKey(ApiKey::Header(ApiKeyValue::with_description(
+                "X-Wallet-Auth",
+                "ChainSecured accounts: standard base64 of {\"typed_data\",\"signature\"}, a BillingAuth EIP-712 signature by the admin wallet",
+            ))),
         );
     }
 }

@@ -79,6 +79,13 @@ pub async fn serve(
                     return;
                 }
             };
+            if stream.get_ref().1.alpn_protocol() == Some(crate::tls::ACME_TLS_ALPN) {
+                // An ACME TLS-ALPN-01 validation: the handshake was the answer (RFC 8737).
+                tracing::debug!(%peer, "answered an ACME TLS-ALPN-01 validation handshake");
+                let mut stream = stream;
+                let _ = tokio::io::AsyncWriteExt::shutdown(&mut stream).await;
+                return;
+            }
             let conn = builder.serve_connection_with_upgrades(TokioIo::new(stream), service);
             if let Err(err) = watcher.watch(conn).await {
                 tracing::debug!(%peer, error = %err, "connection ended with an error");

@@ -140,9 +140,11 @@ where
     }
 }
 
-/// Writes a placeholder compose file for development if none exists, so a fresh
-/// `appliance dev` has something to seal to. Real deployments measure the rendered
-/// dstack `app-compose.json`.
+/// Writes the development compose if none exists, so a fresh `appliance dev` seals to
+/// the real compose: the committed template (`compose/docker-compose.yml`) rendered by
+/// `compose_pin::render_dev` into `app-compose.json`, with the documented placeholder
+/// image `compose_pin::DEV_IMAGE` (development runs binaries, not an image). An existing
+/// file is kept: the dev keyservice's root is sealed to its hash.
 pub fn ensure_dev_compose(path: &Path) -> std::io::Result<()> {
     if path.exists() {
         return Ok(());
@@ -150,10 +152,6 @@ pub fn ensure_dev_compose(path: &Path) -> std::io::Result<()> {
     if let Some(dir) = path.parent() {
         std::fs::create_dir_all(dir)?;
     }
-    let placeholder = concat!(
-        "{\"manifest_version\":2,\"name\":\"appliance-dev\",",
-        "\"runner\":\"docker-compose\",",
-        "\"docker_compose_file\":\"# development placeholder: not a measured deployment\\n\"}"
-    );
-    std::fs::write(path, placeholder)
+    let rendered = compose_pin::render_dev().map_err(std::io::Error::other)?;
+    std::fs::write(path, rendered.bytes())
 }

@@ -9,7 +9,7 @@ use keyservice::ops::{KeyOps, MAX_API_PAYERS};
 use keyservice::platform::Platform;
 use keyservice::platform::dev::DevPlatform;
 use keyservice::platform::dstack::{DEFAULT_AGENT_SOCKET, DstackPlatform};
-use keyservice::policy::AllowListFile;
+use keyservice::policy::{AllowListFile, ComposeHashPolicy, GovernanceContract};
 use keyservice::root::{self, SEALED_FILE_NAME};
 use keyservice::sealing::SealedRoot;
 use keyservice::server::{self, ServerConfig};
@@ -89,6 +89,10 @@ struct RunArgs {
     /// killed without a chance to stop its child).
     #[arg(long, env = "KEYSERVICE_EXIT_WITH_PARENT")]
     exit_with_parent: bool,
+    /// Create the socket 0660 instead of 0600, so members of the keyservice's group (the
+    /// appliance container's user, via its supplementary group) can connect.
+    #[arg(long, env = "KEYSERVICE_SOCKET_GROUP_ACCESS")]
+    socket_group_access: bool,
     #[command(flatten)]
     platform: PlatformArgs,
 }
@@ -99,8 +103,18 @@ struct ResealArgs {
     #[arg(long)]
     to: ComposeHash,
     /// File of allowed compose hashes, one hex hash per line.
-    #[arg(long)]
-    allow_list: PathBuf,
+    #[arg(
+        long,
+        required_unless_present = "governance",
+        conflicts_with = "governance"
+    )]
+    allow_list: Option<PathBuf>,
+    /// The AppGovernance contract whose `allowedComposeHashes` decides (with --rpc).
+    #[arg(long, requires = "rpc")]
+    governance: Option<String>,
+    /// JSON-RPC URL of the chain the governance contract is on.
+    #[arg(long, requires = "governance")]
+    rpc: Option<String>,
     /// Directory of the sealed root.
     #[arg(long, env = "KEYSERVICE_STATE_DIR")]
     state_dir: PathBuf,
@@ -189,7 +203,12 @@ fn run(args: RunArgs) -> Result<(), String> {
         .build()
         .map_err(|e| format!("cannot start the runtime: {e}"))?;
     runtime.block_on(async move {
-        let listener = server::bind(&args.socket)
+        let mode = if args.socket_group_access {
+            0o660
+        } else {
+            0o600
+        };
+        let listener = server::bind_with_mode(&args.socket, mode)
             .map_err(|e| format!("cannot bind {}: {e}", args.socket.display()))?;
         tracing::info!(
             socket = %args.socket.display(),
@@ -263,7 +282,19 @@ async fn shutdown_signal() {
 
 fn reseal(args: ResealArgs) -> Result<(), String> {
     let platform = build_platform(&args.platform, Some(&args.state_dir))?;
-    let policy = AllowListFile::load(&args.allow_list).map_err(|e| e.to_string())?;
+    let policy: Box<dyn ComposeHashPolicy> = match (&args.allow_list, &args.governance, &args.rpc) {
+        (Some(file), None, None) => {
+            let list = AllowListFile::load(file).map_err(|e| e.to_string())?;
+            Box::new(list)
+        }
+        (None, Some(address), Some(rpc)) => {
+            let contract = GovernanceContract::new(address, rpc).map_err(|e| e.to_string())?;
+            Box::new(contract)
+        }
+        _ => {
+            return Err("give either --allow-list FILE or --governance ADDRESS --rpc URL".into());
+        }
+    };
     let source = match &args.sealed_file {
         Some(p) => p.clone(),
         None => {
@@ -285,8 +316,14 @@ fn reseal(args: ResealArgs) -> Result<(), String> {
         .output
         .clone()
         .unwrap_or_else(|| root::sealed_file_for(&args.state_dir, &args.to));
-    root::reseal(platform.as_ref(), &source, &args.to, &policy, &output)
-        .map_err(|e| e.to_string())?;
+    root::reseal(
+        platform.as_ref(),
+        &source,
+        &args.to,
+        policy.as_ref(),
+        &output,
+    )
+    .map_err(|e| e.to_string())?;
     print_line(&format!(
         "resealed {} -> {} for compose hash {}",
         source.display(),

@@ -1,7 +1,7 @@
 //! Which compose hashes the root may be resealed to.
 //!
-//! Today: an allow-list file. Later: the app-governance contract's
-//! `allowedComposeHashes(bytes32)` behind the same trait.
+//! An allow-list file ([`AllowListFile`]), or the app-governance contract's
+//! `allowedComposeHashes(bytes32)` read over JSON-RPC ([`GovernanceContract`]).
 
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
@@ -85,6 +85,76 @@ impl ComposeHashPolicy for AllowListFile {
 
     fn is_allowed(&self, compose_hash: &ComposeHash) -> Result<bool, PolicyError> {
         Ok(self.hashes.contains(compose_hash))
+    }
+}
+
+/// The `AppGovernance` contract at `address` on the chain behind `rpc_url`: a hash is
+/// allowed when `allowedComposeHashes(hash)` returns true. No code at the address, or an
+/// unreachable node, is an error (and so a refusal).
+#[derive(Debug, Clone)]
+pub struct GovernanceContract {
+    address: alloy::primitives::Address,
+    rpc_url: String,
+    timeout: std::time::Duration,
+}
+
+impl GovernanceContract {
+    /// `address` as `0x` + 40 hex; `rpc_url` an http(s) JSON-RPC endpoint.
+    pub fn new(address: &str, rpc_url: &str) -> Result<Self, PolicyError> {
+        let address = address
+            .trim()
+            .parse()
+            .map_err(|_| PolicyError::Check(format!("{address:?} is not a contract address")))?;
+        rpc_url
+            .parse::<alloy::transports::http::reqwest::Url>()
+            .map_err(|e| PolicyError::Check(format!("bad RPC URL: {e}")))?;
+        Ok(Self {
+            address,
+            rpc_url: rpc_url.to_owned(),
+            timeout: std::time::Duration::from_secs(30),
+        })
+    }
+
+    async fn query(&self, hash: &ComposeHash) -> Result<bool, PolicyError> {
+        use alloy::providers::{Provider, ProviderBuilder};
+        let url = self
+            .rpc_url
+            .parse()
+            .map_err(|e| PolicyError::Check(format!("bad RPC URL: {e}")))?;
+        let provider = ProviderBuilder::new().connect_http(url);
+        let code = provider
+            .get_code_at(self.address)
+            .await
+            .map_err(|e| PolicyError::Check(format!("reading the governance contract: {e}")))?;
+        if code.is_empty() {
+            return Err(PolicyError::Check(format!(
+                "no contract at {} on this chain",
+                self.address
+            )));
+        }
+        chain_contracts::IAppGovernance::new(self.address, provider)
+            .allowedComposeHashes(alloy::primitives::B256::from(hash.0))
+            .call()
+            .await
+            .map_err(|e| PolicyError::Check(format!("allowedComposeHashes: {e}")))
+    }
+}
+
+impl ComposeHashPolicy for GovernanceContract {
+    fn describe(&self) -> String {
+        format!("governance contract {}", self.address)
+    }
+
+    fn is_allowed(&self, compose_hash: &ComposeHash) -> Result<bool, PolicyError> {
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .map_err(|e| PolicyError::Check(format!("cannot start a runtime: {e}")))?;
+        runtime.block_on(async {
+            tokio::time::timeout(self.timeout, self.query(compose_hash))
+                .await
+                .map_err(|_| PolicyError::Check("the RPC node did not answer in time".into()))?
+        })
     }
 }
 

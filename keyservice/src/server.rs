@@ -58,13 +58,26 @@ impl Default for ServerConfig {
     }
 }
 
-/// Binds the socket at `path` with mode 0600.
+/// Binds the socket at `path` with mode 0600 (same user only).
+pub fn bind(path: &Path) -> io::Result<UnixListener> {
+    bind_with_mode(path, 0o600)
+}
+
+/// Binds the socket at `path` with `mode`: 0600, or 0660 when another user of the
+/// keyservice's group must connect (two containers under two users sharing the socket
+/// volume). Any other bit is refused.
 ///
 /// A stale socket file (nobody accepting) is removed; a live one (another keyservice) or a
 /// non-socket file at `path` is an error. The socket is bound inside a fresh 0700
 /// directory, chmod'ed, then renamed into place, so it is never reachable with looser
 /// permissions.
-pub fn bind(path: &Path) -> io::Result<UnixListener> {
+pub fn bind_with_mode(path: &Path, mode: u32) -> io::Result<UnixListener> {
+    if mode & !0o660 != 0 {
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidInput,
+            format!("socket mode {mode:o} would open the socket beyond user and group"),
+        ));
+    }
     match fs::symlink_metadata(path) {
         Ok(meta) if meta.file_type().is_socket() => {
             if std::os::unix::net::UnixStream::connect(path).is_ok() {
@@ -99,7 +112,7 @@ pub fn bind(path: &Path) -> io::Result<UnixListener> {
     let tmp = private.join("s");
     let result = (|| {
         let listener = UnixListener::bind(&tmp)?;
-        fs::set_permissions(&tmp, fs::Permissions::from_mode(0o600))?;
+        fs::set_permissions(&tmp, fs::Permissions::from_mode(mode))?;
         fs::rename(&tmp, path)?;
         Ok(listener)
     })();

@@ -4,6 +4,8 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+pub mod pebble;
+
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
@@ -79,6 +81,12 @@ pub enum Launch {
     DevWith { env: Vec<(String, String)> },
     /// `appliance serve` configured by environment variables (`APPLIANCE_*`).
     Serve { env: Vec<(String, String)> },
+    /// `appliance serve --config FILE` (listen address and data dir still from the
+    /// environment, plus `APPLIANCE_*` overrides).
+    ServeConfig {
+        config: PathBuf,
+        env: Vec<(String, String)>,
+    },
 }
 
 /// A running appliance, killed when dropped.
@@ -207,18 +215,30 @@ impl Appliance {
                 cmd.env_remove(key);
             }
         }
+        // Dev appliances run without their local chain (anvil) unless a test asks for it
+        // with APPLIANCE_CHAIN__DEV_ANVIL (tests/deploy.rs).
         match launch {
             Launch::Dev => {
                 cmd.args(["dev", "--listen", "127.0.0.1:0", "--data-dir"])
-                    .arg(data_dir);
+                    .arg(data_dir)
+                    .env("APPLIANCE_CHAIN__DEV_ANVIL", "");
             }
             Launch::DevWith { env } => {
                 cmd.args(["dev", "--listen", "127.0.0.1:0", "--data-dir"])
                     .arg(data_dir)
+                    .env("APPLIANCE_CHAIN__DEV_ANVIL", "")
                     .envs(env);
             }
             Launch::Serve { env } => {
                 cmd.arg("serve")
+                    .env("APPLIANCE_LISTEN", "127.0.0.1:0")
+                    .env("APPLIANCE_DATA_DIR", data_dir)
+                    .envs(env);
+            }
+            Launch::ServeConfig { config, env } => {
+                cmd.arg("serve")
+                    .arg("--config")
+                    .arg(config)
                     .env("APPLIANCE_LISTEN", "127.0.0.1:0")
                     .env("APPLIANCE_DATA_DIR", data_dir)
                     .envs(env);

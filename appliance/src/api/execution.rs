@@ -1,5 +1,7 @@
 //! Running actions: `POST /lit_action`, and the limits in force.
 
+use std::time::Duration;
+
 use axum::Json;
 use axum::extract::State;
 use serde::{Deserialize, Serialize};
@@ -65,6 +67,7 @@ pub struct LitActionResponse {
     responses(
         (status = 200, description = "The action ran (check has_error)", body = LitActionResponse),
         (status = 404, description = "Unknown ipfs_id", body = ErrorBody),
+        (status = 402, description = "Insufficient credit to run for one second; nothing ran", body = ErrorBody),
         (status = 429, description = "Every worker is busy and the queue is full", body = ErrorBody),
         BodyErrors,
         AuthErrors,
@@ -113,6 +116,19 @@ pub async fn lit_action(
         }
     };
 
+    // Billing: reserve the seconds the account can pay for (402 if not even one) and
+    // cap the run by them. Everything above was authorization and validation, never
+    // charged.
+    let ticket = state
+        .billing
+        .start_action(
+            &state.store,
+            auth.account,
+            Duration::from_millis(limits.timeout_ms),
+        )
+        .await?;
+    let credit_limit = ticket.as_ref().and_then(|t| t.deadline());
+
     let mut host = HostContext::new(
         state.store.clone(),
         state.keys.clone(),
@@ -127,11 +143,28 @@ pub async fn lit_action(
         action_cid,
         js_params,
     };
-    let outcome = state.runtime.execute(job, &mut host).await?;
+    let timed = state
+        .runtime
+        .execute_within(job, &mut host, credit_limit)
+        .await?;
     if let Some(message) = host.denied {
+        // Refused by authorization: not charged (the ticket's reservation is released).
         return Err(ApiError::Forbidden(format!(
             "the action was refused a wallet: {message}"
         )));
+    }
+    let mut outcome = timed.outcome;
+    if let Some(ticket) = ticket {
+        let paid_seconds = ticket.seconds();
+        let charged = ticket.charge(&state.store, timed.run_time).await?;
+        if timed.deadline_hit && credit_limit.is_some() {
+            outcome.error = Some(action_runtime::protocol::ActionError {
+                kind: ErrorKind::Limit,
+                message: format!(
+                    "the action was stopped after {paid_seconds} s because the account's credit ran out ({charged} cent(s) charged); add credit to run longer"
+                ),
+            });
+        }
     }
     let has_error = outcome.error.is_some();
     Ok(Json(LitActionResponse {

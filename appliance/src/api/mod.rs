@@ -5,9 +5,12 @@
 
 pub mod accounts;
 pub mod actions;
+pub mod attestation;
+pub mod billing;
 pub mod chain;
 pub mod execution;
 pub mod groups;
+pub mod signatures;
 pub mod system;
 pub mod usage_keys;
 pub mod wallets;

@@ -16,6 +16,11 @@ pub struct Health {
     pub status: &'static str,
     /// Each dependency and its state.
     pub checks: HealthChecks,
+    /// The ACME certificate's life cycle, when ACME is configured. Its failures are
+    /// retried with backoff and do not make the service unhealthy (the current
+    /// certificate is still served).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub acme: Option<crate::acme::AcmeHealth>,
 }
 
 #[derive(Debug, Serialize, ToSchema)]
@@ -24,6 +29,9 @@ pub struct HealthChecks {
     pub store: &'static str,
     #[schema(example = "ok")]
     pub keyservice: &'static str,
+    /// `disabled` (no ACME directory), `pending`, `ok`, `renewing` or `failed`.
+    #[schema(example = "ok")]
+    pub acme: &'static str,
 }
 
 /// Liveness and dependency health: 200 when every dependency answers, 503 otherwise.
@@ -53,9 +61,15 @@ pub async fn health(State(state): State<AppState>) -> Response {
         }
     };
     let healthy = store == "ok" && keyservice == "ok";
+    let acme = state.acme.as_ref().map(crate::acme::AcmeHandle::health);
     let body = Health {
         status: if healthy { "ok" } else { "degraded" },
-        checks: HealthChecks { store, keyservice },
+        checks: HealthChecks {
+            store,
+            keyservice,
+            acme: acme.as_ref().map_or("disabled", |a| a.state),
+        },
+        acme,
     };
     let status = if healthy {
         StatusCode::OK

@@ -22,8 +22,12 @@ use super::{ChainClient, ChainError};
 use crate::store::outbox::{MirrorOp, MirrorPermissions};
 use crate::store::{ChainChange, ChainEvent, Store, WalletIdentity};
 
-/// The cursor's name in the store.
-pub const CURSOR: &str = "account_config";
+/// The cursor's name in the store, per contract: a contract deployed anew (a dev chain
+/// that lost its state, a redeployment) is read from its own deploy block, never from a
+/// cursor left by another contract. Applying an event twice is harmless.
+pub fn cursor_name(contract: Address) -> String {
+    format!("account_config:{contract:#x}")
+}
 /// Most blocks read per `eth_getLogs`.
 const MAX_RANGE: u64 = 2000;
 const MAX_BACKOFF: Duration = Duration::from_secs(30);
@@ -74,7 +78,7 @@ impl Indexer {
             |e: crate::store::StoreError| ChainError::Unavailable(format!("store: {e}"));
         let from = self
             .store
-            .chain_cursor(CURSOR)
+            .chain_cursor(cursor_name(self.contract))
             .await
             .map_err(store_err)?
             .unwrap_or(self.deploy_block);
@@ -104,7 +108,7 @@ impl Indexer {
         }
         let applied = events.len();
         self.store
-            .apply_chain_events(events, CURSOR, to + 1)
+            .apply_chain_events(events, cursor_name(self.contract), to + 1)
             .await
             .map_err(store_err)?;
         if applied > 0 {

@@ -6,6 +6,8 @@
 //! relayer and the indexer run in the background and catch up after outages.
 
 pub mod client;
+pub mod deploy;
+pub mod dev;
 pub mod indexer;
 pub mod relayer;
 

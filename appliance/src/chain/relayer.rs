@@ -190,6 +190,11 @@ pub fn calldata(api_key_hash: &B256, op: &MirrorOp) -> Bytes {
             description,
         }
         .abi_encode(),
+        MirrorOp::ConvertAccount { new_admin } => C::convertToChainSecuredAccountCall {
+            apiKeyHash: account,
+            newAdminWalletAddress: new_admin,
+        }
+        .abi_encode(),
     };
     Bytes::from(bytes)
 }

@@ -240,7 +240,12 @@ impl FromRequestParts<AppState> for Auth {
         state: &AppState,
     ) -> Result<Self, Self::Rejection> {
         let hash = presented_key(&parts.headers)?;
-        match state.store.resolve_key(hash).await? {
+        let resolved = state.store.resolve_key(hash).await?;
+        if let Some(key) = &resolved {
+            // A billed write charges the account that authenticated it.
+            crate::store::note_account(key.account());
+        }
+        match resolved {
             Some(ResolvedKey::Account(account)) => Ok(Auth {
                 account,
                 credential: Credential::AccountKey,
@@ -253,7 +258,14 @@ impl FromRequestParts<AppState> for Auth {
                 account,
                 credential: Credential::UsageKey(permissions),
             }),
-            None => Err(ApiError::Unauthorized("unknown or revoked API key".into())),
+            None => match state.store.master_key_account(hash).await? {
+                // The former account key of an account converted to ChainSecured.
+                Some(former) if !former.managed => Err(ApiError::Forbidden(format!(
+                    "this account is ChainSecured: it is administered on-chain by its wallet {}, and its former account key can no longer be used",
+                    former.admin_wallet_address.unwrap_or_default()
+                ))),
+                _ => Err(ApiError::Unauthorized("unknown or revoked API key".into())),
+            },
         }
     }
 }

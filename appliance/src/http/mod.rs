@@ -16,7 +16,9 @@ use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 use utoipa_swagger_ui::SwaggerUi;
 
-use crate::api::{accounts, actions, chain, execution, groups, system, usage_keys, wallets};
+use crate::api::{
+    accounts, actions, billing, chain, execution, groups, signatures, system, usage_keys, wallets,
+};
 use crate::config::Config;
 use crate::error::ApiError;
 use crate::keys::Keys;
@@ -33,7 +35,13 @@ pub struct AppState {
     pub store: Store,
     pub keys: Keys,
     pub runtime: Runtime,
+    /// Prices, Stripe and the credit reserved by running actions.
+    pub billing: Arc<crate::billing::Billing>,
     pub config: Arc<Config>,
+    /// The ACME task's status and trigger, when ACME is configured.
+    pub acme: Option<crate::acme::AcmeHandle>,
+    /// The quote provider and the current evidence files.
+    pub attestation: crate::attest::Attestation,
 }
 
 /// The `/core/v1` routes with their descriptions.
@@ -70,15 +78,29 @@ fn api_routes() -> OpenApiRouter<AppState> {
         .routes(routes!(chain::get_node_chain_config))
         .routes(routes!(chain::get_api_payers))
         .routes(routes!(chain::get_admin_api_payer))
+        .routes(routes!(billing::stripe_config))
+        .routes(routes!(billing::balance))
+        .routes(routes!(billing::create_payment_intent))
+        .routes(routes!(billing::confirm_payment))
+        .routes(routes!(billing::prices))
+        .routes(routes!(signatures::create_wallet_with_signature))
+        .routes(routes!(signatures::add_usage_api_key_with_signature))
+        .routes(routes!(signatures::convert_to_chain_secured_account))
 }
 
 /// Every documented route, and the OpenAPI document describing them.
 pub fn routes() -> (Router<AppState>, utoipa::openapi::OpenApi) {
-    OpenApiRouter::with_openapi(ApiDoc::openapi())
+    let (router, mut openapi) = OpenApiRouter::with_openapi(ApiDoc::openapi())
         .nest(API_PREFIX, api_routes())
         .routes(routes!(system::health))
         .routes(routes!(system::version))
-        .split_for_parts()
+        .routes(routes!(crate::api::attestation::attestation))
+        .routes(routes!(crate::api::attestation::info))
+        .routes(routes!(crate::api::attestation::evidences_index))
+        .routes(routes!(crate::api::attestation::evidence_file))
+        .split_for_parts();
+    crate::billing::document_charges(&mut openapi);
+    (router, openapi)
 }
 
 /// The complete service: routes, OpenAPI + Swagger UI, fallbacks and middleware.
@@ -92,6 +114,10 @@ pub fn app(state: AppState) -> Router {
         .method_not_allowed_fallback(|| async {
             ApiError::MethodNotAllowed("this path does not accept that method".into())
         })
+        .layer(axum::middleware::from_fn_with_state(
+            state.clone(),
+            crate::billing::charge_scope,
+        ))
         .layer(CatchPanicLayer::custom(middleware::panic_response))
         .layer(axum::middleware::from_fn(middleware::normalize_errors))
         .layer(axum::middleware::from_fn_with_state(

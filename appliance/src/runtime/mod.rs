@@ -29,6 +29,15 @@ pub struct Job {
 /// worker it killed (timeout) or lost (memory).
 pub type Outcome = action_runtime::protocol::JobDone;
 
+/// An outcome with the job's run time (queueing for a worker excluded).
+#[derive(Debug)]
+pub struct Timed {
+    pub outcome: Outcome,
+    pub run_time: Duration,
+    /// The wall-clock limit stopped it.
+    pub deadline_hit: bool,
+}
+
 #[derive(Debug, thiserror::Error)]
 pub enum RuntimeError {
     #[error("every action worker is busy; retry shortly")]
@@ -116,6 +125,17 @@ impl Runtime {
     /// Runs `job`, answering its host calls with `host`.
     pub async fn execute(&self, job: Job, host: &mut HostContext) -> Result<Outcome, RuntimeError> {
         self.pool.run(job, host).await
+    }
+
+    /// Runs `job` under a wall-clock limit lowered to `limit` (when shorter than
+    /// `actions.timeout_ms`), and reports how long it ran.
+    pub async fn execute_within(
+        &self,
+        job: Job,
+        host: &mut HostContext,
+        limit: Option<Duration>,
+    ) -> Result<Timed, RuntimeError> {
+        self.pool.run_within(job, host, limit).await
     }
 
     /// Fetches `cid` from the configured IPFS gateway, accepting the content only if it

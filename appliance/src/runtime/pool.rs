@@ -9,7 +9,7 @@
 use std::path::PathBuf;
 use std::process::Stdio;
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use action_runtime::protocol::{
     self, ActionError, ErrorKind, FromWorker, HEADER_LEN, HostReply, JobDone, ReplyOutcome, RunJob,
@@ -21,7 +21,7 @@ use tokio::process::{Child, ChildStdin, ChildStdout, Command};
 use tokio::sync::Semaphore;
 
 use super::host::HostContext;
-use super::{Job, Outcome, RuntimeError};
+use super::{Job, Outcome, RuntimeError, Timed};
 
 /// Time a worker gets to start and say `ready`.
 const READY_TIMEOUT: Duration = Duration::from_secs(10);
@@ -109,6 +109,19 @@ impl Pool {
         job: Job,
         host: &mut HostContext,
     ) -> Result<Outcome, RuntimeError> {
+        self.run_within(job, host, None).await.map(|t| t.outcome)
+    }
+
+    /// As `run`, with the wall-clock limit lowered to `limit` (if that is shorter than
+    /// the configured one), and reporting the job's run time (from handing it to the
+    /// worker to its end; time queued for a worker is not included).
+    pub async fn run_within(
+        self: &Arc<Self>,
+        job: Job,
+        host: &mut HostContext,
+        limit: Option<Duration>,
+    ) -> Result<Timed, RuntimeError> {
+        let timeout = limit.map_or(self.limits.timeout, |l| l.min(self.limits.timeout));
         let _slot = tokio::time::timeout(self.limits.queue_timeout, self.slots.acquire())
             .await
             .map_err(|_| RuntimeError::Overloaded)?
@@ -125,28 +138,37 @@ impl Pool {
         }))
         .map_err(|e| RuntimeError::Unavailable(e.to_string()))?;
 
-        let ended =
-            tokio::time::timeout(self.limits.timeout, serve_job(&mut worker, &run, host)).await;
+        let started = Instant::now();
+        let ended = tokio::time::timeout(timeout, serve_job(&mut worker, &run, host)).await;
+        let run_time = started.elapsed();
+        let timed = |outcome, deadline_hit| Timed {
+            outcome,
+            run_time,
+            deadline_hit,
+        };
         match ended {
             Ok(WorkerEnd::Done(outcome)) => {
                 self.park(worker);
-                Ok(outcome)
+                Ok(timed(outcome, false))
             }
             Ok(WorkerEnd::Broken(outcome)) => {
                 let _ = worker.child.start_kill();
                 self.replenish();
-                Ok(outcome)
+                Ok(timed(outcome, false))
             }
             Err(_) => {
                 let _ = worker.child.start_kill();
                 let _ = worker.child.wait().await;
                 self.replenish();
-                Ok(failed(
-                    ErrorKind::Timeout,
-                    format!(
-                        "the action did not finish within {} ms",
-                        self.limits.timeout.as_millis()
+                Ok(timed(
+                    failed(
+                        ErrorKind::Timeout,
+                        format!(
+                            "the action did not finish within {} ms",
+                            timeout.as_millis()
+                        ),
                     ),
+                    true,
                 ))
             }
         }

@@ -82,6 +82,8 @@ impl Store {
             match inserted {
                 Ok(_) => {
                     let account = AccountId(tx.last_insert_rowid());
+                    // A billed new_account grants its starting credit in this transaction.
+                    super::billing::note_account(account);
                     super::wallets::insert(tx, Some(account), &new.wallet, "account wallet", "")?;
                     super::outbox::record(
                         tx,

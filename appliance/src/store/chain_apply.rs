@@ -157,7 +157,9 @@ fn set_usage_key(
 
 fn apply_op(tx: &Transaction<'_>, account: AccountId, op: &MirrorOp) -> Result<()> {
     match op {
-        MirrorOp::NewAccount { .. } | MirrorOp::RegisterWallet { .. } => {}
+        MirrorOp::NewAccount { .. }
+        | MirrorOp::RegisterWallet { .. }
+        | MirrorOp::ConvertAccount { .. } => {}
         MirrorOp::SetUsageApiKey {
             usage_key_hash,
             name,
@@ -367,14 +369,14 @@ impl Store {
     pub async fn apply_chain_events(
         &self,
         events: Vec<ChainEvent>,
-        cursor: &'static str,
+        cursor: String,
         next_block: u64,
     ) -> Result<()> {
         self.write(move |tx| {
             for event in &events {
                 apply(tx, event)?;
             }
-            set_cursor(tx, cursor, next_block)
+            set_cursor(tx, &cursor, next_block)
         })
         .await
     }
@@ -586,13 +588,16 @@ mod tests {
             },
         ];
         store
-            .apply_chain_events(events.clone(), "test", 7)
+            .apply_chain_events(events.clone(), "test".into(), 7)
             .await
             .unwrap();
         // Applying the same range again (a crash before the cursor moved cannot happen,
         // but a replay must be harmless) changes nothing.
-        store.apply_chain_events(events, "test", 7).await.unwrap();
-        assert_eq!(store.chain_cursor("test").await.unwrap(), Some(7));
+        store
+            .apply_chain_events(events, "test".into(), 7)
+            .await
+            .unwrap();
+        assert_eq!(store.chain_cursor("test".into()).await.unwrap(), Some(7));
 
         let Some(ResolvedKey::Usage {
             account,

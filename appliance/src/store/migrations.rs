@@ -186,6 +186,38 @@ INSERT INTO id_sequences (name, next)
 VALUES ('groups', coalesce((SELECT seq FROM sqlite_sequence WHERE name = 'groups'), 0) + 1);
 "#,
     },
+    Migration {
+        version: 5,
+        name: "accepted wallet signatures",
+        sql: r#"
+-- EIP-712 wallet signatures already accepted, by the digest that was signed, kept until
+-- their issuedAt window has passed (then the window alone refuses them): a signature is
+-- accepted once, across restarts.
+CREATE TABLE accepted_signatures (
+    digest      BLOB    PRIMARY KEY CHECK (length(digest) = 32),
+    flow        TEXT    NOT NULL,
+    signer      BLOB    NOT NULL CHECK (length(signer) = 20),
+    expires_at  INTEGER NOT NULL,
+    accepted_at INTEGER NOT NULL
+) WITHOUT ROWID;
+CREATE INDEX accepted_signatures_by_expiry ON accepted_signatures (expires_at);
+"#,
+    },
+    Migration {
+        version: 6,
+        name: "credit ledger",
+        sql: super::billing::MIGRATION_SQL,
+    },
+    Migration {
+        version: 7,
+        name: "ChainSecured accounts by admin wallet",
+        sql: r#"
+-- X-Wallet-Auth resolves a signer to its ChainSecured account on every billing request;
+-- this expression index serves store::signatures' `lower(admin_wallet_address)` lookup.
+CREATE INDEX accounts_by_admin_wallet
+    ON accounts (lower(admin_wallet_address)) WHERE managed = 0;
+"#,
+    },
 ];
 
 pub(super) fn latest_version() -> i64 {

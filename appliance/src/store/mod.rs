@@ -11,11 +11,13 @@
 
 mod accounts;
 mod actions;
+mod billing;
 mod chain_apply;
 mod execution;
 mod groups;
 mod migrations;
 pub mod outbox;
+mod signatures;
 mod usage_keys;
 mod wallets;
 
@@ -26,9 +28,11 @@ use rusqlite::{Connection, OpenFlags, Transaction, TransactionBehavior};
 
 pub use accounts::{AccountId, AccountRecord, NewAccount, ResolvedKey, WalletIdentity};
 pub use actions::{ActionRecord, CidHash};
+pub use billing::{Credited, LedgerEntry, LedgerKind, PendingCharge, PendingKind, note_account};
 pub use chain_apply::{ChainChange, ChainEvent};
 pub use execution::WalletScope;
 pub use groups::{GroupRecord, GroupSpec, Permitted};
+pub use signatures::{ChainSecuredAccount, Conversion, MasterKeyAccount};
 pub use usage_keys::{NewUsageKey, UsageKeyId, UsageKeyRecord};
 pub use wallets::{WalletRecord, WalletRef};
 
@@ -44,6 +48,9 @@ pub enum StoreError {
     /// The write conflicts with existing state.
     #[error("{0}")]
     Conflict(String),
+    /// A billed write found too little credit (nothing was written).
+    #[error("{0}")]
+    PaymentRequired(String),
     /// The database cannot be used right now (disk full, locked too long).
     #[error("the store is unavailable: {0}")]
     Unavailable(String),
@@ -194,22 +201,28 @@ impl Store {
     }
 
     /// Runs `f` in one immediate transaction and commits it durably. If `f` fails,
-    /// nothing it did is kept.
+    /// nothing it did is kept. Inside a billed request, the request's pending charge
+    /// (`billing::PendingCharge`) is applied in the same transaction before the commit.
     pub async fn write<T, F>(&self, f: F) -> Result<T>
     where
         T: Send + 'static,
         F: FnOnce(&Transaction<'_>) -> Result<T> + Send + 'static,
     {
         let inner = Arc::clone(&self.inner);
+        let pending = billing::current();
         tokio::task::spawn_blocking(move || {
-            let mut conn = inner
-                .writer
-                .lock()
-                .map_err(|_| StoreError::Task("the writer lock was poisoned".into()))?;
-            let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
-            let out = f(&tx)?;
-            tx.commit()?;
-            Ok(out)
+            billing::sync_scope(pending.clone(), || {
+                let mut conn = inner
+                    .writer
+                    .lock()
+                    .map_err(|_| StoreError::Task("the writer lock was poisoned".into()))?;
+                let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
+                let out = f(&tx)?;
+                let charged = billing::apply_pending(pending.as_ref(), &tx)?;
+                tx.commit()?;
+                billing::committed(pending.as_ref(), charged);
+                Ok(out)
+            })
         })
         .await
         .map_err(|e| StoreError::Task(e.to_string()))?

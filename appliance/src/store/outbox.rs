@@ -94,6 +94,10 @@ pub enum MirrorOp {
         name: String,
         description: String,
     },
+    /// `convertToChainSecuredAccount`: the account's last mirrored write.
+    ConvertAccount {
+        new_admin: Address,
+    },
 }
 
 /// Queues `op` for `account` if the account is managed (API mode). ChainSecured accounts
@@ -213,7 +217,11 @@ impl Store {
                 "UPDATE chain_outbox SET state = 'failed', error = ?2 WHERE seq = ?1 AND state = 'pending'",
                 params![seq, error],
             )?;
-            Ok(())
+            undo_refused_conversions(
+                tx,
+                "seq = ?1",
+                seq,
+            )
         })
         .await
     }
@@ -339,6 +347,11 @@ impl Store {
                      WHERE batch_id = ?1",
                     params![batch, format!("reverted on chain in {tx_hash}")],
                 )?;
+                undo_refused_conversions(
+                    tx,
+                    "batch_id = ?1",
+                    batch,
+                )?;
             }
             Ok(())
         })
@@ -378,7 +391,7 @@ impl Store {
     }
 
     /// The indexer's position: the next block to read, if it has started.
-    pub async fn chain_cursor(&self, name: &'static str) -> Result<Option<u64>> {
+    pub async fn chain_cursor(&self, name: String) -> Result<Option<u64>> {
         self.read(move |conn| {
             Ok(conn
                 .prepare_cached("SELECT block FROM chain_cursors WHERE name = ?1")?
@@ -388,6 +401,29 @@ impl Store {
         })
         .await
     }
+}
+
+/// A conversion the chain refused for good leaves the account managed, as it still is on
+/// chain: otherwise the API would refuse its master key while the contract refuses its
+/// new admin, and nobody could administer it. `just_failed` selects the entries that
+/// have just been marked failed (`seq = ?1` or `batch_id = ?1`, bound to `id`); only
+/// conversions among them are undone.
+fn undo_refused_conversions(tx: &Transaction<'_>, just_failed: &str, id: i64) -> Result<()> {
+    let sql = format!(
+        "UPDATE accounts SET managed = 1, admin_wallet_address = NULL
+         WHERE managed = 0 AND api_key_hash IN (
+             SELECT api_key_hash FROM chain_outbox
+             WHERE {just_failed} AND state = 'failed'
+               AND json_extract(op, '$.op') = 'convert_account')"
+    );
+    let undone = tx.execute(&sql, [id])?;
+    if undone > 0 {
+        tracing::warn!(
+            accounts = undone,
+            "the chain refused a conversion to ChainSecured; the account stays in API mode"
+        );
+    }
+    Ok(())
 }
 
 pub(super) fn set_cursor(tx: &Transaction<'_>, name: &str, block: u64) -> Result<()> {

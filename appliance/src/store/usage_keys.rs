@@ -148,18 +148,44 @@ fn not_found() -> StoreError {
 }
 
 pub(super) fn resolve(conn: &Connection, hash: &KeyHash) -> Result<Option<ResolvedKey>> {
-    conn.prepare_cached(&format!(
-        "SELECT account_id, {COLUMNS} FROM usage_keys WHERE key_hash = ?1"
-    ))?
-    .query_row([hash.0.as_slice()], |row| {
-        Ok(ResolvedKey::Usage {
-            account: AccountId(row.get(0)?),
-            key_id: UsageKeyId(row.get(1)?),
-            permissions: permissions_from(row, 5)?,
+    let resolved = conn
+        .prepare_cached(&format!(
+            "SELECT account_id, {COLUMNS} FROM usage_keys WHERE key_hash = ?1"
+        ))?
+        .query_row([hash.0.as_slice()], |row| {
+            Ok(ResolvedKey::Usage {
+                account: AccountId(row.get(0)?),
+                key_id: UsageKeyId(row.get(1)?),
+                permissions: permissions_from(row, 5)?,
+            })
         })
-    })
-    .optional()
-    .map_err(Into::into)
+        .optional()?;
+    let Some(ResolvedKey::Usage {
+        account,
+        key_id,
+        permissions,
+    }) = resolved
+    else {
+        return Ok(resolved);
+    };
+    // A ChainSecured account is administered on chain by its wallet only (the contract
+    // refuses the service's writes): its usage keys keep just running actions.
+    let managed: bool = conn
+        .prepare_cached("SELECT managed FROM accounts WHERE id = ?1")?
+        .query_row([account.0], |r| r.get(0))?;
+    let permissions = if managed {
+        permissions
+    } else {
+        Permissions {
+            execute_in_groups: permissions.execute_in_groups,
+            ..Permissions::default()
+        }
+    };
+    Ok(Some(ResolvedKey::Usage {
+        account,
+        key_id,
+        permissions,
+    }))
 }
 
 impl Store {

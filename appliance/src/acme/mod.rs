@@ -1,0 +1,601 @@
+//! ACME: an account and a certificate for the configured domains from any ACME
+//! directory, renewed before expiry and swapped into the TLS resolver without a restart
+//! (open connections keep the certificate they were opened with).
+//!
+//! One task owns the whole life cycle: load the stored certificate (keys unsealed by
+//! keyservice) or issue one; sleep until `renew_at` of its lifetime has passed (or until
+//! a forced renewal: `SIGUSR1`); on failure retry with exponential backoff. Challenges:
+//! TLS-ALPN-01 answered by the HTTPS listener's resolver, or HTTP-01 on a small
+//! plain-HTTP listener. The state is on `/health` (`acme`).
+
+mod http;
+mod sealed;
+
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use instant_acme::{
+    Account, AccountCredentials, AuthorizationStatus, ChallengeType, Identifier, NewAccount,
+    NewOrder, OrderStatus, RetryPolicy,
+};
+use serde::Serialize;
+use tokio::net::TcpListener;
+use tokio::sync::{Notify, watch};
+use tokio::task::JoinHandle;
+use utoipa::ToSchema;
+
+use crate::config::{AcmeChallenge, AcmeConfig};
+use crate::keys::Keys;
+use crate::tls::{self, CertResolver};
+
+use self::http::{AcmeHttp, Http01Tokens};
+use self::sealed::SealedStore;
+
+/// The longest single sleep of the renewal task (it re-checks the clock after it).
+const MAX_SLEEP: Duration = Duration::from_secs(6 * 3600);
+
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum AcmeError {
+    #[error("ACME configuration: {0}")]
+    Config(String),
+    #[error("ACME: {0}")]
+    Protocol(#[from] instant_acme::Error),
+    #[error("ACME order failed: {0}")]
+    Order(String),
+    #[error("keyservice: {0}")]
+    Keyservice(keyservice_api::KeyError),
+    #[error("ACME state: {0}")]
+    Storage(String),
+    #[error("certificate: {0}")]
+    Certificate(String),
+    #[error(transparent)]
+    Tls(#[from] tls::TlsError),
+}
+
+/// The certificate being served, as published to whoever builds evidence from it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct IssuedCert {
+    pub domains: Vec<String>,
+    /// PEM chain, leaf first.
+    pub chain_pem: String,
+    /// The ACME account the certificate was issued to.
+    pub account_uri: String,
+}
+
+/// ACME's state on `/health`.
+#[derive(Debug, Clone, Serialize, ToSchema)]
+pub struct AcmeHealth {
+    /// `pending` (no certificate yet), `ok`, `renewing` or `failed` (retrying with backoff).
+    #[schema(example = "ok")]
+    pub state: &'static str,
+    /// The last failure, kept until an issuance succeeds.
+    pub last_error: Option<String>,
+    /// The ACME account URI.
+    pub account_uri: Option<String>,
+    /// The served certificate's expiry, Unix seconds.
+    pub not_after: Option<i64>,
+    /// When it will be renewed, Unix seconds.
+    pub renew_after: Option<i64>,
+    /// Certificates issued since start.
+    pub issued: u64,
+}
+
+/// A cheap handle on the ACME task: its status, a forced-renewal trigger, and the
+/// certificate it serves.
+#[derive(Clone)]
+pub struct AcmeHandle {
+    status: Arc<Mutex<AcmeHealth>>,
+    trigger: Arc<Notify>,
+    issued: watch::Receiver<Option<Arc<IssuedCert>>>,
+}
+
+impl AcmeHandle {
+    pub fn health(&self) -> AcmeHealth {
+        match self.status.lock() {
+            Ok(s) => s.clone(),
+            Err(poisoned) => poisoned.into_inner().clone(),
+        }
+    }
+
+    /// Renews now, whatever the certificate's age.
+    pub fn renew_now(&self) {
+        self.trigger.notify_one();
+    }
+
+    /// The served ACME certificate, updated at every issuance.
+    pub fn subscribe(&self) -> watch::Receiver<Option<Arc<IssuedCert>>> {
+        self.issued.clone()
+    }
+}
+
+/// The running ACME task (and HTTP-01 listener), stopped when dropped.
+pub struct AcmeService {
+    pub handle: AcmeHandle,
+    tasks: Vec<JoinHandle<()>>,
+}
+
+impl Drop for AcmeService {
+    fn drop(&mut self) {
+        for task in &self.tasks {
+            task.abort();
+        }
+    }
+}
+
+impl AcmeService {
+    /// Starts the ACME task for `config` (which must be enabled). `http01` is the bound
+    /// HTTP-01 listener when that challenge is configured.
+    pub fn start(
+        config: AcmeConfig,
+        data_dir: &std::path::Path,
+        keys: Keys,
+        resolver: Arc<CertResolver>,
+        http01: Option<TcpListener>,
+    ) -> Result<Self, AcmeError> {
+        let Some(directory_url) = config.directory_url.clone() else {
+            return Err(AcmeError::Config("acme.directory_url is not set".into()));
+        };
+        let http = AcmeHttp::new(
+            config.ca_bundle.as_deref(),
+            Duration::from_millis(config.request_timeout_ms),
+        )?;
+        let status = Arc::new(Mutex::new(AcmeHealth {
+            state: "pending",
+            last_error: None,
+            account_uri: None,
+            not_after: None,
+            renew_after: None,
+            issued: 0,
+        }));
+        let trigger = Arc::new(Notify::new());
+        let (publish, issued) = watch::channel(None);
+        let tokens = Http01Tokens::default();
+        let mut tasks = Vec::new();
+        if let Some(listener) = http01 {
+            tasks.push(tokio::spawn(http::serve_http01(listener, tokens.clone())));
+        }
+        let manager = Manager {
+            store: SealedStore::new(data_dir.join("acme"), keys),
+            directory_url,
+            http: Some(http),
+            config,
+            resolver,
+            tokens,
+            status: Arc::clone(&status),
+            publish,
+            account: None,
+            current: None,
+        };
+        tasks.push(tokio::spawn(manager.run(Arc::clone(&trigger))));
+        let handle = AcmeHandle {
+            status,
+            trigger,
+            issued,
+        };
+        #[cfg(unix)]
+        tasks.push(tokio::spawn(renew_on_sigusr1(handle.clone())));
+        Ok(Self { handle, tasks })
+    }
+}
+
+/// `kill -USR1 <pid>` forces a renewal (an operator's trigger).
+#[cfg(unix)]
+async fn renew_on_sigusr1(handle: AcmeHandle) {
+    use tokio::signal::unix::{SignalKind, signal};
+    let Ok(mut usr1) = signal(SignalKind::user_defined1()) else {
+        tracing::warn!("cannot listen for SIGUSR1; forced ACME renewal is unavailable");
+        return;
+    };
+    while usr1.recv().await.is_some() {
+        tracing::info!("SIGUSR1: renewing the ACME certificate now");
+        handle.renew_now();
+    }
+}
+
+/// When to renew the certificate in service.
+struct Current {
+    renew_after: SystemTime,
+}
+
+struct Manager {
+    config: AcmeConfig,
+    directory_url: String,
+    store: SealedStore,
+    /// Taken by the first account creation (the library owns its client).
+    http: Option<AcmeHttp>,
+    resolver: Arc<CertResolver>,
+    tokens: Http01Tokens,
+    status: Arc<Mutex<AcmeHealth>>,
+    publish: watch::Sender<Option<Arc<IssuedCert>>>,
+    account: Option<(Account, String)>,
+    current: Option<Current>,
+}
+
+fn unix(t: SystemTime) -> i64 {
+    match t.duration_since(UNIX_EPOCH) {
+        Ok(d) => i64::try_from(d.as_secs()).unwrap_or(i64::MAX),
+        Err(e) => -i64::try_from(e.duration().as_secs()).unwrap_or(i64::MAX),
+    }
+}
+
+impl Manager {
+    fn set_status(&self, f: impl FnOnce(&mut AcmeHealth)) {
+        match self.status.lock() {
+            Ok(mut s) => f(&mut s),
+            Err(poisoned) => f(&mut poisoned.into_inner()),
+        }
+    }
+
+    async fn run(mut self, trigger: Arc<Notify>) {
+        let mut failures: u32 = 0;
+        let mut force = false;
+        loop {
+            let wait = match self.step(force).await {
+                Ok(renew_after) => {
+                    failures = 0;
+                    self.set_status(|s| {
+                        s.state = "ok";
+                        s.last_error = None;
+                    });
+                    renew_after
+                        .duration_since(SystemTime::now())
+                        .unwrap_or(Duration::ZERO)
+                }
+                Err(err) => {
+                    failures = failures.saturating_add(1);
+                    let delay = backoff(
+                        self.config.retry_initial_ms,
+                        self.config.retry_max_ms,
+                        failures,
+                    );
+                    tracing::warn!(error = %err, retry_in_ms = delay.as_millis() as u64, "ACME failed; retrying");
+                    let message = err.to_string();
+                    self.set_status(|s| {
+                        s.state = "failed";
+                        s.last_error = Some(message);
+                    });
+                    delay
+                }
+            };
+            // A renewal was only forced if it had its turn: a failure keeps `force`.
+            force = force && failures > 0;
+            tokio::select! {
+                () = tokio::time::sleep(wait.min(MAX_SLEEP)) => {}
+                () = trigger.notified() => force = true,
+            }
+        }
+    }
+
+    /// Makes sure a fresh enough certificate is served; returns when to look again.
+    async fn step(&mut self, force: bool) -> Result<SystemTime, AcmeError> {
+        if self.current.is_none() {
+            self.load_stored().await?;
+        }
+        if let Some(current) = &self.current
+            && !force
+            && SystemTime::now() < current.renew_after
+        {
+            return Ok(current.renew_after);
+        }
+        self.set_status(|s| s.state = "renewing");
+        let account = self.account().await?;
+        let (chain_pem, key_der) = match self.issue(&account).await {
+            Ok(issued) => issued,
+            Err(AcmeError::Protocol(instant_acme::Error::Api(problem)))
+                if problem.r#type.as_deref()
+                    == Some("urn:ietf:params:acme:error:accountDoesNotExist") =>
+            {
+                // The CA no longer knows the account (a test CA restarted, or it was
+                // deactivated elsewhere): the next attempt registers a new one.
+                self.account = None;
+                self.store.forget_account()?;
+                return Err(AcmeError::Order(format!(
+                    "the CA does not know the account any more; registering a new one: {problem}"
+                )));
+            }
+            Err(err) => return Err(err),
+        };
+        let renew_after = self.install(&chain_pem, &key_der)?;
+        self.store
+            .save_certificate(&self.config.domains, &chain_pem, &key_der)
+            .await?;
+        self.set_status(|s| s.issued += 1);
+        tracing::info!(domains = ?self.config.domains, "ACME certificate issued and installed");
+        Ok(renew_after)
+    }
+
+    /// Serves the stored certificate, if there is one for these domains that has not
+    /// expired yet.
+    async fn load_stored(&mut self) -> Result<(), AcmeError> {
+        let Some((chain_pem, key_der)) = self.store.load_certificate(&self.config.domains).await?
+        else {
+            return Ok(());
+        };
+        let account_uri = match self.store.load_account(&self.directory_url).await? {
+            Some((uri, _)) => uri,
+            None => return Ok(()),
+        };
+        let (_, not_after) = validity(&chain_pem)?;
+        if not_after <= SystemTime::now() {
+            return Ok(());
+        }
+        self.set_status(|s| s.account_uri = Some(account_uri));
+        self.install(&chain_pem, &key_der)?;
+        tracing::info!("serving the stored ACME certificate");
+        Ok(())
+    }
+
+    /// Swaps `chain_pem` in and publishes it; returns when to renew it.
+    fn install(&mut self, chain_pem: &str, key_der: &[u8]) -> Result<SystemTime, AcmeError> {
+        let certified = tls::from_pem_chain(chain_pem, key_der)?;
+        certified
+            .keys_match()
+            .map_err(|e| AcmeError::Certificate(format!("the key does not match: {e}")))?;
+        let (not_before, not_after) = validity(chain_pem)?;
+        let lifetime = not_after
+            .duration_since(not_before)
+            .map_err(|_| AcmeError::Certificate("notAfter precedes notBefore".into()))?;
+        let renew_after = not_before + lifetime.mul_f64(self.config.renew_at);
+        self.resolver.replace(certified);
+        self.current = Some(Current { renew_after });
+        let account_uri = self.health_account_uri();
+        self.set_status(|s| {
+            s.not_after = Some(unix(not_after));
+            s.renew_after = Some(unix(renew_after));
+        });
+        let _ = self.publish.send(Some(Arc::new(IssuedCert {
+            domains: self.config.domains.clone(),
+            chain_pem: chain_pem.to_owned(),
+            account_uri: account_uri.unwrap_or_default(),
+        })));
+        Ok(renew_after)
+    }
+
+    fn health_account_uri(&self) -> Option<String> {
+        match self.status.lock() {
+            Ok(s) => s.account_uri.clone(),
+            Err(poisoned) => poisoned.into_inner().account_uri.clone(),
+        }
+    }
+
+    /// The ACME account: the stored one, or a new one (stored sealed).
+    async fn account(&mut self) -> Result<Account, AcmeError> {
+        if let Some((account, _)) = &self.account {
+            return Ok(account.clone());
+        }
+        let http = |this: &mut Self| -> Result<Box<AcmeHttp>, AcmeError> {
+            match this.http.take() {
+                Some(http) => Ok(Box::new(http)),
+                None => Ok(Box::new(AcmeHttp::new(
+                    this.config.ca_bundle.as_deref(),
+                    Duration::from_millis(this.config.request_timeout_ms),
+                )?)),
+            }
+        };
+        let (account, uri) = match self.store.load_account(&self.directory_url).await? {
+            Some((uri, credentials)) => {
+                let credentials: AccountCredentials = serde_json::from_slice(&credentials)
+                    .map_err(|e| AcmeError::Storage(format!("account credentials: {e}")))?;
+                let account = Account::builder_with_http(http(self)?)
+                    .from_credentials(credentials)
+                    .await?;
+                (account, uri)
+            }
+            None => {
+                let client = http(self)?;
+                let contact: Vec<&str> = self.config.contact.iter().map(String::as_str).collect();
+                let (account, credentials) = Account::builder_with_http(client)
+                    .create(
+                        &NewAccount {
+                            contact: &contact,
+                            terms_of_service_agreed: true,
+                            only_return_existing: false,
+                        },
+                        self.directory_url.clone(),
+                        None,
+                    )
+                    .await?;
+                let uri = account.id().to_owned();
+                let json = zeroize::Zeroizing::new(
+                    serde_json::to_vec(&credentials)
+                        .map_err(|e| AcmeError::Storage(format!("account credentials: {e}")))?,
+                );
+                self.store
+                    .save_account(&self.directory_url, &uri, &json)
+                    .await?;
+                tracing::info!(account = %uri, "ACME account created");
+                (account, uri)
+            }
+        };
+        self.set_status(|s| s.account_uri = Some(uri.clone()));
+        self.account = Some((account.clone(), uri));
+        Ok(account)
+    }
+
+    /// One order: challenges, finalization with a fresh key, the chain.
+    async fn issue(
+        &mut self,
+        account: &Account,
+    ) -> Result<(String, zeroize::Zeroizing<Vec<u8>>), AcmeError> {
+        let identifiers: Vec<Identifier> = self
+            .config
+            .domains
+            .iter()
+            .map(|d| Identifier::Dns(d.clone()))
+            .collect();
+        let mut order = account.new_order(&NewOrder::new(&identifiers)).await?;
+        let mut pending = PendingChallenges {
+            resolver: Arc::clone(&self.resolver),
+            tokens: self.tokens.clone(),
+            domains: Vec::new(),
+            tokens_set: Vec::new(),
+        };
+        let wanted = match self.config.challenge {
+            AcmeChallenge::TlsAlpn01 => ChallengeType::TlsAlpn01,
+            AcmeChallenge::Http01 => ChallengeType::Http01,
+        };
+        {
+            let mut authorizations = order.authorizations();
+            while let Some(authz) = authorizations.next().await {
+                let mut authz = authz?;
+                match authz.status {
+                    AuthorizationStatus::Pending => {}
+                    AuthorizationStatus::Valid => continue,
+                    other => {
+                        return Err(AcmeError::Order(format!(
+                            "authorization for {} is {other:?}",
+                            authz.identifier()
+                        )));
+                    }
+                }
+                let domain = authz.identifier().to_string();
+                let mut challenge = authz.challenge(wanted.clone()).ok_or_else(|| {
+                    AcmeError::Order(format!(
+                        "the CA offers no {wanted:?} challenge for {domain}"
+                    ))
+                })?;
+                let key_auth = challenge.key_authorization();
+                match self.config.challenge {
+                    AcmeChallenge::TlsAlpn01 => {
+                        let cert = tls::acme_validation_cert(&domain, key_auth.digest().as_ref())?;
+                        self.resolver.set_challenge(&domain, cert);
+                        pending.domains.push(domain);
+                    }
+                    AcmeChallenge::Http01 => {
+                        self.tokens.insert(&challenge.token, key_auth.as_str());
+                        pending.tokens_set.push(challenge.token.clone());
+                    }
+                }
+                challenge.set_ready().await?;
+            }
+        }
+        let timeout = Duration::from_millis(self.config.order_timeout_ms);
+        let status = order
+            .poll_ready(
+                &RetryPolicy::new()
+                    .initial_delay(Duration::from_millis(250))
+                    .backoff(1.5)
+                    .timeout(timeout),
+            )
+            .await?;
+        drop(pending);
+        if status != OrderStatus::Ready {
+            let mut reasons = Vec::new();
+            let mut authorizations = order.authorizations();
+            while let Some(Ok(mut authz)) = authorizations.next().await {
+                if let Ok(state) = authz.refresh().await {
+                    for c in &state.challenges {
+                        if let Some(err) = &c.error {
+                            reasons.push(err.to_string());
+                        }
+                    }
+                }
+            }
+            return Err(AcmeError::Order(format!(
+                "order is {status:?}: {}",
+                if reasons.is_empty() {
+                    "no reason given".to_owned()
+                } else {
+                    reasons.join("; ")
+                }
+            )));
+        }
+
+        let key_pair = rcgen::KeyPair::generate()
+            .map_err(|e| AcmeError::Certificate(format!("key generation: {e}")))?;
+        let mut params = rcgen::CertificateParams::new(self.config.domains.clone())
+            .map_err(|e| AcmeError::Certificate(format!("CSR: {e}")))?;
+        params.distinguished_name = rcgen::DistinguishedName::new();
+        let csr = params
+            .serialize_request(&key_pair)
+            .map_err(|e| AcmeError::Certificate(format!("CSR: {e}")))?;
+        order.finalize_csr(csr.der()).await?;
+        let chain_pem = order
+            .poll_certificate(
+                &RetryPolicy::new()
+                    .initial_delay(Duration::from_millis(250))
+                    .backoff(1.5)
+                    .timeout(timeout),
+            )
+            .await?;
+        Ok((chain_pem, zeroize::Zeroizing::new(key_pair.serialize_der())))
+    }
+}
+
+/// Removes the challenge answers an order set up, however the order ends.
+struct PendingChallenges {
+    resolver: Arc<CertResolver>,
+    tokens: Http01Tokens,
+    domains: Vec<String>,
+    tokens_set: Vec<String>,
+}
+
+impl Drop for PendingChallenges {
+    fn drop(&mut self) {
+        for domain in &self.domains {
+            self.resolver.clear_challenge(domain);
+        }
+        for token in &self.tokens_set {
+            self.tokens.remove(token);
+        }
+    }
+}
+
+/// `initial · 2^(failures-1)`, at most `max`.
+fn backoff(initial_ms: u64, max_ms: u64, failures: u32) -> Duration {
+    let shift = failures.saturating_sub(1).min(32);
+    let ms = initial_ms.saturating_mul(1u64 << shift).min(max_ms);
+    Duration::from_millis(ms)
+}
+
+/// The leaf's notBefore and notAfter.
+fn validity(chain_pem: &str) -> Result<(SystemTime, SystemTime), AcmeError> {
+    use rustls_pki_types::CertificateDer;
+    use rustls_pki_types::pem::PemObject;
+    let leaf = CertificateDer::pem_slice_iter(chain_pem.as_bytes())
+        .next()
+        .ok_or_else(|| AcmeError::Certificate("no certificate in the chain".into()))?
+        .map_err(|e| AcmeError::Certificate(e.to_string()))?;
+    let (_, cert) = x509_parser::parse_x509_certificate(leaf.as_ref())
+        .map_err(|e| AcmeError::Certificate(format!("unparsable leaf: {e}")))?;
+    let at = |t: i64| {
+        u64::try_from(t)
+            .map(|s| UNIX_EPOCH + Duration::from_secs(s))
+            .map_err(|_| AcmeError::Certificate("validity before 1970".into()))
+    };
+    let validity = cert.validity();
+    Ok((
+        at(validity.not_before.timestamp())?,
+        at(validity.not_after.timestamp())?,
+    ))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn backoff_doubles_up_to_the_cap() {
+        assert_eq!(backoff(100, 1000, 1), Duration::from_millis(100));
+        assert_eq!(backoff(100, 1000, 2), Duration::from_millis(200));
+        assert_eq!(backoff(100, 1000, 4), Duration::from_millis(800));
+        assert_eq!(backoff(100, 1000, 5), Duration::from_millis(1000));
+        assert_eq!(backoff(100, 1000, u32::MAX), Duration::from_millis(1000));
+    }
+
+    #[test]
+    fn validity_reads_the_leaf() {
+        let mut params = rcgen::CertificateParams::new(vec!["a.test".to_string()]).unwrap();
+        params.not_before = rcgen::date_time_ymd(2030, 1, 1);
+        params.not_after = rcgen::date_time_ymd(2030, 1, 31);
+        let key = rcgen::KeyPair::generate().unwrap();
+        let pem = params.self_signed(&key).unwrap().pem();
+        let (nb, na) = validity(&pem).unwrap();
+        assert_eq!(
+            na.duration_since(nb).unwrap(),
+            Duration::from_secs(30 * 86400)
+        );
+        assert!(validity("").is_err());
+    }
+}

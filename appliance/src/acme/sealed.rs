@@ -1,0 +1,243 @@
+//! What ACME keeps on disk, in `<data_dir>/acme/`: the account and the current
+//! certificate. Both private keys are stored only sealed by keyservice (AES-256-GCM
+//! under keys derived inside keyservice at dedicated, service-owned derivation paths that
+//! no wallet can have), so the files alone reveal nothing secret.
+//!
+//! Formats (JSON, `"version": 1`):
+//! * `account.json`: `directory_url`, `account_uri`, `sealed_credentials` (base64 of the
+//!   keyservice ciphertext of the ACME library's account credentials, which hold the
+//!   account key).
+//! * `certificate.json`: `domains`, `chain_pem` (leaf first), `sealed_key` (base64 of the
+//!   keyservice ciphertext of the PKCS#8 DER certificate key).
+//!
+//! A file of another version is ignored (and replaced at the next issuance), never
+//! misread.
+
+use std::path::{Path, PathBuf};
+
+use base64::Engine as _;
+use base64::engine::general_purpose::STANDARD as B64;
+use keyservice_api::DerivationPath;
+use serde::{Deserialize, Serialize};
+use sha3::{Digest, Keccak256};
+use zeroize::Zeroizing;
+
+use super::AcmeError;
+use crate::keys::Keys;
+
+const FORMAT_VERSION: u32 = 1;
+
+/// The keyservice key sealing the ACME account credentials.
+pub(super) fn account_seal_path() -> DerivationPath {
+    seal_path(b"appliance/acme/account-key/v1")
+}
+
+/// The keyservice key sealing the certificate's private key.
+pub(super) fn cert_seal_path() -> DerivationPath {
+    seal_path(b"appliance/acme/cert-key/v1")
+}
+
+fn seal_path(domain: &[u8]) -> DerivationPath {
+    DerivationPath(Keccak256::digest(domain).into())
+}
+
+#[derive(Debug, Serialize, Deserialize)]
+pub(super) struct AccountFile {
+    pub version: u32,
+    pub directory_url: String,
+    pub account_uri: String,
+    pub sealed_credentials: String,
+}
+
+#[derive(Debug, Serialize, Deserialize)]
+pub(super) struct CertificateFile {
+    pub version: u32,
+    pub domains: Vec<String>,
+    pub chain_pem: String,
+    pub sealed_key: String,
+}
+
+/// The `acme/` directory and the keyservice handle that seals what goes in it.
+pub(super) struct SealedStore {
+    dir: PathBuf,
+    keys: Keys,
+}
+
+impl SealedStore {
+    pub(super) fn new(dir: PathBuf, keys: Keys) -> Self {
+        Self { dir, keys }
+    }
+
+    async fn seal(&self, path: &DerivationPath, secret: &[u8]) -> Result<String, AcmeError> {
+        let sealed = self
+            .keys
+            .client()
+            .encrypt(path, secret)
+            .await
+            .map_err(AcmeError::Keyservice)?;
+        Ok(B64.encode(sealed))
+    }
+
+    async fn unseal(
+        &self,
+        path: &DerivationPath,
+        sealed: &str,
+    ) -> Result<Zeroizing<Vec<u8>>, AcmeError> {
+        let sealed = B64
+            .decode(sealed)
+            .map_err(|e| AcmeError::Storage(format!("sealed value is not base64: {e}")))?;
+        let plain = self
+            .keys
+            .client()
+            .decrypt(path, &sealed)
+            .await
+            .map_err(AcmeError::Keyservice)?;
+        Ok(Zeroizing::new(plain))
+    }
+
+    /// The stored account for `directory_url`, unsealed (the credentials JSON).
+    pub(super) async fn load_account(
+        &self,
+        directory_url: &str,
+    ) -> Result<Option<(String, Zeroizing<Vec<u8>>)>, AcmeError> {
+        let Some(file) = read_json::<AccountFile>(&self.dir.join("account.json"))? else {
+            return Ok(None);
+        };
+        if file.version != FORMAT_VERSION || file.directory_url != directory_url {
+            return Ok(None);
+        }
+        let credentials = self
+            .unseal(&account_seal_path(), &file.sealed_credentials)
+            .await?;
+        Ok(Some((file.account_uri, credentials)))
+    }
+
+    pub(super) async fn save_account(
+        &self,
+        directory_url: &str,
+        account_uri: &str,
+        credentials_json: &[u8],
+    ) -> Result<(), AcmeError> {
+        let file = AccountFile {
+            version: FORMAT_VERSION,
+            directory_url: directory_url.to_owned(),
+            account_uri: account_uri.to_owned(),
+            sealed_credentials: self.seal(&account_seal_path(), credentials_json).await?,
+        };
+        write_json(&self.dir, "account.json", &file)
+    }
+
+    /// Drops the stored account (the CA no longer knows it).
+    pub(super) fn forget_account(&self) -> Result<(), AcmeError> {
+        match std::fs::remove_file(self.dir.join("account.json")) {
+            Ok(()) => Ok(()),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
+            Err(e) => Err(AcmeError::Storage(format!("account.json: {e}"))),
+        }
+    }
+
+    /// The stored certificate for exactly `domains`: its chain and unsealed key.
+    pub(super) async fn load_certificate(
+        &self,
+        domains: &[String],
+    ) -> Result<Option<(String, Zeroizing<Vec<u8>>)>, AcmeError> {
+        let Some(file) = read_json::<CertificateFile>(&self.dir.join("certificate.json"))? else {
+            return Ok(None);
+        };
+        if file.version != FORMAT_VERSION || file.domains != domains {
+            return Ok(None);
+        }
+        let key = self.unseal(&cert_seal_path(), &file.sealed_key).await?;
+        Ok(Some((file.chain_pem, key)))
+    }
+
+    pub(super) async fn save_certificate(
+        &self,
+        domains: &[String],
+        chain_pem: &str,
+        key_der: &[u8],
+    ) -> Result<(), AcmeError> {
+        let file = CertificateFile {
+            version: FORMAT_VERSION,
+            domains: domains.to_vec(),
+            chain_pem: chain_pem.to_owned(),
+            sealed_key: self.seal(&cert_seal_path(), key_der).await?,
+        };
+        write_json(&self.dir, "certificate.json", &file)
+    }
+}
+
+fn read_json<T: for<'de> Deserialize<'de>>(path: &Path) -> Result<Option<T>, AcmeError> {
+    let text = match std::fs::read(path) {
+        Ok(text) => text,
+        Err(err) if err.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+        Err(err) => return Err(AcmeError::Storage(format!("{}: {err}", path.display()))),
+    };
+    match serde_json::from_slice(&text) {
+        Ok(value) => Ok(Some(value)),
+        Err(err) => {
+            tracing::warn!(path = %path.display(), error = %err, "ignoring an unreadable ACME state file");
+            Ok(None)
+        }
+    }
+}
+
+/// Writes `name` in `dir` atomically: temp file, fsync, rename, fsync the directory.
+fn write_json(dir: &Path, name: &str, value: &impl Serialize) -> Result<(), AcmeError> {
+    use std::io::Write as _;
+    let err =
+        |what: &Path, e: std::io::Error| AcmeError::Storage(format!("{}: {e}", what.display()));
+    std::fs::create_dir_all(dir).map_err(|e| err(dir, e))?;
+    let text = serde_json::to_vec_pretty(value)
+        .map_err(|e| AcmeError::Storage(format!("cannot serialize {name}: {e}")))?;
+    let tmp = dir.join(format!(".{name}.tmp"));
+    let target = dir.join(name);
+    {
+        let mut file = std::fs::File::create(&tmp).map_err(|e| err(&tmp, e))?;
+        file.write_all(&text).map_err(|e| err(&tmp, e))?;
+        file.sync_all().map_err(|e| err(&tmp, e))?;
+    }
+    std::fs::rename(&tmp, &target).map_err(|e| err(&target, e))?;
+    if let Ok(d) = std::fs::File::open(dir) {
+        let _ = d.sync_all();
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn seal_paths_are_distinct_and_stable() {
+        assert_ne!(account_seal_path().0, cert_seal_path().0);
+        assert_eq!(account_seal_path().0, account_seal_path().0);
+    }
+
+    #[test]
+    fn unknown_versions_and_garbage_are_ignored() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(dir.path().join("x.json"), b"not json").unwrap();
+        assert!(
+            read_json::<AccountFile>(&dir.path().join("x.json"))
+                .unwrap()
+                .is_none()
+        );
+        assert!(
+            read_json::<AccountFile>(&dir.path().join("missing.json"))
+                .unwrap()
+                .is_none()
+        );
+        let file = AccountFile {
+            version: 1,
+            directory_url: "u".into(),
+            account_uri: "a".into(),
+            sealed_credentials: "s".into(),
+        };
+        write_json(dir.path(), "a.json", &file).unwrap();
+        let back = read_json::<AccountFile>(&dir.path().join("a.json"))
+            .unwrap()
+            .unwrap();
+        assert_eq!(back.account_uri, "a");
+    }
+}

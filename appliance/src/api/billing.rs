@@ -1,0 +1,274 @@
+//! Billing: the Stripe publishable key, the credit balance, card payments through
+//! payment intents, and the prices in force (see `crate::billing`).
+//!
+//! The caller's account comes from one place, [`BillingCaller`]: an API key of the
+//! account, or for a ChainSecured account an `X-Wallet-Auth` header (a `BillingAuth`
+//! wallet signature by its admin). The ledger is the account's, so an account converted
+//! to ChainSecured keeps its credit.
+
+use axum::Json;
+use axum::extract::{FromRequestParts, State};
+use http::request::Parts;
+use serde::{Deserialize, Serialize};
+use utoipa::ToSchema;
+
+use super::{AuthErrors, BodyErrors, ServerErrors};
+use crate::authz::Credential;
+use crate::billing::{CURRENCY, MIN_PAYMENT_CENTS, display_cents};
+use crate::error::{ApiError, ErrorBody};
+use crate::http::AppState;
+use crate::http::extract::JsonBody;
+use crate::store::AccountId;
+use crate::wallet_auth::ApiKeyOrWallet;
+
+/// Who a billing request is for.
+pub struct BillingCaller {
+    pub account: AccountId,
+    /// The account key, or the admin wallet of a ChainSecured account (not a usage key).
+    pub account_level: bool,
+}
+
+impl BillingCaller {
+    /// Payments need the account itself, not a usage key.
+    fn require_account_level(&self) -> Result<(), ApiError> {
+        if self.account_level {
+            Ok(())
+        } else {
+            Err(ApiError::Forbidden(
+                "payments need the account key (or, for a ChainSecured account, X-Wallet-Auth); a usage key may only read the balance".into(),
+            ))
+        }
+    }
+}
+
+impl FromRequestParts<AppState> for BillingCaller {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(
+        parts: &mut Parts,
+        state: &AppState,
+    ) -> Result<Self, Self::Rejection> {
+        Ok(
+            match ApiKeyOrWallet::from_request_parts(parts, state).await? {
+                ApiKeyOrWallet::ApiKey(auth) => Self {
+                    account: auth.account,
+                    account_level: matches!(auth.credential, Credential::AccountKey),
+                },
+                ApiKeyOrWallet::Wallet(wallet) => Self {
+                    account: wallet.account,
+                    account_level: true,
+                },
+            },
+        )
+    }
+}
+
+#[derive(Debug, Serialize, Deserialize, ToSchema)]
+pub struct StripeConfigResponse {
+    /// Stripe's publishable key, for Stripe.js in the browser.
+    #[schema(example = "pk_live_…")]
+    pub publishable_key: String,
+}
+
+/// The payment processor's publishable key (no authentication).
+#[utoipa::path(
+    get,
+    path = "/billing/stripe_config",
+    tag = "billing",
+    responses(
+        (status = 200, description = "Stripe's publishable key", body = StripeConfigResponse),
+        (status = 503, description = "Billing is disabled (no Stripe keys configured)", body = ErrorBody),
+    )
+)]
+pub async fn stripe_config(
+    State(state): State<AppState>,
+) -> Result<Json<StripeConfigResponse>, ApiError> {
+    Ok(Json(StripeConfigResponse {
+        publishable_key: state.billing.publishable_key()?.to_owned(),
+    }))
+}
+
+#[derive(Debug, Serialize, Deserialize, ToSchema)]
+pub struct BalanceResponse {
+    /// Available credit in US cents (never negative).
+    #[schema(example = 500)]
+    pub balance_cents: u64,
+    #[schema(example = "$5.00")]
+    pub balance_display: String,
+}
+
+/// The account's credit balance (any key of the account, or `X-Wallet-Auth` for a
+/// ChainSecured account). Answers also when billing is disabled.
+#[utoipa::path(
+    get,
+    path = "/billing/balance",
+    tag = "billing",
+    security(("bearer" = []), ("api_key" = []), ("wallet_auth" = [])),
+    responses(
+        (status = 200, description = "The balance", body = BalanceResponse),
+        (status = 400, description = "Malformed X-Wallet-Auth", body = ErrorBody),
+        (status = 422, description = "X-Wallet-Auth signature refused", body = ErrorBody),
+        AuthErrors,
+        ServerErrors,
+    )
+)]
+pub async fn balance(
+    State(state): State<AppState>,
+    caller: BillingCaller,
+) -> Result<Json<BalanceResponse>, ApiError> {
+    let cents = state.store.balance(caller.account).await?;
+    Ok(Json(BalanceResponse {
+        balance_cents: cents,
+        balance_display: display_cents(cents),
+    }))
+}
+
+#[derive(Debug, Deserialize, ToSchema)]
+pub struct CreatePaymentIntentRequest {
+    /// US cents, an integer of at least 500.
+    #[schema(minimum = 500, example = 500)]
+    pub amount_cents: u64,
+}
+
+#[derive(Debug, Serialize, Deserialize, ToSchema)]
+pub struct CreatePaymentIntentResponse {
+    /// For Stripe.js (`stripe.confirmCardPayment(client_secret, …)`).
+    pub client_secret: String,
+    /// Give it to `confirm_payment` once the card payment succeeded.
+    #[schema(example = "pi_3MtwBwLkdIwHu7ix28a3tqPa")]
+    pub payment_intent_id: String,
+}
+
+/// Creates a Stripe payment intent for the account (account key, or `X-Wallet-Auth`).
+#[utoipa::path(
+    post,
+    path = "/billing/create_payment_intent",
+    tag = "billing",
+    security(("bearer" = []), ("api_key" = []), ("wallet_auth" = [])),
+    request_body = CreatePaymentIntentRequest,
+    responses(
+        (status = 200, description = "The payment intent", body = CreatePaymentIntentResponse),
+        (status = 422, description = "X-Wallet-Auth signature refused", body = ErrorBody),
+        BodyErrors,
+        AuthErrors,
+        (status = 500, description = "A bug; details are logged under the request id", body = ErrorBody),
+        (status = 503, description = "Billing is disabled, or Stripe is unavailable", body = ErrorBody),
+    )
+)]
+pub async fn create_payment_intent(
+    State(state): State<AppState>,
+    caller: BillingCaller,
+    JsonBody(req): JsonBody<CreatePaymentIntentRequest>,
+) -> Result<Json<CreatePaymentIntentResponse>, ApiError> {
+    caller.require_account_level()?;
+    let account = state.store.account(caller.account).await?;
+    let intent = state
+        .billing
+        .create_payment_intent(account.api_key_hash, req.amount_cents)
+        .await?;
+    Ok(Json(CreatePaymentIntentResponse {
+        client_secret: intent.client_secret,
+        payment_intent_id: intent.id,
+    }))
+}
+
+#[derive(Debug, Deserialize, ToSchema)]
+pub struct ConfirmPaymentRequest {
+    #[schema(example = "pi_3MtwBwLkdIwHu7ix28a3tqPa")]
+    pub payment_intent_id: String,
+}
+
+#[derive(Debug, Serialize, Deserialize, ToSchema)]
+pub struct ConfirmPaymentResponse {
+    pub success: bool,
+    /// The balance after crediting, in US cents.
+    pub balance_cents: u64,
+    /// What this call credited: the payment's amount, or 0 if it was credited before.
+    pub credited_cents: u64,
+}
+
+/// Verifies with Stripe that the payment intent succeeded and belongs to this account,
+/// and credits it: exactly once per intent, however often this is called.
+#[utoipa::path(
+    post,
+    path = "/billing/confirm_payment",
+    tag = "billing",
+    security(("bearer" = []), ("api_key" = []), ("wallet_auth" = [])),
+    request_body = ConfirmPaymentRequest,
+    responses(
+        (status = 200, description = "Credited (now or before)", body = ConfirmPaymentResponse),
+        (status = 404, description = "No such payment intent for this account", body = ErrorBody),
+        (status = 409, description = "The payment has not succeeded (yet)", body = ErrorBody),
+        (status = 422, description = "X-Wallet-Auth signature refused", body = ErrorBody),
+        BodyErrors,
+        AuthErrors,
+        (status = 500, description = "A bug; details are logged under the request id", body = ErrorBody),
+        (status = 503, description = "Billing is disabled, or Stripe is unavailable", body = ErrorBody),
+    )
+)]
+pub async fn confirm_payment(
+    State(state): State<AppState>,
+    caller: BillingCaller,
+    JsonBody(req): JsonBody<ConfirmPaymentRequest>,
+) -> Result<Json<ConfirmPaymentResponse>, ApiError> {
+    caller.require_account_level()?;
+    let account = state.store.account(caller.account).await?;
+    let confirmed = state
+        .billing
+        .confirm_payment(
+            &state.store,
+            caller.account,
+            account.api_key_hash,
+            req.payment_intent_id.trim(),
+        )
+        .await?;
+    Ok(Json(ConfirmPaymentResponse {
+        success: true,
+        balance_cents: confirmed.balance_cents,
+        credited_cents: confirmed.credited_cents,
+    }))
+}
+
+#[derive(Debug, Serialize, Deserialize, ToSchema)]
+pub struct PricesResponse {
+    /// Whether calls are charged (false: billing disabled, everything is free).
+    pub billing_enabled: bool,
+    #[schema(example = "usd")]
+    pub currency: String,
+    /// Each billed management write (creating, changing or removing usage keys, wallets,
+    /// groups, actions and their memberships).
+    #[schema(example = 1)]
+    pub management_write_cents: u64,
+    /// Each started second of an action's run time; at least one second per execution.
+    #[schema(example = 1)]
+    pub action_second_cents: u64,
+    /// Reads and failed (unauthenticated, forbidden, invalid) calls.
+    #[schema(example = 0)]
+    pub read_cents: u64,
+    /// The smallest payment intent.
+    #[schema(example = 500)]
+    pub minimum_payment_cents: u64,
+    /// Credit each new account starts with.
+    #[schema(example = 0)]
+    pub initial_credit_cents: u64,
+}
+
+/// The prices in force, in US cents (no authentication).
+#[utoipa::path(
+    get,
+    path = "/billing/prices",
+    tag = "billing",
+    responses((status = 200, description = "The prices in force", body = PricesResponse))
+)]
+pub async fn prices(State(state): State<AppState>) -> Json<PricesResponse> {
+    let p = state.billing.prices();
+    Json(PricesResponse {
+        billing_enabled: state.billing.enabled(),
+        currency: CURRENCY.to_owned(),
+        management_write_cents: p.management_write_cents,
+        action_second_cents: p.action_second_cents,
+        read_cents: 0,
+        minimum_payment_cents: MIN_PAYMENT_CENTS,
+        initial_credit_cents: p.initial_credit_cents,
+    })
+}

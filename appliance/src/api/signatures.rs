@@ -1,0 +1,279 @@
+//! The wallet-signature endpoints (EIP-712, `crate::typed_data`): minting a wallet or a
+//! usage key for a wallet owner, and converting an API-mode account to ChainSecured.
+//!
+//! Every signature is checked against every rule, and accepted once (the store remembers
+//! it until its window has passed). Minted wallets and keys belong to no account until
+//! their owner registers them on chain (`registerWalletDerivation`, `setUsageApiKey`) and
+//! the indexer applies that.
+
+use alloy::primitives::Address;
+use axum::Json;
+use axum::extract::{FromRequestParts, State};
+use http::request::Parts;
+use serde::{Deserialize, Serialize};
+use utoipa::ToSchema;
+
+use super::{BodyErrors, ServerErrors};
+use crate::error::{ApiError, ErrorBody};
+use crate::http::AppState;
+use crate::http::extract::{JsonBody, presented_key};
+use crate::secrets::ApiSecret;
+use crate::store::{AccountId, Conversion, ResolvedKey, WalletIdentity, now_unix};
+use crate::typed_data::{self, Flow, TypedDataError, Verified};
+
+/// A wallet-signed request: the EIP-712 envelope and what `eth_signTypedData_v4` returned.
+#[derive(Debug, Deserialize, ToSchema)]
+pub struct SignedRequest {
+    /// `{"types":{"EIP712Domain":[name,version,chainId],"<Primary>":[address,issuedAt]},
+    /// "primaryType","domain":{"name":"Service ChainSecured","version":"1","chainId"},
+    /// "message":{"address","issuedAt"}}`; at most 4096 bytes serialised.
+    #[schema(value_type = Object)]
+    pub typed_data: serde_json::Value,
+    /// `0x` + 65 bytes (r ‖ s ‖ v).
+    pub signature: String,
+}
+
+/// The conversion request: the new admin wallet and its `ConvertAccount` signature.
+#[derive(Debug, Deserialize, ToSchema)]
+pub struct ConvertRequest {
+    /// The wallet that administers the account on chain from now on; must be the signer.
+    #[schema(example = "0x70997970C51812dc3A010C7d01b50e0d17dc79C8")]
+    pub new_admin_wallet_address: String,
+    #[schema(value_type = Object)]
+    pub typed_data: serde_json::Value,
+    pub signature: String,
+}
+
+#[derive(Debug, Serialize, Deserialize, ToSchema)]
+pub struct SignedWalletResponse {
+    /// EIP-55 address of the new wallet (its key lives only in keyservice).
+    pub wallet_address: String,
+    /// `0x` + 64 hex; pass it to `registerWalletDerivation`.
+    pub derivation_path: String,
+    /// `0x` + keccak256 of the uncompressed public key.
+    pub pkp_id: String,
+}
+
+#[derive(Debug, Serialize, Deserialize, ToSchema)]
+pub struct SignedUsageKeyResponse {
+    /// Standard base64 of 32 secret bytes, shown once. Its on-chain identity is
+    /// keccak256 of those bytes (`usage_api_key_hash`).
+    pub usage_api_key: String,
+    /// `0x` + keccak256(key bytes), for `setUsageApiKey`.
+    pub usage_api_key_hash: String,
+    pub wallet_address: String,
+    pub derivation_path: String,
+    pub pkp_id: String,
+}
+
+#[derive(Debug, Serialize, Deserialize, ToSchema)]
+pub struct ConvertResponse {
+    #[schema(example = true)]
+    pub success: bool,
+    /// The account's admin wallet from now on (EIP-55).
+    pub wallet_address: String,
+    /// The account's on-chain identity, unchanged: `0x` + keccak256(former account key).
+    pub api_key_hash: String,
+}
+
+/// Typed-data and signature rejections.
+#[derive(utoipa::IntoResponses)]
+#[allow(dead_code)]
+pub enum SignatureErrors {
+    /// `typed_data` is larger than 4096 bytes serialised.
+    #[response(status = 413)]
+    TooLarge(ErrorBody),
+    /// A typed-data rule failed (types, primaryType, domain, chainId, issuedAt window,
+    /// signature, signer) or the signature was already accepted once.
+    #[response(status = 422)]
+    Unprocessable(ErrorBody),
+}
+
+fn verify(state: &AppState, req: &SignedRequest, flow: Flow) -> Result<Verified, ApiError> {
+    Ok(typed_data::verify(
+        &req.typed_data,
+        &req.signature,
+        flow,
+        state.config.chain.chain_id,
+        now_unix(),
+    )?)
+}
+
+/// Mints a keyservice wallet for an accepted signature, accepting the signature in the
+/// same transaction that stores the wallet (unattached).
+async fn mint_for(state: &AppState, signature: Verified) -> Result<WalletIdentity, ApiError> {
+    // Cheap early refusal of a replay, before keyservice does any work; the insert below
+    // is the authoritative (atomic) check.
+    if state.store.signature_accepted(signature.digest).await? {
+        return Err(TypedDataError::Replayed.into());
+    }
+    let minted = state.keys.client().create_wallet().await?;
+    let identity = WalletIdentity {
+        pkp_id: minted.pkp_id,
+        address: minted.address,
+        derivation_path: minted.derivation_path,
+    };
+    if !state
+        .store
+        .record_signed_wallet(signature, identity)
+        .await?
+    {
+        return Err(TypedDataError::Replayed.into());
+    }
+    Ok(identity)
+}
+
+/// Mints a wallet for the signer of a `CreateWallet` signature. It joins the signer's
+/// ChainSecured account once the signer calls
+/// `registerWalletDerivation(apiKeyHash, wallet_address, derivation_path, name, description)`.
+#[utoipa::path(
+    post,
+    path = "/create_wallet_with_signature",
+    tag = "wallet signatures",
+    request_body = SignedRequest,
+    responses(
+        (status = 200, description = "The new, unattached wallet", body = SignedWalletResponse),
+        BodyErrors,
+        SignatureErrors,
+        ServerErrors,
+    )
+)]
+pub async fn create_wallet_with_signature(
+    State(state): State<AppState>,
+    JsonBody(req): JsonBody<SignedRequest>,
+) -> Result<Json<SignedWalletResponse>, ApiError> {
+    let signature = verify(&state, &req, Flow::CreateWallet)?;
+    let wallet = mint_for(&state, signature).await?;
+    Ok(Json(SignedWalletResponse {
+        wallet_address: wallet.address.to_checksum(),
+        derivation_path: wallet.derivation_path.to_hex(),
+        pkp_id: wallet.pkp_id.to_hex(),
+    }))
+}
+
+/// Mints a usage key and a wallet for the signer of an `AddUsageApiKey` signature. The
+/// key has no identity (401) until the signer registers the wallet
+/// (`registerWalletDerivation`) and the key (`setUsageApiKey` with
+/// `usage_api_key_hash`) on chain; then it has exactly the permissions set there.
+#[utoipa::path(
+    post,
+    path = "/add_usage_api_key_with_signature",
+    tag = "wallet signatures",
+    request_body = SignedRequest,
+    responses(
+        (status = 200, description = "The new key (shown once) and wallet", body = SignedUsageKeyResponse),
+        BodyErrors,
+        SignatureErrors,
+        ServerErrors,
+    )
+)]
+pub async fn add_usage_api_key_with_signature(
+    State(state): State<AppState>,
+    JsonBody(req): JsonBody<SignedRequest>,
+) -> Result<Json<SignedUsageKeyResponse>, ApiError> {
+    let signature = verify(&state, &req, Flow::AddUsageApiKey)?;
+    let secret = ApiSecret::generate().map_err(|e| ApiError::Internal(e.to_string()))?;
+    let wallet = mint_for(&state, signature).await?;
+    Ok(Json(SignedUsageKeyResponse {
+        usage_api_key: secret.to_base64().to_string(),
+        usage_api_key_hash: secret.hash().to_string(),
+        wallet_address: wallet.address.to_checksum(),
+        derivation_path: wallet.derivation_path.to_hex(),
+        pkp_id: wallet.pkp_id.to_hex(),
+    }))
+}
+
+/// The master key of an account still in API mode (401 unknown key, 403 usage key, 409
+/// already ChainSecured).
+pub struct ApiModeMasterKey(AccountId);
+
+impl FromRequestParts<AppState> for ApiModeMasterKey {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(
+        parts: &mut Parts,
+        state: &AppState,
+    ) -> Result<Self, Self::Rejection> {
+        let hash = presented_key(&parts.headers)?;
+        if let Some(master) = state.store.master_key_account(hash).await? {
+            if master.managed {
+                return Ok(Self(master.account));
+            }
+            return Err(ApiError::Conflict(format!(
+                "the account is already ChainSecured: it is administered on-chain by its wallet {}",
+                master.admin_wallet_address.unwrap_or_default()
+            )));
+        }
+        match state.store.resolve_key(hash).await? {
+            Some(ResolvedKey::Usage { .. }) => Err(ApiError::Forbidden(
+                "only the account key may convert the account".into(),
+            )),
+            _ => Err(ApiError::Unauthorized("unknown or revoked API key".into())),
+        }
+    }
+}
+
+/// Converts the API-mode account of the presented account key to ChainSecured,
+/// administered from now on by `new_admin_wallet_address`, which must have signed the
+/// `ConvertAccount` typed data. The API payer submits
+/// `convertToChainSecuredAccount(apiKeyHash, newAdmin)`; apiKeyHash, groups, wallets,
+/// actions and usage keys stay; the account key is refused from then on (403).
+#[utoipa::path(
+    post,
+    path = "/convert_to_chain_secured_account",
+    tag = "wallet signatures",
+    security(("bearer" = []), ("api_key" = [])),
+    request_body = ConvertRequest,
+    responses(
+        (status = 200, description = "Converted; the chain call is queued", body = ConvertResponse),
+        (status = 401, description = "No key, or an unknown one", body = ErrorBody),
+        (status = 403, description = "A usage key", body = ErrorBody),
+        (status = 409, description = "The account is ChainSecured already", body = ErrorBody),
+        BodyErrors,
+        SignatureErrors,
+        ServerErrors,
+    )
+)]
+pub async fn convert_to_chain_secured_account(
+    State(state): State<AppState>,
+    ApiModeMasterKey(account): ApiModeMasterKey,
+    JsonBody(req): JsonBody<ConvertRequest>,
+) -> Result<Json<ConvertResponse>, ApiError> {
+    let new_admin = typed_data::parse_address(req.new_admin_wallet_address.trim())
+        .filter(|a| *a != Address::ZERO)
+        .ok_or_else(|| {
+            ApiError::bad_request(
+                "`new_admin_wallet_address` must be a non-zero address: 0x + 40 hex digits",
+            )
+        })?;
+    let signed = SignedRequest {
+        typed_data: req.typed_data,
+        signature: req.signature,
+    };
+    let signature = verify(&state, &signed, Flow::ConvertAccount)?;
+    if signature.signer != new_admin {
+        return Err(TypedDataError::NotNewAdmin {
+            signer: signature.signer,
+            expected: new_admin,
+        }
+        .into());
+    }
+    match state
+        .store
+        .convert_account(account, new_admin, signature)
+        .await?
+    {
+        Conversion::Converted { api_key_hash } => {
+            tracing::info!(admin = %new_admin, "account converted to ChainSecured");
+            Ok(Json(ConvertResponse {
+                success: true,
+                wallet_address: new_admin.to_checksum(None),
+                api_key_hash: api_key_hash.to_string(),
+            }))
+        }
+        Conversion::AlreadyChainSecured => Err(ApiError::Conflict(
+            "the account is already ChainSecured".into(),
+        )),
+        Conversion::Replayed => Err(TypedDataError::Replayed.into()),
+    }
+}

@@ -1,0 +1,555 @@
+//! Prepaid credit: card payments through Stripe payment intents credit an account's
+//! ledger (`store::billing`), and billed calls are charged against it.
+//!
+//! * **Management writes** (the routes in [`BILLED_WRITES`]) cost
+//!   `billing.management_write_cents` each. [`charge_scope`] opens a pending charge
+//!   around such a request; the authenticated account is noted by the `Auth` extractor;
+//!   the write's own store transaction applies it. So a request refused by
+//!   authentication, authorization or validation (all decided before the write) is never
+//!   charged, and with too little credit the write fails with 402 and changes nothing.
+//! * **Action executions** cost `billing.action_second_cents` per started second of run
+//!   time (at least one). Before the run, the affordable seconds are reserved (402 if not
+//!   even one is) and the run's deadline is capped by them; afterwards the run time is
+//!   charged and the reservation released (see [`Billing::start_action`]).
+//! * **Reads** are free.
+//!
+//! Without Stripe keys billing is disabled: nothing is charged, and the billing endpoints
+//! other than `balance` answer 503.
+
+pub mod stripe;
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use axum::extract::{Request, State};
+use axum::middleware::Next;
+use axum::response::Response;
+
+use crate::config::BillingConfig;
+use crate::http::{API_PREFIX, AppState};
+use crate::secrets::KeyHash;
+use crate::store::{AccountId, Credited, PendingCharge, PendingKind, Store, StoreError};
+use stripe::{StripeClient, StripeError};
+
+/// The currency of all credit.
+pub const CURRENCY: &str = "usd";
+/// The smallest payment accepted (the spec's minimum payment intent).
+pub const MIN_PAYMENT_CENTS: u64 = 500;
+/// The largest payment accepted in one intent (Stripe's limit for USD).
+pub const MAX_PAYMENT_CENTS: u64 = 99_999_999;
+/// The payment intent metadata key naming the account (its `apiKeyHash`).
+pub const METADATA_ACCOUNT: &str = "appliance_account";
+
+/// The billed management writes (paths under `/core/v1`, any method).
+pub const BILLED_WRITES: &[&str] = &[
+    "/add_usage_api_key",
+    "/update_usage_api_key",
+    "/update_usage_api_key_metadata",
+    "/remove_usage_api_key",
+    "/create_wallet",
+    "/add_group",
+    "/update_group",
+    "/remove_group",
+    "/add_pkp_to_group",
+    "/remove_pkp_from_group",
+    "/add_action_to_group",
+    "/remove_action_from_group",
+    "/add_action",
+    "/delete_action",
+    "/update_action_metadata",
+];
+
+/// The path of the one billed execution route.
+pub const BILLED_EXECUTION: &str = "/lit_action";
+
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum BillingError {
+    #[error(
+        "billing is disabled on this appliance (no Stripe keys are configured): nothing is charged and payments cannot be made"
+    )]
+    Disabled,
+    #[error("`amount_cents` must be at least {MIN_PAYMENT_CENTS} (US cents)")]
+    BelowMinimum,
+    #[error("`amount_cents` must be at most {MAX_PAYMENT_CENTS} (US cents)")]
+    AboveMaximum,
+    #[error("`payment_intent_id` must be a Stripe payment intent id (pi_…)")]
+    MalformedIntentId,
+    #[error("no payment intent {0} was created for this account")]
+    UnknownIntent(String),
+    #[error(
+        "payment intent {id} has status `{status}`; only a succeeded payment is credited (confirm it with the card first)"
+    )]
+    NotSucceeded { id: String, status: String },
+    #[error("payment intent {0} is not in {CURRENCY}")]
+    WrongCurrency(String),
+    #[error(
+        "insufficient credit: {needed} cent(s) are needed to run an action and the account has {available} available; add credit with /billing/create_payment_intent and /billing/confirm_payment"
+    )]
+    InsufficientCredit { needed: u64, available: u64 },
+    #[error(transparent)]
+    Stripe(#[from] StripeError),
+    #[error(transparent)]
+    Store(#[from] StoreError),
+}
+
+/// The prices in force, in cents.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Prices {
+    pub management_write_cents: u64,
+    pub action_second_cents: u64,
+    pub initial_credit_cents: u64,
+}
+
+/// Stripe, when billing is enabled.
+struct Enabled {
+    client: StripeClient,
+    publishable_key: String,
+}
+
+/// The billing service: prices, the Stripe client and the action reservations.
+pub struct Billing {
+    prices: Prices,
+    stripe: Option<Enabled>,
+    /// Cents reserved per account by actions now running.
+    reserved: Mutex<HashMap<AccountId, u64>>,
+}
+
+impl std::fmt::Debug for Billing {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Billing")
+            .field("enabled", &self.enabled())
+            .field("prices", &self.prices)
+            .finish_non_exhaustive()
+    }
+}
+
+/// A payment intent made for a client.
+#[derive(Clone)]
+pub struct NewIntent {
+    pub id: String,
+    pub client_secret: String,
+}
+
+/// The result of `confirm_payment`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Confirmed {
+    /// Cents this call credited (0 when the intent had been credited before).
+    pub credited_cents: u64,
+    pub balance_cents: u64,
+}
+
+impl Billing {
+    pub fn new(config: &BillingConfig) -> Result<Self, String> {
+        let stripe = match (&config.stripe_secret_key, &config.stripe_publishable_key) {
+            (Some(secret), Some(publishable)) => Some(Enabled {
+                client: StripeClient::new(config, secret.clone())?,
+                publishable_key: publishable.clone(),
+            }),
+            _ => None,
+        };
+        if stripe.is_none() {
+            tracing::warn!("billing is disabled (no Stripe keys): nothing is charged");
+        }
+        Ok(Self {
+            prices: Prices {
+                management_write_cents: config.management_write_cents,
+                action_second_cents: config.action_second_cents,
+                initial_credit_cents: config.initial_credit_cents,
+            },
+            stripe,
+            reserved: Mutex::new(HashMap::new()),
+        })
+    }
+
+    pub fn enabled(&self) -> bool {
+        self.stripe.is_some()
+    }
+
+    pub fn prices(&self) -> Prices {
+        self.prices
+    }
+
+    fn stripe(&self) -> Result<&Enabled, BillingError> {
+        self.stripe.as_ref().ok_or(BillingError::Disabled)
+    }
+
+    /// The publishable key for Stripe.js.
+    pub fn publishable_key(&self) -> Result<&str, BillingError> {
+        Ok(&self.stripe()?.publishable_key)
+    }
+
+    /// What a request to `path` (with the API prefix) owes, if anything.
+    fn pending_for(&self, path: &str) -> Option<PendingKind> {
+        if !self.enabled() {
+            return None;
+        }
+        let path = path.strip_prefix(API_PREFIX)?;
+        if path == "/new_account" {
+            let cents = self.prices.initial_credit_cents;
+            return (cents > 0).then_some(PendingKind::InitialCredit { cents });
+        }
+        let cents = self.prices.management_write_cents;
+        let operation = BILLED_WRITES.iter().find(|p| **p == path)?;
+        (cents > 0).then_some(PendingKind::Charge {
+            cents,
+            operation: operation.trim_start_matches('/'),
+        })
+    }
+
+    /// Creates a payment intent of `amount_cents` for the account `account_hash`.
+    pub async fn create_payment_intent(
+        &self,
+        account_hash: KeyHash,
+        amount_cents: u64,
+    ) -> Result<NewIntent, BillingError> {
+        let stripe = self.stripe()?;
+        if amount_cents < MIN_PAYMENT_CENTS {
+            return Err(BillingError::BelowMinimum);
+        }
+        if amount_cents > MAX_PAYMENT_CENTS {
+            return Err(BillingError::AboveMaximum);
+        }
+        let idempotency_key = uuid::Uuid::new_v4().to_string();
+        let intent = stripe
+            .client
+            .create_payment_intent(
+                amount_cents,
+                CURRENCY,
+                &[(METADATA_ACCOUNT, account_hash.to_string())],
+                &idempotency_key,
+            )
+            .await?;
+        let client_secret = intent.client_secret.ok_or_else(|| {
+            StripeError::BadResponse("the payment intent has no client_secret".into())
+        })?;
+        tracing::info!(payment_intent = %intent.id, amount_cents, "payment intent created");
+        Ok(NewIntent {
+            id: intent.id,
+            client_secret,
+        })
+    }
+
+    /// Verifies with Stripe that `intent_id` succeeded and was made for this account,
+    /// and credits it, once.
+    pub async fn confirm_payment(
+        &self,
+        store: &Store,
+        account: AccountId,
+        account_hash: KeyHash,
+        intent_id: &str,
+    ) -> Result<Confirmed, BillingError> {
+        let stripe = self.stripe()?;
+        if !is_intent_id(intent_id) {
+            return Err(BillingError::MalformedIntentId);
+        }
+        let unknown = || BillingError::UnknownIntent(intent_id.to_owned());
+        let intent = match stripe.client.retrieve_payment_intent(intent_id).await {
+            Ok(intent) => intent,
+            Err(StripeError::NotFound) => return Err(unknown()),
+            Err(other) => return Err(other.into()),
+        };
+        let owner = intent.metadata.get(METADATA_ACCOUNT).map(String::as_str);
+        let ours = account_hash.to_string();
+        let owned = owner.is_some_and(|o| {
+            use subtle::ConstantTimeEq as _;
+            o.len() == ours.len() && bool::from(o.as_bytes().ct_eq(ours.as_bytes()))
+        });
+        if intent.id != intent_id || !owned {
+            // Another account's intent (or not one of ours) looks nonexistent.
+            return Err(unknown());
+        }
+        if intent.status != "succeeded" {
+            return Err(BillingError::NotSucceeded {
+                id: intent.id,
+                status: intent.status,
+            });
+        }
+        if !intent.currency.eq_ignore_ascii_case(CURRENCY) {
+            return Err(BillingError::WrongCurrency(intent.id));
+        }
+        let received = intent.amount_received.unwrap_or(intent.amount);
+        let cents = u64::try_from(received)
+            .map_err(|_| StripeError::BadResponse("a negative amount".into()))?;
+        match store
+            .credit_payment(account, intent.id.clone(), cents)
+            .await?
+        {
+            Credited::Now { cents, balance } => {
+                tracing::info!(payment_intent = %intent.id, cents, "payment credited");
+                Ok(Confirmed {
+                    credited_cents: cents,
+                    balance_cents: balance,
+                })
+            }
+            Credited::Before { balance } => Ok(Confirmed {
+                credited_cents: 0,
+                balance_cents: balance,
+            }),
+        }
+    }
+
+    /// The account's credit not reserved by running actions.
+    pub async fn available(&self, store: &Store, account: AccountId) -> Result<u64, BillingError> {
+        let balance = store.balance(account).await?;
+        Ok(balance.saturating_sub(self.reserved_by(account)))
+    }
+
+    fn reserved_by(&self, account: AccountId) -> u64 {
+        self.reserved
+            .lock()
+            .map(|r| r.get(&account).copied().unwrap_or(0))
+            .unwrap_or(0)
+    }
+
+    /// Before an action runs: reserves the seconds the account can pay for (at most
+    /// `timeout`), or refuses with 402 when it cannot pay for one. `None` when actions
+    /// are free (billing disabled, or a price of 0).
+    pub async fn start_action(
+        self: &Arc<Self>,
+        store: &Store,
+        account: AccountId,
+        timeout: Duration,
+    ) -> Result<Option<ActionTicket>, BillingError> {
+        let per_second = self.prices.action_second_cents;
+        if !self.enabled() || per_second == 0 {
+            return Ok(None);
+        }
+        let balance = store.balance(account).await?;
+        let max_seconds = timeout.as_millis().div_ceil(1000).max(1) as u64;
+        let mut reserved = self
+            .reserved
+            .lock()
+            .map_err(|_| StoreError::Task("the reservation lock was poisoned".into()))?;
+        let held = reserved.entry(account).or_insert(0);
+        let available = balance.saturating_sub(*held);
+        let seconds = (available / per_second).min(max_seconds);
+        if seconds == 0 {
+            if *held == 0 {
+                reserved.remove(&account);
+            }
+            return Err(BillingError::InsufficientCredit {
+                needed: per_second,
+                available,
+            });
+        }
+        let cents = seconds * per_second;
+        *held += cents;
+        Ok(Some(ActionTicket {
+            billing: Arc::clone(self),
+            account,
+            seconds,
+            cents,
+            capped: u128::from(seconds) * 1000 < timeout.as_millis(),
+        }))
+    }
+
+    fn release(&self, account: AccountId, cents: u64) {
+        if let Ok(mut reserved) = self.reserved.lock()
+            && let Some(held) = reserved.get_mut(&account)
+        {
+            *held = held.saturating_sub(cents);
+            if *held == 0 {
+                reserved.remove(&account);
+            }
+        }
+    }
+}
+
+/// Credit reserved for one running action; released when dropped.
+pub struct ActionTicket {
+    billing: Arc<Billing>,
+    account: AccountId,
+    seconds: u64,
+    cents: u64,
+    capped: bool,
+}
+
+impl ActionTicket {
+    /// The run-time limit the credit allows, when it is below the configured timeout.
+    pub fn deadline(&self) -> Option<Duration> {
+        self.capped.then(|| Duration::from_secs(self.seconds))
+    }
+
+    /// The seconds paid for.
+    pub fn seconds(&self) -> u64 {
+        self.seconds
+    }
+
+    /// After the run: charges its started seconds (at least one, at most those
+    /// reserved). Returns the cents charged.
+    pub async fn charge(self, store: &Store, run_time: Duration) -> Result<u64, BillingError> {
+        let started = run_time.as_millis().div_ceil(1000).max(1);
+        let seconds = u64::try_from(started).unwrap_or(u64::MAX).min(self.seconds);
+        let cents = seconds * self.billing.prices.action_second_cents;
+        let (charged, _) = store
+            .charge_at_most(self.account, cents, "lit_action")
+            .await?;
+        Ok(charged)
+    }
+}
+
+impl Drop for ActionTicket {
+    fn drop(&mut self) {
+        self.billing.release(self.account, self.cents);
+    }
+}
+
+/// Whether `id` looks like a payment intent id (and is safe in a URL path).
+fn is_intent_id(id: &str) -> bool {
+    id.len() <= 255
+        && id
+            .strip_prefix("pi_")
+            .is_some_and(|rest| !rest.is_empty() && rest.bytes().all(|b| b.is_ascii_alphanumeric()))
+}
+
+/// `$12.34` for 1234 cents.
+pub fn display_cents(cents: u64) -> String {
+    format!("${}.{:02}", cents / 100, cents % 100)
+}
+
+/// Middleware: runs a billed management write (and `new_account`, for the starting
+/// credit) with its charge pending, so that the request's store write carries it.
+pub async fn charge_scope(State(state): State<AppState>, req: Request, next: Next) -> Response {
+    match state.billing.pending_for(req.uri().path()) {
+        Some(kind) => PendingCharge::new(kind).scope(next.run(req)).await,
+        None => next.run(req).await,
+    }
+}
+
+/// Adds the 402 answer to the OpenAPI description of every billed route.
+pub fn document_charges(openapi: &mut utoipa::openapi::OpenApi) {
+    use utoipa::openapi::{Content, RefOr, ResponseBuilder};
+    let response = ResponseBuilder::new()
+        .description(
+            "Insufficient credit: the call is billed (see /billing/prices) and the account's balance is too low; nothing was done",
+        )
+        .content(
+            "application/json",
+            Content::new(Some(RefOr::Ref(utoipa::openapi::Ref::from_schema_name(
+                "ErrorBody",
+            )))),
+        )
+        .build();
+    for path in BILLED_WRITES
+        .iter()
+        .chain(std::iter::once(&BILLED_EXECUTION))
+    {
+        let Some(item) = openapi.paths.paths.get_mut(&format!("{API_PREFIX}{path}")) else {
+            continue;
+        };
+        for op in [&mut item.get, &mut item.post].into_iter().flatten() {
+            op.responses
+                .responses
+                .entry("402".to_owned())
+                .or_insert_with(|| RefOr::T(response.clone()));
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn intent_ids() {
+        assert!(is_intent_id("pi_3MtwBwLkdIwHu7ix28a3tqPa"));
+        for bad in ["", "pi_", "pi_a/b", "pi_../x", "cus_1", "pi_a?b", "pi_a b"] {
+            assert!(!is_intent_id(bad), "{bad}");
+        }
+    }
+
+    #[test]
+    fn cents_display() {
+        assert_eq!(display_cents(500), "$5.00");
+        assert_eq!(display_cents(7), "$0.07");
+        assert_eq!(display_cents(123_456), "$1234.56");
+    }
+
+    #[test]
+    fn billed_paths() {
+        let config = BillingConfig {
+            stripe_secret_key: Some(crate::config::SecretString::new("sk_test_x")),
+            stripe_publishable_key: Some("pk_test_x".into()),
+            initial_credit_cents: 25,
+            ..BillingConfig::default()
+        };
+        let billing = Billing::new(&config).unwrap();
+        assert_eq!(
+            billing.pending_for("/core/v1/add_group"),
+            Some(PendingKind::Charge {
+                cents: 1,
+                operation: "add_group"
+            })
+        );
+        assert_eq!(
+            billing.pending_for("/core/v1/new_account"),
+            Some(PendingKind::InitialCredit { cents: 25 })
+        );
+        for free in [
+            "/core/v1/list_groups",
+            "/core/v1/lit_action",
+            "/core/v1/billing/balance",
+            "/add_group",
+        ] {
+            assert_eq!(billing.pending_for(free), None, "{free}");
+        }
+        let disabled = Billing::new(&BillingConfig::default()).unwrap();
+        assert_eq!(disabled.pending_for("/core/v1/add_group"), None);
+    }
+
+    #[test]
+    fn configuration_is_checked_and_the_secret_not_printed() {
+        use crate::config::{Config, ConfigError};
+        let env = |pairs: &[(&str, &str)]| {
+            pairs
+                .iter()
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .collect::<Vec<_>>()
+        };
+        let one_key = Config::load_with_env(
+            None,
+            env(&[("APPLIANCE_BILLING__STRIPE_SECRET_KEY", "sk_test_x")]),
+        );
+        assert!(matches!(one_key, Err(ConfigError::Invalid(_))));
+        let plain_http = Config::load_with_env(
+            None,
+            env(&[(
+                "APPLIANCE_BILLING__STRIPE_API_BASE",
+                "http://stripe.example",
+            )]),
+        );
+        assert!(matches!(plain_http, Err(ConfigError::Invalid(_))));
+        let config = Config::load_with_env(
+            None,
+            env(&[
+                ("APPLIANCE_BILLING__STRIPE_SECRET_KEY", "sk_test_topsecret"),
+                ("APPLIANCE_BILLING__STRIPE_PUBLISHABLE_KEY", "pk_test_x"),
+                (
+                    "APPLIANCE_BILLING__STRIPE_API_BASE",
+                    "http://127.0.0.1:4242",
+                ),
+            ]),
+        )
+        .unwrap();
+        assert!(config.billing.enabled());
+        let printed = toml::to_string_pretty(&config.redacted()).unwrap();
+        assert!(!printed.contains("topsecret"), "{printed}");
+        assert!(printed.contains("pk_test_x"));
+        assert!(!format!("{config:?}").contains("topsecret"));
+    }
+
+    #[test]
+    fn secrets_stay_out_of_debug() {
+        let config = BillingConfig {
+            stripe_secret_key: Some(crate::config::SecretString::new("sk_test_topsecret")),
+            stripe_publishable_key: Some("pk_test_x".into()),
+            ..BillingConfig::default()
+        };
+        let billing = Billing::new(&config).unwrap();
+        for text in [format!("{config:?}"), format!("{billing:?}")] {
+            assert!(!text.contains("topsecret"), "{text}");
+        }
+    }
+}

@@ -1,0 +1,385 @@
+//! The evidence bundle: everything a deployment publishes, as saved responses.
+//!
+//! Online, [`Bundle::fetch`] collects it from `https://host` (and remembers the TLS leaf
+//! certificate the server presented); offline, [`Bundle::load`] reads the same thing from a
+//! directory, so a verification can be repeated later or elsewhere. Layout:
+//!
+//! ```text
+//! DIR/info.json                 GET /info
+//! DIR/attestation.json          GET /attestation
+//! DIR/evidences/sha256sum.txt   GET /evidences/sha256sum.txt
+//! DIR/evidences/quote.json      GET /evidences/quote.json
+//! DIR/evidences/acme-account.json
+//! DIR/evidences/cert-*.pem      the certificate file linked from GET /evidences/
+//! DIR/evidences/…               any other file listed in sha256sum.txt
+//! DIR/tls-leaf.der | .pem       optional: the leaf certificate served over TLS
+//! DIR/domain.txt                optional: the domain (for the CAA check)
+//! DIR/collateral.json           optional: dcap-qvl QuoteCollateralV3 for the quotes
+//! ```
+
+use std::collections::BTreeMap;
+use std::path::Path;
+use std::time::Duration;
+
+use rustls_pki_types::CertificateDer;
+use rustls_pki_types::pem::PemObject;
+
+/// Largest response or file read into a bundle.
+const MAX_FILE: usize = 16 << 20;
+/// Most evidence files fetched.
+const MAX_FILES: usize = 64;
+
+/// Why a bundle could not be collected.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum BundleError {
+    #[error("{path}: {reason}")]
+    Io { path: String, reason: String },
+    #[error("{url}: {reason}")]
+    Http { url: String, reason: String },
+    #[error("bad URL {0}: give https://host[:port]")]
+    Url(String),
+    #[error("CA file {path}: {reason}")]
+    Ca { path: String, reason: String },
+}
+
+/// Saved responses of one deployment.
+#[derive(Debug, Clone, Default)]
+pub struct Bundle {
+    /// `/info` body.
+    pub info: Option<serde_json::Value>,
+    /// `/attestation` body.
+    pub attestation: Option<serde_json::Value>,
+    /// Files under `/evidences/`, by name.
+    pub evidence_files: BTreeMap<String, Vec<u8>>,
+    /// The DER leaf certificate the server presented over TLS.
+    pub tls_leaf_der: Option<Vec<u8>>,
+    /// The deployment's domain.
+    pub domain: Option<String>,
+    /// dcap-qvl collateral JSON saved with the bundle.
+    pub collateral_json: Option<Vec<u8>>,
+}
+
+fn read_opt(path: &Path) -> Result<Option<Vec<u8>>, BundleError> {
+    match std::fs::metadata(path) {
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+        Err(e) => {
+            return Err(BundleError::Io {
+                path: path.display().to_string(),
+                reason: e.to_string(),
+            });
+        }
+        Ok(m) if m.len() > MAX_FILE as u64 => {
+            return Err(BundleError::Io {
+                path: path.display().to_string(),
+                reason: format!("larger than {MAX_FILE} bytes"),
+            });
+        }
+        Ok(_) => {}
+    }
+    std::fs::read(path).map(Some).map_err(|e| BundleError::Io {
+        path: path.display().to_string(),
+        reason: e.to_string(),
+    })
+}
+
+fn json_opt(path: &Path) -> Result<Option<serde_json::Value>, BundleError> {
+    read_opt(path)?
+        .map(|b| {
+            serde_json::from_slice(&b).map_err(|e| BundleError::Io {
+                path: path.display().to_string(),
+                reason: format!("not JSON: {e}"),
+            })
+        })
+        .transpose()
+}
+
+/// The certificate file's name among the evidence files (`cert-*.pem`).
+pub fn cert_file_name(files: &BTreeMap<String, Vec<u8>>) -> Option<&str> {
+    files
+        .keys()
+        .find(|n| n.starts_with("cert-") && n.ends_with(".pem"))
+        .map(String::as_str)
+}
+
+/// The first certificate of a PEM file, as DER.
+pub fn first_pem_cert(pem: &[u8]) -> Option<Vec<u8>> {
+    CertificateDer::pem_slice_iter(pem)
+        .next()
+        .and_then(Result::ok)
+        .map(|c| c.as_ref().to_vec())
+}
+
+/// A file name safe to use inside the bundle directory.
+fn safe_name(name: &str) -> bool {
+    !name.is_empty()
+        && name.len() <= 200
+        && !name.starts_with('.')
+        && name
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.'))
+}
+
+impl Bundle {
+    /// Reads a bundle directory.
+    pub fn load(dir: &Path) -> Result<Self, BundleError> {
+        if !dir.is_dir() {
+            return Err(BundleError::Io {
+                path: dir.display().to_string(),
+                reason: "not a directory".to_owned(),
+            });
+        }
+        let mut evidence_files = BTreeMap::new();
+        let ev = dir.join("evidences");
+        if ev.is_dir() {
+            let entries = std::fs::read_dir(&ev).map_err(|e| BundleError::Io {
+                path: ev.display().to_string(),
+                reason: e.to_string(),
+            })?;
+            for entry in entries.flatten().take(MAX_FILES) {
+                let name = entry.file_name().to_string_lossy().into_owned();
+                if !safe_name(&name) || !entry.path().is_file() {
+                    continue;
+                }
+                if let Some(b) = read_opt(&entry.path())? {
+                    evidence_files.insert(name, b);
+                }
+            }
+        }
+        let tls_leaf_der = match read_opt(&dir.join("tls-leaf.der"))? {
+            Some(d) => Some(d),
+            None => read_opt(&dir.join("tls-leaf.pem"))?.and_then(|p| first_pem_cert(&p)),
+        };
+        let domain = read_opt(&dir.join("domain.txt"))?
+            .map(|b| String::from_utf8_lossy(&b).trim().to_owned())
+            .filter(|d| !d.is_empty());
+        Ok(Self {
+            info: json_opt(&dir.join("info.json"))?,
+            attestation: json_opt(&dir.join("attestation.json"))?,
+            evidence_files,
+            tls_leaf_der,
+            domain,
+            collateral_json: read_opt(&dir.join("collateral.json"))?,
+        })
+    }
+
+    /// Writes the bundle in the layout [`Bundle::load`] reads.
+    pub fn save(&self, dir: &Path) -> Result<(), BundleError> {
+        let io = |p: &Path| {
+            let path = p.display().to_string();
+            move |e: std::io::Error| BundleError::Io {
+                path,
+                reason: e.to_string(),
+            }
+        };
+        let ev = dir.join("evidences");
+        std::fs::create_dir_all(&ev).map_err(io(&ev))?;
+        let write = |p: &Path, b: &[u8]| std::fs::write(p, b).map_err(io(p));
+        if let Some(v) = &self.info {
+            write(&dir.join("info.json"), v.to_string().as_bytes())?;
+        }
+        if let Some(v) = &self.attestation {
+            write(&dir.join("attestation.json"), v.to_string().as_bytes())?;
+        }
+        for (name, bytes) in &self.evidence_files {
+            if safe_name(name) {
+                write(&ev.join(name), bytes)?;
+            }
+        }
+        if let Some(d) = &self.tls_leaf_der {
+            write(&dir.join("tls-leaf.der"), d)?;
+        }
+        if let Some(d) = &self.domain {
+            write(&dir.join("domain.txt"), d.as_bytes())?;
+        }
+        if let Some(c) = &self.collateral_json {
+            write(&dir.join("collateral.json"), c)?;
+        }
+        Ok(())
+    }
+
+    /// Collects a bundle from a running deployment at `base` (`https://host[:port]`),
+    /// trusting the public web PKI plus `ca_pem` if given.
+    pub async fn fetch(base: &str, ca_pem: Option<&Path>) -> Result<Self, BundleError> {
+        let url = reqwest::Url::parse(base).map_err(|_| BundleError::Url(base.to_owned()))?;
+        if url.scheme() != "https" {
+            return Err(BundleError::Url(base.to_owned()));
+        }
+        let domain = url
+            .host_str()
+            .ok_or_else(|| BundleError::Url(base.to_owned()))?
+            .to_owned();
+        let client = http_client(ca_pem)?;
+        let base = base.trim_end_matches('/');
+
+        // Transport and TLS failures are errors; a missing or non-JSON document is left out
+        // so that the checks that need it fail by name.
+        let (attestation, leaf) = get(&client, &format!("{base}/attestation")).await?;
+        let (info, _) = get(&client, &format!("{base}/info")).await?;
+        let mut bundle = Bundle {
+            info: info.and_then(|b| serde_json::from_slice(&b).ok()),
+            attestation: attestation.and_then(|b| serde_json::from_slice(&b).ok()),
+            tls_leaf_der: leaf,
+            domain: Some(domain),
+            ..Default::default()
+        };
+
+        let (listing, _) = get(&client, &format!("{base}/evidences/")).await?;
+        let mut names: Vec<String> =
+            cert_links(&String::from_utf8_lossy(&listing.unwrap_or_default()));
+        for fixed in ["sha256sum.txt", "quote.json", "acme-account.json"] {
+            names.push(fixed.to_owned());
+        }
+        // Also fetch whatever the checksums cover, so each can be checked.
+        if let (Some(sums), _) = get(&client, &format!("{base}/evidences/sha256sum.txt")).await? {
+            for line in String::from_utf8_lossy(&sums).lines() {
+                if let Some((_, file)) = parse_sum_line(line)
+                    && !names.iter().any(|n| n == file)
+                {
+                    names.push(file.to_owned());
+                }
+            }
+        }
+        for name in names {
+            if bundle.evidence_files.len() >= MAX_FILES {
+                break;
+            }
+            if !safe_name(&name) || bundle.evidence_files.contains_key(&name) {
+                continue;
+            }
+            if let (Some(body), _) = get(&client, &format!("{base}/evidences/{name}")).await? {
+                bundle.evidence_files.insert(name, body);
+            }
+        }
+        Ok(bundle)
+    }
+}
+
+/// `<hex>  <name>` (or `<hex> *<name>`), as sha256sum prints.
+pub fn parse_sum_line(line: &str) -> Option<(&str, &str)> {
+    let (hash, rest) = line.trim().split_once(char::is_whitespace)?;
+    let name = rest.trim_start().trim_start_matches('*');
+    let name = name.rsplit('/').next().unwrap_or(name);
+    (hash.len() == 64 && !name.is_empty()).then_some((hash, name))
+}
+
+/// Names of `cert-*.pem` links in an HTML listing.
+pub fn cert_links(html: &str) -> Vec<String> {
+    let mut out = Vec::new();
+    let mut rest = html;
+    while let Some(i) = rest.find("cert-") {
+        let tail = &rest[i..];
+        let end = tail
+            .find(|c: char| !(c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.')))
+            .unwrap_or(tail.len());
+        let name = &tail[..end];
+        if name.ends_with(".pem") && !out.iter().any(|n| n == name) {
+            out.push(name.to_owned());
+        }
+        rest = &tail[5..];
+    }
+    out
+}
+
+/// The HTTP client of the online verifier: rustls (ring), web PKI roots plus an optional CA.
+pub fn http_client(ca_pem: Option<&Path>) -> Result<reqwest::Client, BundleError> {
+    let mut builder = reqwest::Client::builder()
+        .use_rustls_tls()
+        .tls_info(true)
+        .timeout(Duration::from_secs(30))
+        .redirect(reqwest::redirect::Policy::none());
+    if let Some(path) = ca_pem {
+        let ca_err = |reason: String| BundleError::Ca {
+            path: path.display().to_string(),
+            reason,
+        };
+        let pem = std::fs::read(path).map_err(|e| ca_err(e.to_string()))?;
+        let certs =
+            reqwest::Certificate::from_pem_bundle(&pem).map_err(|e| ca_err(e.to_string()))?;
+        if certs.is_empty() {
+            return Err(ca_err("no certificate in file".to_owned()));
+        }
+        for c in certs {
+            builder = builder.add_root_certificate(c);
+        }
+    }
+    builder.build().map_err(|e| BundleError::Http {
+        url: String::new(),
+        reason: e.to_string(),
+    })
+}
+
+/// GET `url`: `None` for a non-2xx answer; the served leaf certificate beside it.
+async fn get(
+    client: &reqwest::Client,
+    url: &str,
+) -> Result<(Option<Vec<u8>>, Option<Vec<u8>>), BundleError> {
+    let err = |reason: String| BundleError::Http {
+        url: url.to_owned(),
+        reason,
+    };
+    let resp = client
+        .get(url)
+        .send()
+        .await
+        .map_err(|e| err(format!("{e:#}")))?;
+    let leaf = resp
+        .extensions()
+        .get::<reqwest::tls::TlsInfo>()
+        .and_then(|t| t.peer_certificate())
+        .map(<[u8]>::to_vec);
+    if !resp.status().is_success() {
+        tracing::warn!(url, status = %resp.status(), "evidence document not served");
+        return Ok((None, leaf));
+    }
+    if resp.content_length().unwrap_or(0) > MAX_FILE as u64 {
+        return Err(err("response too large".to_owned()));
+    }
+    let body = resp.bytes().await.map_err(|e| err(e.to_string()))?;
+    if body.len() > MAX_FILE {
+        return Err(err("response too large".to_owned()));
+    }
+    Ok((Some(body.to_vec()), leaf))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn cert_links_are_found_once_each() {
+        let html = r#"<a href="cert-keys.example.com.pem">cert-keys.example.com.pem</a>
+            <a href="sha256sum.txt">x</a><a href="/evidences/cert-2.pem">"#;
+        assert_eq!(
+            cert_links(html),
+            vec![
+                "cert-keys.example.com.pem".to_owned(),
+                "cert-2.pem".to_owned()
+            ]
+        );
+        assert!(cert_links("certificate.pem cert-.txt").is_empty());
+    }
+
+    #[test]
+    fn sha256sum_lines_in_both_modes() {
+        let h = "a".repeat(64);
+        assert_eq!(
+            parse_sum_line(&format!("{h}  quote.json")),
+            Some((h.as_str(), "quote.json"))
+        );
+        assert_eq!(
+            parse_sum_line(&format!("{h} *./evidences/cert-x.pem")),
+            Some((h.as_str(), "cert-x.pem"))
+        );
+        assert_eq!(parse_sum_line("abc  file"), None);
+        assert_eq!(parse_sum_line(""), None);
+    }
+
+    #[test]
+    fn only_plain_file_names_enter_a_bundle() {
+        assert!(safe_name("cert-a.example.pem"));
+        for bad in ["", "../x", ".hidden", "a/b", "a b"] {
+            assert!(!safe_name(bad), "{bad:?}");
+        }
+    }
+}

@@ -1,0 +1,258 @@
+//! The `evidence` command: `verify` (online or offline), plus `quote` and `replay` to look
+//! inside a quote or an event log.
+
+use std::io::Write;
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use clap::{Args, Parser, Subcommand};
+
+use crate::bundle::Bundle;
+use crate::check::{CHECKS, Options};
+use crate::collateral::CollateralSource;
+use crate::event_log::EventLog;
+use crate::quote::{TdxQuote, decode_quote_text};
+use crate::verify::Policy;
+
+/// Exit code when a required check failed.
+pub const EXIT_FAILED: u8 = 1;
+/// Exit code for usage errors and evidence that could not be collected.
+pub const EXIT_ERROR: u8 = 2;
+
+#[derive(Parser, Debug)]
+#[command(
+    name = "evidence",
+    version,
+    about = "Verify a deployment's TDX attestation evidence"
+)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand, Debug)]
+enum Command {
+    /// Check a deployment: the spec's six rules, the DCAP quote, the RTMR replay and the
+    /// compose-hash event. Exit status 0 = verified, 1 = a check failed, 2 = error.
+    Verify(Box<VerifyArgs>),
+    /// Parse a quote (hex, 0x-hex, JSON byte array, or raw bytes) and print its fields.
+    Quote { file: PathBuf },
+    /// Replay an event log (JSON array, or a JSON string holding one) and print the RTMRs
+    /// and the identity recorded before system-ready.
+    Replay { file: PathBuf },
+}
+
+#[derive(Args, Debug)]
+struct VerifyArgs {
+    /// Fetch the evidence from a running deployment (https://host[:port]).
+    #[arg(long, conflicts_with = "bundle", required_unless_present = "bundle")]
+    url: Option<String>,
+    /// Verify saved responses in DIR (layout in the README).
+    #[arg(long, value_name = "DIR")]
+    bundle: Option<PathBuf>,
+    /// Save what was fetched with --url as a bundle in DIR.
+    #[arg(long, value_name = "DIR", requires = "url")]
+    save: Option<PathBuf>,
+    /// Extra CA certificate(s) (PEM) to trust for --url, beside the web PKI.
+    #[arg(long, value_name = "PEM")]
+    ca_file: Option<PathBuf>,
+    /// DNS server for the CAA lookup (IP:PORT); default: the system resolver (online only).
+    #[arg(long, value_name = "IP:PORT")]
+    dns: Option<SocketAddr>,
+    /// Domain for the CAA lookup (default: the host of --url, or the bundle's domain.txt).
+    #[arg(long)]
+    domain: Option<String>,
+    /// JSON-RPC URL of the settlement chain, for the governance contract (rule 6).
+    #[arg(long, value_name = "URL")]
+    rpc_url: Option<String>,
+    /// dcap-qvl collateral JSON (QuoteCollateralV3) for the quotes.
+    #[arg(long, value_name = "FILE", conflicts_with = "pccs_url")]
+    collateral: Option<PathBuf>,
+    /// Fetch collateral from this PCCS (e.g. https://pccs.example:8081).
+    #[arg(long, value_name = "URL")]
+    pccs_url: Option<String>,
+    /// Judge quotes and collateral at this Unix time (default: now).
+    #[arg(long, value_name = "UNIX_SECONDS")]
+    at: Option<u64>,
+    /// TCB statuses that pass (default: UpToDate).
+    #[arg(long, value_delimiter = ',', default_value = "UpToDate")]
+    accept_status: Vec<String>,
+    /// Accept quotes from the `simulated` provider (development only: NOT confidential).
+    #[arg(long)]
+    allow_simulated: bool,
+    /// Skip checks by name (comma-separated).
+    #[arg(long, value_delimiter = ',')]
+    skip: Vec<String>,
+    /// Count skipped checks as failures.
+    #[arg(long)]
+    strict: bool,
+    /// Print the report as JSON.
+    #[arg(long)]
+    json: bool,
+}
+
+/// Entry point of the binary.
+pub fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let runtime = match tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(r) => r,
+        Err(e) => return error(&format!("tokio runtime: {e}")),
+    };
+    match cli.command {
+        Command::Verify(args) => runtime.block_on(verify(*args)),
+        Command::Quote { file } => show_quote(&file),
+        Command::Replay { file } => replay(&file),
+    }
+}
+
+fn out(s: &str) {
+    let mut o = std::io::stdout().lock();
+    let _ = o.write_all(s.as_bytes());
+    let _ = o.flush();
+}
+
+fn error(msg: &str) -> ExitCode {
+    let _ = writeln!(std::io::stderr().lock(), "evidence: {msg}");
+    ExitCode::from(EXIT_ERROR)
+}
+
+fn now() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_secs())
+        .unwrap_or(0)
+}
+
+async fn verify(args: VerifyArgs) -> ExitCode {
+    for s in &args.skip {
+        if !CHECKS.iter().any(|(id, _)| id == s) {
+            let names: Vec<&str> = CHECKS.iter().map(|(id, _)| *id).collect();
+            return error(&format!(
+                "unknown check {s:?} in --skip; checks: {}",
+                names.join(", ")
+            ));
+        }
+    }
+    let (bundle, online) = match (&args.url, &args.bundle) {
+        (Some(url), _) => match Bundle::fetch(url, args.ca_file.as_deref()).await {
+            Ok(b) => (b, true),
+            Err(e) => return error(&e.to_string()),
+        },
+        (None, Some(dir)) => match Bundle::load(dir) {
+            Ok(b) => (b, false),
+            Err(e) => return error(&e.to_string()),
+        },
+        (None, None) => return error("give --url or --bundle"),
+    };
+    if let Some(dir) = &args.save
+        && let Err(e) = bundle.save(dir)
+    {
+        return error(&e.to_string());
+    }
+    let collateral = match (&args.collateral, &args.pccs_url) {
+        (Some(f), _) => Some(CollateralSource::File(f.clone())),
+        (None, Some(u)) => Some(CollateralSource::Pccs(u.clone())),
+        (None, None) => None,
+    };
+    let opts = Options {
+        policy: Policy {
+            accepted_statuses: args.accept_status,
+            allow_simulated: args.allow_simulated,
+        },
+        at: args.at.unwrap_or_else(now),
+        collateral,
+        rpc_url: args.rpc_url,
+        dns_server: args.dns,
+        online,
+        domain: args.domain,
+        skip: args.skip,
+        strict: args.strict,
+    };
+    let report = crate::check::run(&bundle, &opts).await;
+    if args.json {
+        match serde_json::to_string_pretty(&report) {
+            Ok(s) => out(&format!("{s}\n")),
+            Err(e) => return error(&e.to_string()),
+        }
+    } else {
+        out(&report.to_text());
+    }
+    if report.ok {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::from(EXIT_FAILED)
+    }
+}
+
+fn read_quote(file: &PathBuf) -> Result<Vec<u8>, String> {
+    let bytes = std::fs::read(file).map_err(|e| format!("{}: {e}", file.display()))?;
+    if let Ok(text) = std::str::from_utf8(&bytes)
+        && let Ok(q) = decode_quote_text(text)
+    {
+        return Ok(q);
+    }
+    Ok(bytes)
+}
+
+fn show_quote(file: &PathBuf) -> ExitCode {
+    let bytes = match read_quote(file) {
+        Ok(b) => b,
+        Err(e) => return error(&e),
+    };
+    match TdxQuote::parse(&bytes) {
+        Ok(q) => {
+            let v = serde_json::json!({
+                "simulated": q.is_simulated(),
+                "header": q.header,
+                "report": q.report,
+                "signed_len": q.signed_len,
+                "signature_data_len": q.signature_data.len(),
+            });
+            out(&format!(
+                "{}\n",
+                serde_json::to_string_pretty(&v).unwrap_or_default()
+            ));
+            ExitCode::SUCCESS
+        }
+        Err(e) => error(&e.to_string()),
+    }
+}
+
+fn replay(file: &PathBuf) -> ExitCode {
+    let text = match std::fs::read_to_string(file) {
+        Ok(t) => t,
+        Err(e) => return error(&format!("{}: {e}", file.display())),
+    };
+    let value: serde_json::Value = match serde_json::from_str(&text) {
+        Ok(v) => v,
+        Err(e) => return error(&format!("not JSON: {e}")),
+    };
+    // Accept a bare log, a string holding one, or an object with `event_log`.
+    let value = value.get("event_log").cloned().unwrap_or(value);
+    let log = match EventLog::from_value(&value) {
+        Ok(l) => l,
+        Err(e) => return error(&e.to_string()),
+    };
+    let rtmrs = log.replay();
+    let identity = match log.identity() {
+        Ok(i) => serde_json::to_value(i).unwrap_or_default(),
+        Err(e) => serde_json::json!({ "error": e.to_string() }),
+    };
+    let v = serde_json::json!({
+        "events": log.events.len(),
+        "rtmr0": hex::encode(rtmrs[0]),
+        "rtmr1": hex::encode(rtmrs[1]),
+        "rtmr2": hex::encode(rtmrs[2]),
+        "rtmr3": hex::encode(rtmrs[3]),
+        "identity": identity,
+    });
+    out(&format!(
+        "{}\n",
+        serde_json::to_string_pretty(&v).unwrap_or_default()
+    ));
+    ExitCode::SUCCESS
+}

@@ -1,0 +1,60 @@
+//! Attestation evidence for the appliance: TDX quotes, dstack event logs, quote providers,
+//! and the verifier behind `evidence verify`.
+//!
+//! * [`quote`] — TDX quote v4/v5 parsing.
+//! * [`event_log`] — event logs, digests recomputed, RTMR replay, identity extraction.
+//! * [`verify`] — DCAP verification (dcap-qvl) at an explicit time, and the status policy.
+//! * [`collateral`] — collateral from a file or a PCCS.
+//! * [`provider`] — where quotes come from: dstack guest agent, configfs-tsm, simulated.
+//! * [`bundle`] / [`check`] — the published evidence and the verifier's checks.
+//! * [`cli`] — the `evidence` command.
+//!
+//! `README.md` in this crate is the manual. Without the default `verifier` feature only the
+//! parsers (`quote`, `event_log`, `simulated`) are built, which is what the fuzzers use.
+
+pub mod event_log;
+pub mod quote;
+pub mod simulated;
+
+#[cfg(feature = "verifier")]
+pub mod bundle;
+#[cfg(feature = "verifier")]
+pub mod caa;
+#[cfg(feature = "verifier")]
+pub mod check;
+#[cfg(feature = "verifier")]
+pub mod cli;
+#[cfg(feature = "verifier")]
+pub mod collateral;
+#[cfg(feature = "verifier")]
+pub mod governance;
+#[cfg(feature = "verifier")]
+pub mod provider;
+#[cfg(feature = "verifier")]
+pub mod verify;
+
+#[cfg(feature = "verifier")]
+pub use provider::{
+    DstackProvider, Info, Measurements, ProviderError, Quote, QuoteProvider, SimulatedProvider,
+    TsmProvider,
+};
+
+use sha2::{Digest, Sha256};
+
+/// SHA-256 of app-compose.json bytes.
+pub fn compose_hash_bytes(app_compose: &[u8]) -> [u8; 32] {
+    Sha256::digest(app_compose).into()
+}
+
+/// Hex SHA-256 of app-compose.json bytes (the compose hash).
+pub fn compose_hash(app_compose: &[u8]) -> String {
+    hex::encode(compose_hash_bytes(app_compose))
+}
+
+/// Report data binding `bytes` (rule 3: the bytes of `sha256sum.txt`): SHA-256, zero-padded
+/// to 64 bytes.
+pub fn report_data_for(bytes: &[u8]) -> [u8; 64] {
+    let mut out = [0u8; 64];
+    out[..32].copy_from_slice(&Sha256::digest(bytes));
+    out
+}

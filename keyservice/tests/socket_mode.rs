@@ -1,0 +1,26 @@
+//! `--socket-group-access`: the socket is 0660 (the appliance container's user reaches it
+//! through the keyservice group), and still never world-accessible.
+
+mod common;
+
+use std::os::unix::fs::PermissionsExt;
+
+use common::Env;
+use keyservice_api::KeyClient;
+
+#[tokio::test]
+#[allow(clippy::unwrap_used)]
+async fn group_access_makes_the_socket_0660() {
+    let mut env = Env::new();
+    env.platform_args.push("--socket-group-access".into());
+    let ks = env.start();
+    let meta = std::fs::symlink_metadata(&env.socket).unwrap();
+    assert_eq!(meta.permissions().mode() & 0o777, 0o660);
+    KeyClient::connect(&ks.socket)
+        .await
+        .unwrap()
+        .status()
+        .await
+        .unwrap();
+    assert!(ks.terminate());
+}

@@ -1,0 +1,395 @@
+//! ACME against Debian's Pebble: issuance with TLS-ALPN-01 (answered by the appliance's
+//! own TLS listener) and with HTTP-01, the served chain verifying to Pebble's root,
+//! renewal (forced, and scheduled at `renew_at` of a short lifetime) swapping the
+//! certificate while an HTTP/2 connection opened before it keeps working, the sealed
+//! state surviving a restart, and an unreachable directory plus rejected nonces being
+//! survived with backoff.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use bytes::Bytes;
+use e2e::pebble::{Pebble, PebbleOptions, free_port};
+use e2e::{Appliance, Launch, eventually_async, signal};
+use http_body_util::{BodyExt, Empty};
+use rustls_pki_types::pem::PemObject;
+use rustls_pki_types::{CertificateDer, ServerName};
+use serde_json::Value;
+
+const DOMAIN: &str = "appliance.acme.test";
+
+/// The appliance's ACME settings for `pebble` (fast retries for the tests).
+fn acme_env(pebble: &Pebble, listen_port: u16, challenge: &str) -> Vec<(String, String)> {
+    [
+        ("APPLIANCE_LISTEN", format!("127.0.0.1:{listen_port}")),
+        (
+            "APPLIANCE_ACME__DIRECTORY_URL",
+            pebble.directory_url.clone(),
+        ),
+        ("APPLIANCE_ACME__DOMAINS", format!("[\"{DOMAIN}\"]")),
+        (
+            "APPLIANCE_ACME__CONTACT",
+            "[\"mailto:ops@acme.test\"]".to_owned(),
+        ),
+        (
+            "APPLIANCE_ACME__CA_BUNDLE",
+            pebble.ca_file.display().to_string(),
+        ),
+        ("APPLIANCE_ACME__CHALLENGE", challenge.to_owned()),
+        ("APPLIANCE_ACME__RETRY_INITIAL_MS", "200".to_owned()),
+        ("APPLIANCE_ACME__RETRY_MAX_MS", "2000".to_owned()),
+        ("APPLIANCE_ACME__REQUEST_TIMEOUT_MS", "5000".to_owned()),
+    ]
+    .into_iter()
+    .map(|(k, v)| (k.to_owned(), v))
+    .collect()
+}
+
+/// A client that trusts only `root_pem` and reaches `DOMAIN` at `addr`.
+fn client_for(root_pem: &str, addr: SocketAddr) -> reqwest::Client {
+    reqwest::Client::builder()
+        .add_root_certificate(reqwest::Certificate::from_pem(root_pem.as_bytes()).unwrap())
+        .tls_built_in_root_certs(false)
+        .resolve(DOMAIN, addr)
+        .pool_max_idle_per_host(0)
+        .timeout(Duration::from_secs(10))
+        .build()
+        .unwrap()
+}
+
+/// `/health` as seen through a client trusting the appliance's self-signed start-up
+/// certificate or Pebble's root, whichever the appliance serves now.
+async fn health(app: &Appliance, root_pem: Option<&str>, addr: SocketAddr) -> Option<Value> {
+    let url = format!("https://{DOMAIN}:{}/health", addr.port());
+    if let Some(root) = root_pem
+        && let Ok(rsp) = client_for(root, addr).get(&url).send().await
+    {
+        return rsp.json().await.ok();
+    }
+    let rsp = app.client.get(app.url("/health")).send().await.ok()?;
+    rsp.json().await.ok()
+}
+
+/// Waits until `/health` satisfies `check`; returns that body.
+async fn wait_health(
+    app: &Appliance,
+    root_pem: Option<&str>,
+    addr: SocketAddr,
+    limit: Duration,
+    check: impl Fn(&Value) -> bool,
+) -> Value {
+    let start = std::time::Instant::now();
+    let mut last = None;
+    while start.elapsed() < limit {
+        if let Some(body) = health(app, root_pem, addr).await {
+            if check(&body) {
+                return body;
+            }
+            last = Some(body);
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    panic!(
+        "health never got there; last: {last:?}\nappliance log:\n{}",
+        app.log()
+    );
+}
+
+fn issued(body: &Value) -> u64 {
+    body["acme"]["issued"].as_u64().unwrap_or(0)
+}
+
+/// An HTTP/2 connection verified against `root_pem`, with the leaf it was served.
+async fn h2_connection(
+    addr: SocketAddr,
+    root_pem: &str,
+) -> (
+    hyper::client::conn::http2::SendRequest<Empty<Bytes>>,
+    CertificateDer<'static>,
+) {
+    let mut roots = rustls::RootCertStore::empty();
+    for cert in CertificateDer::pem_slice_iter(root_pem.as_bytes()) {
+        roots.add(cert.unwrap()).unwrap();
+    }
+    let mut config = rustls::ClientConfig::builder_with_provider(Arc::new(
+        rustls::crypto::ring::default_provider(),
+    ))
+    .with_safe_default_protocol_versions()
+    .unwrap()
+    .with_root_certificates(roots)
+    .with_no_client_auth();
+    config.alpn_protocols = vec![b"h2".to_vec()];
+    let tcp = tokio::net::TcpStream::connect(addr).await.unwrap();
+    let tls = tokio_rustls::TlsConnector::from(Arc::new(config))
+        .connect(ServerName::try_from(DOMAIN.to_owned()).unwrap(), tcp)
+        .await
+        .expect("TLS handshake verified against Pebble's root");
+    let leaf = tls.get_ref().1.peer_certificates().unwrap()[0].clone();
+    let (sender, conn) = hyper::client::conn::http2::handshake(
+        hyper_util::rt::TokioExecutor::new(),
+        hyper_util::rt::TokioIo::new(tls),
+    )
+    .await
+    .unwrap();
+    tokio::spawn(conn);
+    (sender, leaf)
+}
+
+async fn h2_get(
+    sender: &mut hyper::client::conn::http2::SendRequest<Empty<Bytes>>,
+    path: &str,
+) -> (u16, Value) {
+    let req = http::Request::get(format!("https://{DOMAIN}{path}"))
+        .body(Empty::new())
+        .unwrap();
+    let rsp = sender
+        .send_request(req)
+        .await
+        .expect("request on the open connection");
+    let status = rsp.status().as_u16();
+    let body = rsp.into_body().collect().await.unwrap().to_bytes();
+    (status, serde_json::from_slice(&body).unwrap())
+}
+
+fn leaf_names(der: &[u8]) -> Vec<String> {
+    let (_, cert) = x509_parser::parse_x509_certificate(der).unwrap();
+    cert.subject_alternative_name()
+        .unwrap()
+        .map(|san| {
+            san.value
+                .general_names
+                .iter()
+                .map(|n| n.to_string())
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn tls_alpn_01_issuance_forced_renewal_keeps_h2_connection_and_survives_restart() {
+    let port = free_port();
+    let addr: SocketAddr = format!("127.0.0.1:{port}").parse().unwrap();
+    // Pebble with its default 5 % nonce rejections.
+    let pebble = Pebble::start(PebbleOptions {
+        tls_port: port,
+        http_port: free_port(),
+        ..PebbleOptions::default()
+    })
+    .await;
+    let root = pebble.root_pem().await;
+    let data = tempfile::tempdir().unwrap();
+    let mut app = Appliance::launch(
+        data.path(),
+        Launch::DevWith {
+            env: acme_env(&pebble, port, "tls-alpn-01"),
+        },
+    )
+    .await;
+
+    // Issued: the served chain verifies against Pebble's root (and nothing else).
+    let body = wait_health(&app, Some(&root), addr, Duration::from_secs(60), |b| {
+        b["checks"]["acme"] == "ok" && issued(b) == 1
+    })
+    .await;
+    let account = body["acme"]["account_uri"].as_str().unwrap().to_owned();
+    assert!(
+        account.starts_with(&pebble.directory_url.replace("/dir", "")),
+        "{account}"
+    );
+    assert!(body["acme"]["last_error"].is_null());
+    assert_eq!(body["status"], "ok");
+    let rsp = client_for(&root, addr)
+        .get(format!("https://{DOMAIN}:{port}/version"))
+        .send()
+        .await
+        .expect("the ACME certificate chains to Pebble's root");
+    assert_eq!(rsp.status(), 200);
+    // A new client trusting only the self-signed start-up certificate no longer connects.
+    let self_signed = std::fs::read(data.path().join("tls/self-signed.pem")).unwrap();
+    let stale = e2e::client_trusting(&self_signed, None);
+    assert!(stale.get(app.url("/version")).send().await.is_err());
+
+    // A long-lived HTTP/2 connection, opened under the first certificate.
+    let (mut h2, first_leaf) = h2_connection(addr, &root).await;
+    assert_eq!(leaf_names(&first_leaf), vec![format!("DNSName({DOMAIN})")]);
+    let (status, version) = h2_get(&mut h2, "/version").await;
+    assert_eq!((status, version["name"].as_str()), (200, Some("appliance")));
+
+    // Forced renewal (SIGUSR1): a new certificate is served to new connections...
+    signal(app.pid(), "USR1");
+    let body = wait_health(&app, Some(&root), addr, Duration::from_secs(60), |b| {
+        issued(b) == 2 && b["checks"]["acme"] == "ok"
+    })
+    .await;
+    assert_eq!(body["acme"]["account_uri"].as_str(), Some(account.as_str()));
+    let (mut fresh, second_leaf) = h2_connection(addr, &root).await;
+    assert_ne!(first_leaf, second_leaf, "renewal swapped the certificate");
+    assert_eq!(h2_get(&mut fresh, "/version").await.0, 200);
+    // ...while the connection opened before it keeps working, without a restart.
+    for _ in 0..3 {
+        let (status, health) = h2_get(&mut h2, "/health").await;
+        assert_eq!(status, 200);
+        assert_eq!(health["acme"]["issued"], 2);
+    }
+
+    // The account and certificate keys are on disk only sealed by keyservice.
+    for file in ["account.json", "certificate.json"] {
+        let text = std::fs::read_to_string(data.path().join("acme").join(file)).unwrap();
+        assert!(!text.contains("PRIVATE KEY"), "{file}");
+        assert!(
+            !text.contains("key_pkcs8"),
+            "{file}: credentials in the clear"
+        );
+    }
+
+    // After a restart the stored certificate is served at once (no new issuance).
+    drop((h2, fresh));
+    app.terminate().await;
+    let app = Appliance::launch(
+        data.path(),
+        Launch::DevWith {
+            env: acme_env(&pebble, port, "tls-alpn-01"),
+        },
+    )
+    .await;
+    let body = wait_health(&app, Some(&root), addr, Duration::from_secs(30), |b| {
+        b["checks"]["acme"] == "ok"
+    })
+    .await;
+    assert_eq!(issued(&body), 0, "no new certificate after a restart");
+    assert_eq!(body["acme"]["account_uri"].as_str(), Some(account.as_str()));
+    let (_, after_restart) = h2_connection(addr, &root).await;
+    assert_eq!(after_restart, second_leaf);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn http_01_issuance_and_scheduled_renewal_of_a_short_lived_certificate() {
+    let port = free_port();
+    let http_port = free_port();
+    let addr: SocketAddr = format!("127.0.0.1:{port}").parse().unwrap();
+    // 24-second certificates: renewal is due after 16 s (renew_at = 2/3).
+    let pebble = Pebble::start(PebbleOptions {
+        tls_port: free_port(),
+        http_port,
+        validity_secs: Some(24),
+        ..PebbleOptions::default()
+    })
+    .await;
+    let root = pebble.root_pem().await;
+    let data = tempfile::tempdir().unwrap();
+    let mut env = acme_env(&pebble, port, "http-01");
+    env.push((
+        "APPLIANCE_ACME__HTTP01_LISTEN".into(),
+        format!("127.0.0.1:{http_port}"),
+    ));
+    let app = Appliance::launch(data.path(), Launch::DevWith { env }).await;
+    let body = wait_health(&app, Some(&root), addr, Duration::from_secs(60), |b| {
+        b["checks"]["acme"] == "ok" && issued(b) == 1
+    })
+    .await;
+    let (not_after, renew_after) = (
+        body["acme"]["not_after"].as_i64().unwrap(),
+        body["acme"]["renew_after"].as_i64().unwrap(),
+    );
+    assert!(renew_after < not_after, "{body}");
+    let (mut h2, first_leaf) = h2_connection(addr, &root).await;
+
+    // The HTTP-01 listener answers only pending challenges.
+    let rsp = reqwest::get(format!(
+        "http://127.0.0.1:{http_port}/.well-known/acme-challenge/nope"
+    ))
+    .await
+    .unwrap();
+    assert_eq!(rsp.status(), 404);
+
+    // Renewed by the schedule, before the first certificate expires.
+    let body = wait_health(&app, Some(&root), addr, Duration::from_secs(40), |b| {
+        issued(b) >= 2
+    })
+    .await;
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_secs() as i64;
+    assert!(now < not_after + 2, "renewed before expiry: {body}");
+    let (_, second_leaf) = h2_connection(addr, &root).await;
+    assert_ne!(first_leaf, second_leaf);
+    assert_eq!(h2_get(&mut h2, "/version").await.0, 200);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn unreachable_directory_and_rejected_nonces_are_survived() {
+    let port = free_port();
+    let addr: SocketAddr = format!("127.0.0.1:{port}").parse().unwrap();
+    // A quarter of all good nonces rejected (Pebble's default is 5 %); not started yet.
+    let mut pebble = Pebble::prepare(PebbleOptions {
+        tls_port: port,
+        http_port: free_port(),
+        nonce_reject: Some(25),
+        ..PebbleOptions::default()
+    });
+    let data = tempfile::tempdir().unwrap();
+    let app = Appliance::launch(
+        data.path(),
+        Launch::DevWith {
+            env: acme_env(&pebble, port, "tls-alpn-01"),
+        },
+    )
+    .await;
+
+    // The directory is unreachable: reported on /health, which stays 200 (the start-up
+    // certificate is served meanwhile).
+    let body = wait_health(&app, None, addr, Duration::from_secs(20), |b| {
+        b["checks"]["acme"] == "failed"
+    })
+    .await;
+    assert!(
+        !body["acme"]["last_error"].as_str().unwrap_or("").is_empty(),
+        "{body}"
+    );
+    assert_eq!(body["status"], "ok");
+    // Still retrying (with backoff) a little later.
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let body = wait_health(&app, None, addr, Duration::from_secs(5), |_| true).await;
+    assert_eq!(body["checks"]["acme"], "failed", "{body}");
+
+    // The CA comes up: the next retry succeeds despite the rejected nonces.
+    pebble.run().await;
+    let root = pebble.root_pem().await;
+    let body = wait_health(&app, Some(&root), addr, Duration::from_secs(90), |b| {
+        b["checks"]["acme"] == "ok" && issued(b) == 1
+    })
+    .await;
+    assert!(body["acme"]["last_error"].is_null(), "{body}");
+
+    // The CA goes away again: a forced renewal fails, is reported, and the current
+    // certificate stays in service.
+    pebble.stop_ca();
+    signal(app.pid(), "USR1");
+    let body = wait_health(&app, Some(&root), addr, Duration::from_secs(30), |b| {
+        b["checks"]["acme"] == "failed"
+    })
+    .await;
+    assert_eq!(issued(&body), 1);
+    assert!(
+        eventually_async(Duration::from_secs(5), || async {
+            client_for(&root, addr)
+                .get(format!("https://{DOMAIN}:{port}/version"))
+                .send()
+                .await
+                .is_ok()
+        })
+        .await
+    );
+    // Back again (a new Pebble: new root, the old account unknown to it): the pending
+    // renewal completes by itself under a new account.
+    pebble.run().await;
+    let root = pebble.root_pem().await;
+    wait_health(&app, Some(&root), addr, Duration::from_secs(60), |b| {
+        issued(b) == 2 && b["checks"]["acme"] == "ok"
+    })
+    .await;
+}

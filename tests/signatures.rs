@@ -1,0 +1,680 @@
+//! The wallet-signature (EIP-712) endpoints, with signatures made live by viem
+//! (`signTypedData`, what wallets' `eth_signTypedData_v4` returns): every rejection rule
+//! over HTTPS, replay (also across a restart), and, against a real anvil, the conversion
+//! of an API-mode account to ChainSecured and keys and wallets minted for a wallet owner
+//! that work only once registered on chain.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use alloy::node_bindings::{Anvil, AnvilInstance};
+use alloy::primitives::{Address, U256, keccak256};
+use alloy::providers::{DynProvider, Provider, ProviderBuilder};
+use alloy::signers::local::PrivateKeySigner;
+use alloy::sol_types::SolEventInterface;
+use base64::Engine as _;
+use base64::engine::general_purpose::STANDARD;
+use chain_contracts::IAccountConfig::{self, IAccountConfigEvents as E};
+use e2e::{Appliance, Launch, eventually_async, node_eval};
+use serde_json::{Value, json};
+
+/// Anvil's well-known dev keys 1 and 2 (public test keys, no value anywhere).
+const KEY_1: &str = "0x59c6995e998f97a5a0044966f0945389dc9e86dae88c7a8412f4603b6b78690d";
+const KEY_2: &str = "0x5de4111afa1a4b94908f83103eb1f1706367c2e68ca870fc3fb9a804cdab365a";
+
+/// Signs `typed_data` with viem's `privateKeyToAccount(key).signTypedData`.
+const SIGN_JS: &str = r#"
+const { privateKeyToAccount } = require('viem/accounts');
+const { key, typed_data } = JSON.parse(process.argv[1]);
+const account = privateKeyToAccount(key);
+account.signTypedData({
+  domain: typed_data.domain,
+  types: typed_data.types,
+  primaryType: typed_data.primaryType,
+  message: typed_data.message,
+}).then((signature) => {
+  process.stdout.write(JSON.stringify({ signature, address: account.address }));
+}).catch((e) => { console.error(e); process.exit(1); });
+"#;
+
+/// Returns viem's signature of `typed_data` by `key`.
+fn viem_sign(key: &str, typed_data: &Value) -> String {
+    let arg = json!({"key": key, "typed_data": typed_data}).to_string();
+    let out: Value = serde_json::from_str(&node_eval(SIGN_JS, &[&arg])).unwrap();
+    out["signature"].as_str().unwrap().to_owned()
+}
+
+/// The address of `key`, as viem derives it.
+fn viem_address(key: &str) -> String {
+    let script = "const { privateKeyToAccount } = require('viem/accounts'); \
+                  process.stdout.write(privateKeyToAccount(process.argv[1]).address);";
+    node_eval(script, &[key])
+}
+
+fn now() -> i64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .unwrap()
+        .as_secs() as i64
+}
+
+/// The spec's envelope for `primary`, as a wallet library sends it (numbers).
+fn envelope(primary: &str, chain_id: u64, address: &str, issued_at: i64) -> Value {
+    json!({
+        "types": {
+            "EIP712Domain": [
+                {"name": "name", "type": "string"},
+                {"name": "version", "type": "string"},
+                {"name": "chainId", "type": "uint256"}
+            ],
+            primary: [
+                {"name": "address", "type": "address"},
+                {"name": "issuedAt", "type": "uint256"}
+            ]
+        },
+        "primaryType": primary,
+        "domain": {"name": "Service ChainSecured", "version": "1", "chainId": chain_id},
+        "message": {"address": address, "issuedAt": issued_at}
+    })
+}
+
+/// `{typed_data, signature}` for `primary`, signed now by `key` about itself.
+fn signed(key: &str, primary: &str, chain_id: u64, issued_at: i64) -> Value {
+    let td = envelope(primary, chain_id, &viem_address(key), issued_at);
+    let signature = viem_sign(key, &td);
+    json!({"typed_data": td, "signature": signature})
+}
+
+async fn chain_id(app: &Appliance) -> u64 {
+    app.get("/get_node_chain_config", None).await.assert_ok()["chain_id"]
+        .as_u64()
+        .unwrap()
+}
+
+/// Posts and expects `status`, returning the error description.
+async fn refused(app: &Appliance, path: &str, body: Value, status: u16) -> String {
+    app.post(path, None, body).await.assert_error(status)
+}
+
+#[tokio::test]
+async fn every_typed_data_rule_is_enforced_on_live_viem_signatures() {
+    let app = Appliance::start().await;
+    let chain = chain_id(&app).await;
+    let address_1 = viem_address(KEY_1);
+    const CREATE: &str = "/create_wallet_with_signature";
+    const ADD_KEY: &str = "/add_usage_api_key_with_signature";
+    // One clock reading: every envelope below has its own issuedAt, so no two collide
+    // however long the test takes.
+    let t = now();
+
+    // Valid: a wallet is minted, once.
+    let good = signed(KEY_1, "CreateWallet", chain, t);
+    let wallet = app
+        .post(CREATE, None, good.clone())
+        .await
+        .assert_ok()
+        .clone();
+    assert!(wallet["wallet_address"].as_str().unwrap().starts_with("0x"));
+    assert_eq!(wallet["derivation_path"].as_str().unwrap().len(), 66);
+    assert_eq!(wallet["pkp_id"].as_str().unwrap().len(), 66);
+    let msg = refused(&app, CREATE, good.clone(), 422).await;
+    assert!(msg.contains("already accepted"), "{msg}");
+
+    // Decimal strings are the same values (but this one is a replay).
+    let mut as_strings = good.clone();
+    as_strings["typed_data"]["domain"]["chainId"] = json!(chain.to_string());
+    as_strings["typed_data"]["message"]["issuedAt"] =
+        json!(good["typed_data"]["message"]["issuedAt"].to_string());
+    assert!(
+        refused(&app, CREATE, as_strings, 422)
+            .await
+            .contains("already accepted")
+    );
+
+    // One field changed after signing.
+    let mut changed = signed(KEY_1, "CreateWallet", chain, t - 1);
+    changed["typed_data"]["message"]["issuedAt"] = json!(t - 2);
+    let msg = refused(&app, CREATE, changed, 422).await;
+    assert!(msg.contains("recovers to"), "{msg}");
+
+    // Reordered fields, properly signed over the reordered type.
+    let mut td = envelope("CreateWallet", chain, &address_1, t - 3);
+    td["types"]["CreateWallet"] = json!([
+        {"name": "issuedAt", "type": "uint256"},
+        {"name": "address", "type": "address"}
+    ]);
+    let sig = viem_sign(KEY_1, &td);
+    let msg = refused(
+        &app,
+        CREATE,
+        json!({"typed_data": td, "signature": sig}),
+        422,
+    )
+    .await;
+    assert!(msg.contains("differ from the canonical"), "{msg}");
+
+    // An extra type, properly signed.
+    let mut td = envelope("CreateWallet", chain, &address_1, t - 4);
+    td["types"]["Extra"] = json!([{"name": "note", "type": "string"}]);
+    let sig = viem_sign(KEY_1, &td);
+    let msg = refused(
+        &app,
+        CREATE,
+        json!({"typed_data": td, "signature": sig}),
+        422,
+    )
+    .await;
+    assert!(msg.contains("unexpected type `Extra`"), "{msg}");
+
+    // A valid signature for another flow, at each endpoint.
+    let convert = signed(KEY_1, "ConvertAccount", chain, t - 5);
+    let msg = refused(&app, CREATE, convert.clone(), 422).await;
+    assert!(msg.contains("accepts only `CreateWallet`"), "{msg}");
+    let create = signed(KEY_1, "CreateWallet", chain, t - 5);
+    let msg = refused(&app, ADD_KEY, create.clone(), 422).await;
+    assert!(msg.contains("accepts only `AddUsageApiKey`"), "{msg}");
+    let billing = signed(KEY_1, "BillingAuth", chain, t - 5);
+    refused(&app, ADD_KEY, billing, 422).await;
+
+    // Properly signed for another chain.
+    let other_chain = signed(KEY_1, "CreateWallet", chain + 1, t - 6);
+    let msg = refused(&app, CREATE, other_chain, 422).await;
+    assert!(msg.contains("chain id"), "{msg}");
+
+    // issuedAt 301 s in the past, and beyond 300 s in the future (5 s of slack for the
+    // request's own latency).
+    for issued_at in [now() - 301, now() + 305] {
+        let late = signed(KEY_1, "CreateWallet", chain, issued_at);
+        let msg = refused(&app, CREATE, late, 422).await;
+        assert!(msg.contains("more than 300 seconds"), "{msg}");
+    }
+
+    // Signed by another wallet than message.address.
+    let td = envelope("CreateWallet", chain, &address_1, t - 7);
+    let sig = viem_sign(KEY_2, &td);
+    let msg = refused(
+        &app,
+        CREATE,
+        json!({"typed_data": td, "signature": sig}),
+        422,
+    )
+    .await;
+    assert!(msg.contains(&viem_address(KEY_2)), "{msg}");
+
+    // Wrong domain name, and a signature that is not 65 bytes.
+    let mut td = envelope("CreateWallet", chain, &address_1, t - 8);
+    td["domain"]["name"] = json!("Other");
+    let sig = viem_sign(KEY_1, &td);
+    let msg = refused(
+        &app,
+        CREATE,
+        json!({"typed_data": td, "signature": sig}),
+        422,
+    )
+    .await;
+    assert!(msg.contains("domain.name"), "{msg}");
+    let mut short = signed(KEY_1, "CreateWallet", chain, t - 9);
+    short["signature"] = json!(&short["signature"].as_str().unwrap()[..130]);
+    let msg = refused(&app, CREATE, short, 422).await;
+    assert!(msg.contains("65 bytes"), "{msg}");
+
+    // 4 KiB + 1 byte of serialised typed_data is too large (413); exactly 4 KiB is not
+    // (refused for its extra field instead).
+    let base = signed(KEY_1, "CreateWallet", chain, t - 10);
+    let padded = |total: usize| {
+        let mut body = base.clone();
+        let len = serde_json::to_vec(&body["typed_data"]).unwrap().len();
+        body["typed_data"]["padding"] = json!("x".repeat(total - len - 13));
+        assert_eq!(
+            serde_json::to_vec(&body["typed_data"]).unwrap().len(),
+            total
+        );
+        body
+    };
+    let msg = refused(&app, CREATE, padded(4097), 413).await;
+    assert!(msg.contains("4097 bytes"), "{msg}");
+    let msg = refused(&app, CREATE, padded(4096), 422).await;
+    assert!(msg.contains("unexpected field `padding`"), "{msg}");
+
+    // The refused requests consumed nothing: the base signature still works once.
+    app.post(CREATE, None, base.clone()).await.assert_ok();
+
+    // A usage key minted for a signature has no identity until registered on chain.
+    let minted = app
+        .post(ADD_KEY, None, signed(KEY_2, "AddUsageApiKey", chain, t))
+        .await
+        .assert_ok()
+        .clone();
+    let key = minted["usage_api_key"].as_str().unwrap();
+    let bytes = STANDARD.decode(key).unwrap();
+    assert_eq!(bytes.len(), 32);
+    assert_eq!(
+        minted["usage_api_key_hash"].as_str().unwrap(),
+        keccak256(&bytes).to_string()
+    );
+    assert!(
+        minted["derivation_path"]
+            .as_str()
+            .unwrap()
+            .starts_with("0x")
+    );
+    app.post(
+        "/lit_action",
+        Some(key),
+        json!({"code": "async function main() { return 1; }"}),
+    )
+    .await
+    .assert_error(401);
+}
+
+#[tokio::test]
+async fn an_accepted_signature_stays_refused_after_a_restart() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut app = Appliance::launch(dir.path(), Launch::Dev).await;
+    let chain = chain_id(&app).await;
+    let body = signed(KEY_1, "AddUsageApiKey", chain, now());
+    app.post("/add_usage_api_key_with_signature", None, body.clone())
+        .await
+        .assert_ok();
+    app.terminate().await;
+    let app = Appliance::launch(dir.path(), Launch::Dev).await;
+    let msg = refused(&app, "/add_usage_api_key_with_signature", body, 422).await;
+    assert!(msg.contains("already accepted"), "{msg}");
+}
+
+// ---- against anvil ----------------------------------------------------------------------
+
+fn anvil() -> AnvilInstance {
+    let path = e2e::tools_dir().join("node/node_modules/@foundry-rs/anvil-linux-amd64/bin/anvil");
+    assert!(
+        path.is_file(),
+        "anvil missing at {}: run scripts/setup",
+        path.display()
+    );
+    Anvil::new()
+        .path(path)
+        .host("127.0.0.1")
+        .port(0u16)
+        .try_spawn()
+        .expect("anvil starts")
+}
+
+/// A provider signing with anvil dev account `i`.
+fn wallet(anvil: &AnvilInstance, i: usize) -> DynProvider {
+    ProviderBuilder::new()
+        .disable_recommended_fillers()
+        .with_gas_estimation()
+        .with_simple_nonce_management()
+        .fetch_chain_id()
+        .wallet(PrivateKeySigner::from(anvil.keys()[i].clone()))
+        .connect_http(anvil.endpoint_url())
+        .erased()
+}
+
+/// Anvil dev account `i`'s private key, for viem.
+fn private_key(anvil: &AnvilInstance, i: usize) -> String {
+    format!("0x{}", hex::encode(anvil.keys()[i].to_bytes()))
+}
+
+async fn appliance_on(dir: &std::path::Path, anvil: &AnvilInstance) -> (Appliance, Address) {
+    let owner = wallet(anvil, 0);
+    let from = owner.get_block_number().await.unwrap();
+    let contract = chain_contracts::deploy_account_config(&owner)
+        .await
+        .unwrap();
+    let env = [
+        ("APPLIANCE_CHAIN__RPC_URL", anvil.endpoint()),
+        ("APPLIANCE_CHAIN__CHAIN_ID", anvil.chain_id().to_string()),
+        (
+            "APPLIANCE_CHAIN__ACCOUNT_CONFIG_ADDRESS",
+            contract.to_string(),
+        ),
+        ("APPLIANCE_CHAIN__DEPLOY_BLOCK", from.to_string()),
+        ("APPLIANCE_CHAIN__CONFIRMATIONS", "0".into()),
+        ("APPLIANCE_CHAIN__POLL_INTERVAL_MS", "100".into()),
+        ("APPLIANCE_CHAIN__REQUEST_TIMEOUT_MS", "1000".into()),
+    ];
+    let env = env.into_iter().map(|(k, v)| (k.to_string(), v)).collect();
+    let app = Appliance::launch(dir, Launch::DevWith { env }).await;
+    // The appliance's API payers become payers of the contract, with gas.
+    let payers = app.get("/get_api_payers", None).await.assert_ok().clone();
+    let config = IAccountConfig::new(contract, &owner);
+    for payer in payers.as_array().unwrap() {
+        let payer: Address = payer.as_str().unwrap().parse().unwrap();
+        owner
+            .raw_request::<_, Value>(
+                "anvil_setBalance".into(),
+                (payer, U256::from(10u128.pow(20))),
+            )
+            .await
+            .unwrap();
+        config
+            .setApiPayer(payer, true)
+            .send()
+            .await
+            .unwrap()
+            .get_receipt()
+            .await
+            .unwrap();
+    }
+    (app, contract)
+}
+
+fn key_hash(key: &str) -> U256 {
+    U256::from_be_bytes(keccak256(STANDARD.decode(key).unwrap()).0)
+}
+
+fn hex_u256(text: &str) -> U256 {
+    U256::from_str_radix(text.trim_start_matches("0x"), 16).unwrap()
+}
+
+async fn wait<F, Fut>(what: &str, check: F)
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = bool>,
+{
+    assert!(
+        eventually_async(Duration::from_secs(30), check).await,
+        "timed out waiting until {what}"
+    );
+}
+
+#[tokio::test]
+async fn a_wallet_converts_an_api_mode_account_and_administers_it_on_chain() {
+    let anvil = anvil();
+    let dir = tempfile::tempdir().unwrap();
+    let (app, contract) = appliance_on(dir.path(), &anvil).await;
+    let chain = anvil.chain_id();
+    let provider = ProviderBuilder::new().connect_http(anvil.endpoint_url());
+    let view = IAccountConfig::new(contract, &provider);
+
+    // An API-mode account with an action in a group and a usage key that runs it.
+    let (key, _) = app.new_account("to convert").await;
+    let code = "async function main(p) { return 'ran ' + p.n; }";
+    let cid = app
+        .post("/get_lit_action_ipfs_id", None, json!(code))
+        .await
+        .assert_ok()
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let group = app
+        .add_group(
+            &key,
+            json!({"group_name": "runners", "group_description": "", "pkp_ids_permitted": [],
+                   "cid_hashes_permitted": []}),
+        )
+        .await;
+    app.post(
+        "/add_action_to_group",
+        Some(&key),
+        json!({"group_id": group, "action_ipfs_cid": cid}),
+    )
+    .await
+    .assert_ok();
+    let (usage, _) = app
+        .add_usage_key(
+            &key,
+            json!({"can_create_groups": false, "can_delete_groups": false, "can_create_pkps": false,
+                   "manage_ipfs_ids_in_groups": [], "add_pkp_to_groups": [],
+                   "remove_pkp_from_groups": [], "execute_in_groups": [group]}),
+        )
+        .await;
+    let run = |k: String, code: &'static str| {
+        let app = &app;
+        async move {
+            app.post(
+                "/lit_action",
+                Some(&k),
+                json!({"code": code, "js_params": {"n": 1}}),
+            )
+            .await
+        }
+    };
+    assert_eq!(
+        run(usage.clone(), code).await.assert_ok()["response"],
+        json!("ran 1")
+    );
+
+    // A wallet (anvil account 7) converts it.
+    let admin_key = private_key(&anvil, 7);
+    let admin = anvil.addresses()[7];
+    let admin_text = viem_address(&admin_key);
+    assert_eq!(admin_text.parse::<Address>().unwrap(), admin);
+    let mut body = signed(&admin_key, "ConvertAccount", chain, now());
+    // Signed by the admin, but naming another new admin: refused.
+    body["new_admin_wallet_address"] = json!(anvil.addresses()[8].to_string());
+    let msg = app
+        .post(
+            "/convert_to_chain_secured_account",
+            Some(&key),
+            body.clone(),
+        )
+        .await
+        .assert_error(422);
+    assert!(msg.contains("new_admin_wallet_address"), "{msg}");
+    // A usage key may not convert.
+    body["new_admin_wallet_address"] = json!(admin_text);
+    app.post(
+        "/convert_to_chain_secured_account",
+        Some(&usage),
+        body.clone(),
+    )
+    .await
+    .assert_error(403);
+    let converted = app
+        .post("/convert_to_chain_secured_account", Some(&key), body)
+        .await
+        .assert_ok()
+        .clone();
+    let account = key_hash(&key);
+    assert_eq!(
+        hex_u256(converted["api_key_hash"].as_str().unwrap()),
+        account
+    );
+    assert_eq!(converted["wallet_address"], json!(admin_text));
+
+    // The API payer submits the conversion on chain.
+    wait("the account is converted on chain", || async {
+        view.getAccount(account)
+            .call()
+            .await
+            .map(|a| a.exists && !a.managed && a.admin == admin)
+            .unwrap_or(false)
+    })
+    .await;
+
+    // The former account key is refused for admin writes, with the reason.
+    let msg = app
+        .post(
+            "/add_group",
+            Some(&key),
+            json!({"group_name": "late", "group_description": "", "pkp_ids_permitted": [],
+                   "cid_hashes_permitted": []}),
+        )
+        .await
+        .assert_error(403);
+    assert!(
+        msg.contains("ChainSecured") && msg.contains(&admin_text),
+        "{msg}"
+    );
+    // Converting again: 409.
+    let again = signed(&admin_key, "ConvertAccount", chain, now() - 1);
+    let mut again = again;
+    again["new_admin_wallet_address"] = json!(admin_text);
+    app.post("/convert_to_chain_secured_account", Some(&key), again)
+        .await
+        .assert_error(409);
+    // Usage keys keep running actions.
+    assert_eq!(
+        run(usage.clone(), code).await.assert_ok()["response"],
+        json!("ran 1")
+    );
+
+    // Billing follows the account to its admin wallet: X-Wallet-Auth (BillingAuth), once
+    // per signature; another wallet administers no account here.
+    let balance = |header: String| {
+        let app = &app;
+        async move {
+            app.send(
+                app.request(reqwest::Method::GET, &app.api("/billing/balance"))
+                    .header("x-wallet-auth", header),
+            )
+            .await
+        }
+    };
+    let header = STANDARD.encode(signed(&admin_key, "BillingAuth", chain, now()).to_string());
+    balance(header.clone()).await.assert_ok();
+    let msg = balance(header).await.assert_error(422);
+    assert!(msg.contains("already accepted"), "{msg}");
+    let stranger =
+        STANDARD.encode(signed(&private_key(&anvil, 8), "BillingAuth", chain, now()).to_string());
+    balance(stranger).await.assert_error(401);
+
+    // The new admin renames the group directly on chain; the API shows it.
+    let as_admin = IAccountConfig::new(contract, wallet(&anvil, 7));
+    let on_chain = view.getGroup(U256::from(group)).call().await.unwrap();
+    as_admin
+        .updateGroup(
+            account,
+            U256::from(group),
+            "renamed on chain".into(),
+            "by the admin wallet".into(),
+            on_chain.pkpIds,
+            on_chain.cidHashes,
+        )
+        .send()
+        .await
+        .unwrap()
+        .get_receipt()
+        .await
+        .unwrap();
+    wait("the API shows the on-chain group update", || async {
+        app.group(&usage, group)
+            .await
+            .is_some_and(|g| g["name"] == json!("renamed on chain"))
+    })
+    .await;
+
+    // A usage key and a wallet minted with the admin's signatures.
+    let minted = app
+        .post(
+            "/add_usage_api_key_with_signature",
+            None,
+            signed(&admin_key, "AddUsageApiKey", chain, now()),
+        )
+        .await
+        .assert_ok()
+        .clone();
+    let new_key = minted["usage_api_key"].as_str().unwrap().to_owned();
+    let minted_wallet: Address = minted["wallet_address"].as_str().unwrap().parse().unwrap();
+    run(new_key.clone(), code).await.assert_error(401);
+    as_admin
+        .registerWalletDerivation(
+            account,
+            minted_wallet,
+            hex_u256(minted["derivation_path"].as_str().unwrap()),
+            "minted".into(),
+            String::new(),
+        )
+        .send()
+        .await
+        .unwrap()
+        .get_receipt()
+        .await
+        .unwrap();
+    // Registered wallet only: still no identity.
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    run(new_key.clone(), code).await.assert_error(401);
+    as_admin
+        .setUsageApiKey(
+            account,
+            key_hash(&new_key),
+            U256::ZERO,
+            U256::ZERO,
+            "signed key".into(),
+            String::new(),
+            IAccountConfig::UsageKeyPermissions {
+                canCreateGroups: false,
+                canDeleteGroups: false,
+                canCreatePkps: false,
+                manageIpfsIdsInGroups: vec![],
+                addPkpToGroups: vec![],
+                removePkpFromGroups: vec![],
+                executeInGroups: vec![U256::from(group)],
+            },
+        )
+        .send()
+        .await
+        .unwrap()
+        .get_receipt()
+        .await
+        .unwrap();
+    wait("the signed usage key runs the permitted action", || {
+        let k = new_key.clone();
+        async move { run(k, code).await.status == 200 }
+    })
+    .await;
+    assert_eq!(
+        run(new_key.clone(), code).await.assert_ok()["response"],
+        json!("ran 1")
+    );
+    // Exactly the on-chain permissions: other code and group creation are refused.
+    run(new_key.clone(), "async function main() { return 2; }")
+        .await
+        .assert_error(403);
+    app.post(
+        "/add_group",
+        Some(&new_key),
+        json!({"group_name": "no", "group_description": "", "pkp_ids_permitted": [],
+               "cid_hashes_permitted": []}),
+    )
+    .await
+    .assert_error(403);
+    // The registered wallet now belongs to the account.
+    let wallets = app.list("/list_wallets", &new_key).await;
+    assert!(
+        wallets
+            .iter()
+            .any(|w| w["wallet_address"] == json!(minted_wallet.to_checksum(None))),
+        "{wallets:?}"
+    );
+
+    // A wallet minted with a CreateWallet signature joins once registered.
+    let created = app
+        .post(
+            "/create_wallet_with_signature",
+            None,
+            signed(&admin_key, "CreateWallet", chain, now()),
+        )
+        .await
+        .assert_ok()
+        .clone();
+    let created_wallet: Address = created["wallet_address"].as_str().unwrap().parse().unwrap();
+    let receipt = as_admin
+        .registerWalletDerivation(
+            account,
+            created_wallet,
+            hex_u256(created["derivation_path"].as_str().unwrap()),
+            "created".into(),
+            String::new(),
+        )
+        .send()
+        .await
+        .unwrap()
+        .get_receipt()
+        .await
+        .unwrap();
+    assert!(receipt.inner.logs().iter().any(|l| matches!(
+        E::decode_raw_log(l.topics(), &l.data().data),
+        Ok(E::WalletRegistered(_))
+    )));
+    wait("the created wallet is listed", || async {
+        app.list("/list_wallets", &new_key)
+            .await
+            .iter()
+            .any(|w| w["wallet_address"] == json!(created_wallet.to_checksum(None)))
+    })
+    .await;
+}
