@@ -11,6 +11,8 @@
 mod http;
 mod sealed;
 
+pub(crate) use sealed::is_service_path;
+
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 

@@ -37,6 +37,15 @@ pub(super) fn cert_seal_path() -> DerivationPath {
     seal_path(b"appliance/acme/cert-key/v1")
 }
 
+/// Whether `path` is one of the service's own sealing keys. Such a path shares the wallet
+/// namespace in keyservice, so it must never become anybody's wallet (an on-chain
+/// `registerWalletDerivation` naming it is refused by the indexer).
+pub(crate) fn is_service_path(path: &DerivationPath) -> bool {
+    [account_seal_path(), cert_seal_path()]
+        .iter()
+        .any(|reserved| reserved.0 == path.0)
+}
+
 fn seal_path(domain: &[u8]) -> DerivationPath {
     DerivationPath(Keccak256::digest(domain).into())
 }
@@ -211,6 +220,8 @@ mod tests {
     #[test]
     fn seal_paths_are_distinct_and_stable() {
         assert_ne!(account_seal_path().0, cert_seal_path().0);
+        assert!(is_service_path(&account_seal_path()) && is_service_path(&cert_seal_path()));
+        assert!(!is_service_path(&DerivationPath([7; 32])));
         assert_eq!(account_seal_path().0, account_seal_path().0);
     }
 

@@ -266,6 +266,10 @@ impl Indexer {
             ),
             E::WalletRegistered(e) => {
                 let path = DerivationPath(e.derivationPath.to_be_bytes::<32>());
+                if crate::acme::is_service_path(&path) {
+                    tracing::warn!(block, wallet = %e.wallet, "registration of a service-owned derivation path; ignored");
+                    return Ok(None);
+                }
                 let info = self.client.keys().client().wallet(&path).await?;
                 if Address::from(info.address.0) != e.wallet {
                     tracing::warn!(block, wallet = %e.wallet, "registered address does not match its derivation path; ignored");
