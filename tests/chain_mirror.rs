@@ -6,101 +6,16 @@
 
 use std::time::Duration;
 
-use alloy::node_bindings::{Anvil, AnvilInstance};
+use alloy::node_bindings::AnvilInstance;
 use alloy::primitives::{Address, B256, U256, keccak256};
-use alloy::providers::{DynProvider, Provider, ProviderBuilder};
+use alloy::providers::{Provider, ProviderBuilder};
 use alloy::rpc::types::Filter;
-use alloy::signers::local::PrivateKeySigner;
 use alloy::sol_types::SolEventInterface;
 use base64::Engine as _;
 use chain_contracts::IAccountConfig::{self, IAccountConfigEvents as E};
-use e2e::{Appliance, Launch, eventually_async};
-use serde_json::{Value, json};
-
-fn anvil() -> AnvilInstance {
-    let path = e2e::tools_dir().join("node/node_modules/@foundry-rs/anvil-linux-amd64/bin/anvil");
-    assert!(
-        path.is_file(),
-        "anvil missing at {}: run scripts/setup",
-        path.display()
-    );
-    Anvil::new()
-        .path(path)
-        .host("127.0.0.1")
-        .port(0u16)
-        .try_spawn()
-        .expect("anvil starts")
-}
-
-/// A provider signing with anvil dev account `i`.
-fn wallet(anvil: &AnvilInstance, i: usize) -> DynProvider {
-    ProviderBuilder::new()
-        .disable_recommended_fillers()
-        .with_gas_estimation()
-        .with_simple_nonce_management()
-        .fetch_chain_id()
-        .wallet(PrivateKeySigner::from(anvil.keys()[i].clone()))
-        .connect_http(anvil.endpoint_url())
-        .erased()
-}
-
-/// Deploys AccountConfig from dev account 0 (the owner).
-async fn deploy(anvil: &AnvilInstance) -> (Address, u64) {
-    let owner = wallet(anvil, 0);
-    let block = owner.get_block_number().await.unwrap();
-    let address = chain_contracts::deploy_account_config(&owner)
-        .await
-        .unwrap();
-    (address, block)
-}
-
-/// An appliance whose chain is `anvil`, with the contract at `contract`.
-async fn appliance_on(
-    dir: &std::path::Path,
-    anvil: &AnvilInstance,
-    contract: Address,
-    from: u64,
-) -> Appliance {
-    let env = [
-        ("APPLIANCE_CHAIN__RPC_URL", anvil.endpoint()),
-        ("APPLIANCE_CHAIN__CHAIN_ID", anvil.chain_id().to_string()),
-        (
-            "APPLIANCE_CHAIN__ACCOUNT_CONFIG_ADDRESS",
-            contract.to_string(),
-        ),
-        ("APPLIANCE_CHAIN__DEPLOY_BLOCK", from.to_string()),
-        ("APPLIANCE_CHAIN__CONFIRMATIONS", "0".into()),
-        ("APPLIANCE_CHAIN__POLL_INTERVAL_MS", "100".into()),
-        ("APPLIANCE_CHAIN__REQUEST_TIMEOUT_MS", "1000".into()),
-    ];
-    let env = env.into_iter().map(|(k, v)| (k.to_string(), v)).collect();
-    Appliance::launch(dir, Launch::DevWith { env }).await
-}
-
-/// Makes the appliance's API payers payers of the contract, with gas.
-async fn authorize_payers(anvil: &AnvilInstance, app: &Appliance, contract: Address) {
-    let payers = app.get("/get_api_payers", None).await.assert_ok().clone();
-    let owner = wallet(anvil, 0);
-    let config = IAccountConfig::new(contract, &owner);
-    for payer in payers.as_array().unwrap() {
-        let payer: Address = payer.as_str().unwrap().parse().unwrap();
-        owner
-            .raw_request::<_, Value>(
-                "anvil_setBalance".into(),
-                (payer, U256::from(10u128.pow(20))),
-            )
-            .await
-            .unwrap();
-        config
-            .setApiPayer(payer, true)
-            .send()
-            .await
-            .unwrap()
-            .get_receipt()
-            .await
-            .unwrap();
-    }
-}
+use e2e::chain::{anvil, appliance_on, authorize_payers, deploy_account_config, key_hash, wallet};
+use e2e::{Appliance, eventually_async};
+use serde_json::json;
 
 async fn events(anvil: &AnvilInstance, contract: Address) -> Vec<E> {
     let provider = ProviderBuilder::new().connect_http(anvil.endpoint_url());
@@ -111,13 +26,6 @@ async fn events(anvil: &AnvilInstance, contract: Address) -> Vec<E> {
     logs.iter()
         .map(|l| E::decode_raw_log(l.topics(), &l.data().data).unwrap())
         .collect()
-}
-
-fn key_hash(key: &str) -> U256 {
-    let bytes = base64::engine::general_purpose::STANDARD
-        .decode(key)
-        .unwrap();
-    U256::from_be_bytes(keccak256(bytes).0)
 }
 
 fn stop(anvil: &AnvilInstance, signal: &str) {
@@ -131,7 +39,7 @@ fn stop(anvil: &AnvilInstance, signal: &str) {
 #[tokio::test]
 async fn api_writes_appear_on_chain_with_their_values_and_events() {
     let anvil = anvil();
-    let (contract, from) = deploy(&anvil).await;
+    let (contract, from) = deploy_account_config(&anvil).await;
     let dir = tempfile::tempdir().unwrap();
     let app = appliance_on(dir.path(), &anvil, contract, from).await;
     authorize_payers(&anvil, &app, contract).await;
@@ -264,7 +172,7 @@ async fn add_group(app: &Appliance, key: &str, i: usize) {
 #[tokio::test]
 async fn writes_during_an_outage_and_a_kill_9_are_mirrored_once_and_in_order() {
     let anvil = anvil();
-    let (contract, from) = deploy(&anvil).await;
+    let (contract, from) = deploy_account_config(&anvil).await;
     let dir = tempfile::tempdir().unwrap();
     let mut app = appliance_on(dir.path(), &anvil, contract, from).await;
     authorize_payers(&anvil, &app, contract).await;
@@ -300,7 +208,7 @@ async fn writes_during_an_outage_and_a_kill_9_are_mirrored_once_and_in_order() {
 #[tokio::test]
 async fn an_account_created_on_chain_executes_through_the_api() {
     let anvil = anvil();
-    let (contract, from) = deploy(&anvil).await;
+    let (contract, from) = deploy_account_config(&anvil).await;
     let dir = tempfile::tempdir().unwrap();
     let app = appliance_on(dir.path(), &anvil, contract, from).await;
 

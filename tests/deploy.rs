@@ -5,34 +5,17 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::Command;
 use std::time::Duration;
 
 use alloy::node_bindings::{Anvil, AnvilInstance};
-use alloy::primitives::{Address, U256, keccak256};
+use alloy::primitives::{Address, U256};
 use alloy::providers::{Provider, ProviderBuilder};
-use base64::Engine as _;
 use chain_contracts::{IAccountConfig, IAppGovernance, artifacts};
+use e2e::chain::{anvil_path, key_hash};
 use e2e::{Appliance, KeyService, Launch, eventually, eventually_async, processes_matching};
 use serde_json::{Value, json};
-
-fn anvil_path() -> PathBuf {
-    let path = e2e::tools_dir().join("node/node_modules/@foundry-rs/anvil-linux-amd64/bin/anvil");
-    assert!(
-        path.is_file(),
-        "anvil missing at {}: run scripts/setup",
-        path.display()
-    );
-    path
-}
-
-fn key_hash(key: &str) -> U256 {
-    let bytes = base64::engine::general_purpose::STANDARD
-        .decode(key)
-        .unwrap();
-    U256::from_be_bytes(keccak256(bytes).0)
-}
 
 /// Runs `appliance deploy` with `args`; returns (success, stdout, stderr).
 fn deploy(args: &[&str], env: &[(&str, &str)]) -> (bool, String, String) {

@@ -17,7 +17,7 @@ use alloy::providers::ProviderBuilder;
 use alloy::signers::local::PrivateKeySigner;
 use chain_contracts::{IAppGovernance, deploy_app_governance};
 use e2e::pebble::{Pebble, PebbleOptions, free_port};
-use e2e::{Appliance, Launch, binary, tools_dir};
+use e2e::{Appliance, Launch, binary};
 use serde_json::Value;
 use sha2::{Digest, Sha256};
 
@@ -26,16 +26,6 @@ use sha2::{Digest, Sha256};
 /// knows. (`localhost` itself has no CAA records: resolvers answer it locally, RFC 6761.)
 const CAA_DOMAIN: &str = "appliance.acme.test";
 const DOMAIN: &str = "localhost";
-
-fn anvil_binary() -> PathBuf {
-    let path = tools_dir().join("node/node_modules/@foundry-rs/anvil-linux-amd64/bin/anvil");
-    assert!(
-        path.is_file(),
-        "anvil missing at {}: run scripts/setup",
-        path.display()
-    );
-    path
-}
 
 /// Runs `evidence verify … --json`; returns the exit code and the report.
 fn verify(args: &[&str]) -> (i32, Value) {
@@ -158,7 +148,7 @@ fn write(dir: &Path, name: &str, text: &str) -> PathBuf {
 async fn evidence_verify_passes_then_fails_the_named_checks() {
     // The governance contract on anvil.
     let anvil = Anvil::new()
-        .path(anvil_binary())
+        .path(e2e::chain::anvil_path())
         .host("127.0.0.1")
         .port(0u16)
         .try_spawn()

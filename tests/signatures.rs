@@ -8,14 +8,13 @@
 
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use alloy::node_bindings::{Anvil, AnvilInstance};
 use alloy::primitives::{Address, U256, keccak256};
-use alloy::providers::{DynProvider, Provider, ProviderBuilder};
-use alloy::signers::local::PrivateKeySigner;
+use alloy::providers::ProviderBuilder;
 use alloy::sol_types::SolEventInterface;
 use base64::Engine as _;
 use base64::engine::general_purpose::STANDARD;
 use chain_contracts::IAccountConfig::{self, IAccountConfigEvents as E};
+use e2e::chain::{anvil, key_hash, mirrored_appliance, private_key, wallet};
 use e2e::{Appliance, Launch, eventually_async, node_eval};
 use serde_json::{Value, json};
 
@@ -285,86 +284,6 @@ async fn an_accepted_signature_stays_refused_after_a_restart() {
 
 // ---- against anvil ----------------------------------------------------------------------
 
-fn anvil() -> AnvilInstance {
-    let path = e2e::tools_dir().join("node/node_modules/@foundry-rs/anvil-linux-amd64/bin/anvil");
-    assert!(
-        path.is_file(),
-        "anvil missing at {}: run scripts/setup",
-        path.display()
-    );
-    Anvil::new()
-        .path(path)
-        .host("127.0.0.1")
-        .port(0u16)
-        .try_spawn()
-        .expect("anvil starts")
-}
-
-/// A provider signing with anvil dev account `i`.
-fn wallet(anvil: &AnvilInstance, i: usize) -> DynProvider {
-    ProviderBuilder::new()
-        .disable_recommended_fillers()
-        .with_gas_estimation()
-        .with_simple_nonce_management()
-        .fetch_chain_id()
-        .wallet(PrivateKeySigner::from(anvil.keys()[i].clone()))
-        .connect_http(anvil.endpoint_url())
-        .erased()
-}
-
-/// Anvil dev account `i`'s private key, for viem.
-fn private_key(anvil: &AnvilInstance, i: usize) -> String {
-    format!("0x{}", hex::encode(anvil.keys()[i].to_bytes()))
-}
-
-async fn appliance_on(dir: &std::path::Path, anvil: &AnvilInstance) -> (Appliance, Address) {
-    let owner = wallet(anvil, 0);
-    let from = owner.get_block_number().await.unwrap();
-    let contract = chain_contracts::deploy_account_config(&owner)
-        .await
-        .unwrap();
-    let env = [
-        ("APPLIANCE_CHAIN__RPC_URL", anvil.endpoint()),
-        ("APPLIANCE_CHAIN__CHAIN_ID", anvil.chain_id().to_string()),
-        (
-            "APPLIANCE_CHAIN__ACCOUNT_CONFIG_ADDRESS",
-            contract.to_string(),
-        ),
-        ("APPLIANCE_CHAIN__DEPLOY_BLOCK", from.to_string()),
-        ("APPLIANCE_CHAIN__CONFIRMATIONS", "0".into()),
-        ("APPLIANCE_CHAIN__POLL_INTERVAL_MS", "100".into()),
-        ("APPLIANCE_CHAIN__REQUEST_TIMEOUT_MS", "1000".into()),
-    ];
-    let env = env.into_iter().map(|(k, v)| (k.to_string(), v)).collect();
-    let app = Appliance::launch(dir, Launch::DevWith { env }).await;
-    // The appliance's API payers become payers of the contract, with gas.
-    let payers = app.get("/get_api_payers", None).await.assert_ok().clone();
-    let config = IAccountConfig::new(contract, &owner);
-    for payer in payers.as_array().unwrap() {
-        let payer: Address = payer.as_str().unwrap().parse().unwrap();
-        owner
-            .raw_request::<_, Value>(
-                "anvil_setBalance".into(),
-                (payer, U256::from(10u128.pow(20))),
-            )
-            .await
-            .unwrap();
-        config
-            .setApiPayer(payer, true)
-            .send()
-            .await
-            .unwrap()
-            .get_receipt()
-            .await
-            .unwrap();
-    }
-    (app, contract)
-}
-
-fn key_hash(key: &str) -> U256 {
-    U256::from_be_bytes(keccak256(STANDARD.decode(key).unwrap()).0)
-}
-
 fn hex_u256(text: &str) -> U256 {
     U256::from_str_radix(text.trim_start_matches("0x"), 16).unwrap()
 }
@@ -384,7 +303,7 @@ where
 async fn a_wallet_converts_an_api_mode_account_and_administers_it_on_chain() {
     let anvil = anvil();
     let dir = tempfile::tempdir().unwrap();
-    let (app, contract) = appliance_on(dir.path(), &anvil).await;
+    let (app, contract) = mirrored_appliance(dir.path(), &anvil).await;
     let chain = anvil.chain_id();
     let provider = ProviderBuilder::new().connect_http(anvil.endpoint_url());
     let view = IAccountConfig::new(contract, &provider);

@@ -70,7 +70,37 @@ impl Supervisor {
     }
 }
 
-async fn supervise(spec: ChildSpec, first: Child, mut stopped: watch::Receiver<bool>) {
+async fn supervise(spec: ChildSpec, first: Child, stopped: watch::Receiver<bool>) {
+    let respawn = || {
+        let spawned = spec
+            .command()
+            .spawn()
+            .map_err(|e| format!("{e} ({})", spec.binary.display()));
+        async move { spawned }
+    };
+    keep_running(
+        "keyservice",
+        first,
+        Duration::from_secs(3),
+        respawn,
+        stopped,
+    )
+    .await;
+}
+
+/// Keeps a child process running until `stopped` changes: one that exits is restarted by
+/// `respawn` after a backoff (200 ms, doubling up to 5 s, back to 200 ms after 30 s of
+/// good running). When stopped, the child gets SIGTERM and `grace` to exit, then SIGKILL.
+pub(crate) async fn keep_running<F, Fut>(
+    name: &'static str,
+    first: Child,
+    grace: Duration,
+    mut respawn: F,
+    mut stopped: watch::Receiver<bool>,
+) where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = Result<Child, String>>,
+{
     let mut child = Some(first);
     let mut backoff = Duration::from_millis(200);
     loop {
@@ -79,8 +109,8 @@ async fn supervise(spec: ChildSpec, first: Child, mut stopped: watch::Receiver<b
             tokio::select! {
                 status = running.wait() => {
                     match status {
-                        Ok(status) => tracing::error!(%status, "keyservice exited; restarting"),
-                        Err(err) => tracing::error!(error = %err, "keyservice could not be waited on; restarting"),
+                        Ok(status) => tracing::error!(%status, child = name, "child exited; restarting"),
+                        Err(err) => tracing::error!(error = %err, child = name, "child could not be waited on; restarting"),
                     }
                     if started.elapsed() > Duration::from_secs(30) {
                         backoff = Duration::from_millis(200);
@@ -88,7 +118,7 @@ async fn supervise(spec: ChildSpec, first: Child, mut stopped: watch::Receiver<b
                     child = None;
                 }
                 _ = stopped.changed() => {
-                    terminate(running).await;
+                    crate::guard::terminate(running, grace).await;
                     return;
                 }
             }
@@ -98,30 +128,11 @@ async fn supervise(spec: ChildSpec, first: Child, mut stopped: watch::Receiver<b
             _ = stopped.changed() => return,
         }
         backoff = (backoff * 2).min(Duration::from_secs(5));
-        match spec.command().spawn() {
+        match respawn().await {
             Ok(next) => child = Some(next),
-            Err(err) => {
-                tracing::error!(error = %err, binary = %spec.binary.display(), "cannot restart keyservice");
-            }
+            Err(err) => tracing::error!(error = %err, child = name, "cannot restart the child"),
         }
     }
-}
-
-/// SIGTERM, a grace period, then SIGKILL.
-async fn terminate(child: &mut Child) {
-    if let Some(pid) = child.id() {
-        let _ = Command::new("kill")
-            .args(["-TERM", &pid.to_string()])
-            .status()
-            .await;
-        if tokio::time::timeout(Duration::from_secs(3), child.wait())
-            .await
-            .is_ok()
-        {
-            return;
-        }
-    }
-    let _ = child.kill().await;
 }
 
 /// Waits until `ready` succeeds, up to `limit`.

@@ -4,6 +4,7 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+pub mod chain;
 pub mod pebble;
 
 use std::io::{BufRead, BufReader};

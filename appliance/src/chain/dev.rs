@@ -364,37 +364,13 @@ fn apply(chain: &mut ChainConfig, record: &Record) {
 
 /// Keeps anvil running on `port` until told to stop, then stops it (SIGTERM through the
 /// guard: anvil saves its state).
-async fn supervise(spec: AnvilSpec, first: Child, port: u16, mut stopped: watch::Receiver<bool>) {
-    let mut child = Some(first);
-    let mut backoff = Duration::from_millis(200);
-    loop {
-        if let Some(running) = child.as_mut() {
-            let started = Instant::now();
-            tokio::select! {
-                status = running.wait() => {
-                    match status {
-                        Ok(status) => tracing::error!(%status, "anvil exited; restarting"),
-                        Err(err) => tracing::error!(error = %err, "anvil could not be waited on; restarting"),
-                    }
-                    if started.elapsed() > Duration::from_secs(30) {
-                        backoff = Duration::from_millis(200);
-                    }
-                    child = None;
-                }
-                _ = stopped.changed() => {
-                    crate::guard::terminate(running, Duration::from_secs(10)).await;
-                    return;
-                }
-            }
-        }
-        tokio::select! {
-            () = tokio::time::sleep(backoff) => {}
-            _ = stopped.changed() => return,
-        }
-        backoff = (backoff * 2).min(Duration::from_secs(5));
-        match spec.spawn(port).await {
-            Ok((next, _)) => child = Some(next),
-            Err(err) => tracing::error!(error = %err, "cannot restart anvil"),
-        }
-    }
+async fn supervise(spec: AnvilSpec, first: Child, port: u16, stopped: watch::Receiver<bool>) {
+    let respawn = || async {
+        spec.spawn(port)
+            .await
+            .map(|(child, _)| child)
+            .map_err(|e| e.to_string())
+    };
+    crate::supervisor::keep_running("anvil", first, Duration::from_secs(10), respawn, stopped)
+        .await;
 }

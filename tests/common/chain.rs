@@ -1,0 +1,133 @@
+//! A real anvil chain for the end-to-end tests: the binary `scripts/setup` installs, dev
+//! account wallets, and an appliance mirroring to a freshly deployed `AccountConfig`.
+
+use std::path::{Path, PathBuf};
+
+use alloy::node_bindings::{Anvil, AnvilInstance};
+use alloy::primitives::{Address, U256, keccak256};
+use alloy::providers::{DynProvider, Provider, ProviderBuilder};
+use alloy::signers::local::PrivateKeySigner;
+use base64::Engine as _;
+use chain_contracts::IAccountConfig;
+use serde_json::Value;
+
+use crate::{Appliance, Launch};
+
+/// The anvil binary `scripts/setup` installs (npm `@foundry-rs/anvil-linux-amd64`).
+pub fn anvil_path() -> PathBuf {
+    let path = crate::tools_dir().join("node/node_modules/@foundry-rs/anvil-linux-amd64/bin/anvil");
+    assert!(
+        path.is_file(),
+        "anvil missing at {}: run scripts/setup",
+        path.display()
+    );
+    path
+}
+
+/// A fresh anvil on a free loopback port, stopped when dropped.
+pub fn anvil() -> AnvilInstance {
+    Anvil::new()
+        .path(anvil_path())
+        .host("127.0.0.1")
+        .port(0u16)
+        .try_spawn()
+        .expect("anvil starts")
+}
+
+/// A provider signing with anvil dev account `i`.
+pub fn wallet(anvil: &AnvilInstance, i: usize) -> DynProvider {
+    ProviderBuilder::new()
+        .disable_recommended_fillers()
+        .with_gas_estimation()
+        .with_simple_nonce_management()
+        .fetch_chain_id()
+        .wallet(PrivateKeySigner::from(anvil.keys()[i].clone()))
+        .connect_http(anvil.endpoint_url())
+        .erased()
+}
+
+/// Anvil dev account `i`'s private key as `0x` hex (for viem scripts).
+pub fn private_key(anvil: &AnvilInstance, i: usize) -> String {
+    format!("0x{}", hex::encode(anvil.keys()[i].to_bytes()))
+}
+
+/// The on-chain identity of an API key: keccak256 of its 32 decoded bytes.
+pub fn key_hash(key: &str) -> U256 {
+    let bytes = base64::engine::general_purpose::STANDARD
+        .decode(key)
+        .expect("a base64 key");
+    U256::from_be_bytes(keccak256(bytes).0)
+}
+
+/// Deploys `AccountConfig` from dev account 0 (its owner); returns it and the block the
+/// indexer should start from.
+pub async fn deploy_account_config(anvil: &AnvilInstance) -> (Address, u64) {
+    let owner = wallet(anvil, 0);
+    let block = owner.get_block_number().await.expect("block number");
+    let address = chain_contracts::deploy_account_config(&owner)
+        .await
+        .expect("AccountConfig deploys");
+    (address, block)
+}
+
+/// A dev appliance mirroring to `contract` on `anvil` (indexing from block `from`, no
+/// confirmations, fast polls).
+pub async fn appliance_on(
+    dir: &Path,
+    anvil: &AnvilInstance,
+    contract: Address,
+    from: u64,
+) -> Appliance {
+    let env = [
+        ("APPLIANCE_CHAIN__RPC_URL", anvil.endpoint()),
+        ("APPLIANCE_CHAIN__CHAIN_ID", anvil.chain_id().to_string()),
+        (
+            "APPLIANCE_CHAIN__ACCOUNT_CONFIG_ADDRESS",
+            contract.to_string(),
+        ),
+        ("APPLIANCE_CHAIN__DEPLOY_BLOCK", from.to_string()),
+        ("APPLIANCE_CHAIN__CONFIRMATIONS", "0".into()),
+        ("APPLIANCE_CHAIN__POLL_INTERVAL_MS", "100".into()),
+        ("APPLIANCE_CHAIN__REQUEST_TIMEOUT_MS", "1000".into()),
+    ];
+    let env = env.into_iter().map(|(k, v)| (k.to_string(), v)).collect();
+    Appliance::launch(dir, Launch::DevWith { env }).await
+}
+
+/// Makes the appliance's API payers payers of `contract` (from its owner, dev account 0),
+/// with gas.
+pub async fn authorize_payers(anvil: &AnvilInstance, app: &Appliance, contract: Address) {
+    let payers = app.get("/get_api_payers", None).await.assert_ok().clone();
+    let owner = wallet(anvil, 0);
+    let config = IAccountConfig::new(contract, &owner);
+    for payer in payers.as_array().expect("a payer list") {
+        let payer: Address = payer
+            .as_str()
+            .and_then(|p| p.parse().ok())
+            .expect("a payer address");
+        owner
+            .raw_request::<_, Value>(
+                "anvil_setBalance".into(),
+                (payer, U256::from(10u128.pow(20))),
+            )
+            .await
+            .expect("anvil_setBalance");
+        config
+            .setApiPayer(payer, true)
+            .send()
+            .await
+            .expect("setApiPayer sent")
+            .get_receipt()
+            .await
+            .expect("setApiPayer mined");
+    }
+}
+
+/// Deploys `AccountConfig`, starts a dev appliance mirroring to it and authorizes its
+/// payers: the whole chain setup of a mirror test.
+pub async fn mirrored_appliance(dir: &Path, anvil: &AnvilInstance) -> (Appliance, Address) {
+    let (contract, from) = deploy_account_config(anvil).await;
+    let app = appliance_on(dir, anvil, contract, from).await;
+    authorize_payers(anvil, &app, contract).await;
+    (app, contract)
+}
