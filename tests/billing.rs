@@ -612,65 +612,13 @@ async fn billing_disabled_charges_nothing_and_answers_503() {
     assert_eq!(balance(&app, &key).await, 0);
 }
 
-/// Signs the spec's typed-data envelope for `primary` with viem, as a wallet would
-/// (`eth_signTypedData_v4`); prints `{"typed_data","signature","address"}`.
-const VIEM_SIGN: &str = r#"
-const { privateKeyToAccount } = require('viem/accounts');
-const [key, primary, chainId, issuedAt] = process.argv.slice(1);
-const account = privateKeyToAccount(key);
-const typed_data = {
-  types: {
-    EIP712Domain: [
-      { name: 'name', type: 'string' },
-      { name: 'version', type: 'string' },
-      { name: 'chainId', type: 'uint256' },
-    ],
-    [primary]: [
-      { name: 'address', type: 'address' },
-      { name: 'issuedAt', type: 'uint256' },
-    ],
-  },
-  primaryType: primary,
-  domain: { name: 'Service ChainSecured', version: '1', chainId: Number(chainId) },
-  message: { address: account.address, issuedAt: Number(issuedAt) },
-};
-account.signTypedData({
-  domain: typed_data.domain,
-  types: { [primary]: typed_data.types[primary] },
-  primaryType: primary,
-  message: typed_data.message,
-}).then((signature) => {
-  process.stdout.write(JSON.stringify({ typed_data, signature, address: account.address }));
-}).catch((e) => { console.error(e); process.exit(1); });
-"#;
-
 /// Anvil's well-known dev key 2 (a public test key, no value anywhere).
 const ADMIN_KEY: &str = "0x5de4111afa1a4b94908f83103eb1f1706367c2e68ca870fc3fb9a804cdab365a";
-
-fn viem_signed(primary: &str, chain_id: u64, issued_at: u64) -> Value {
-    let out = e2e::node_eval(
-        VIEM_SIGN,
-        &[
-            ADMIN_KEY,
-            primary,
-            &chain_id.to_string(),
-            &issued_at.to_string(),
-        ],
-    );
-    serde_json::from_str(&out).unwrap()
-}
-
-fn unix_now() -> u64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .unwrap()
-        .as_secs()
-}
 
 /// A fresh `X-Wallet-Auth` value (each is accepted once).
 fn wallet_auth(chain_id: u64, issued_at: u64) -> String {
     use base64::Engine as _;
-    let signed = viem_signed("BillingAuth", chain_id, issued_at);
+    let signed = e2e::viem::signed(ADMIN_KEY, "BillingAuth", chain_id, issued_at as i64);
     base64::engine::general_purpose::STANDARD.encode(
         json!({"typed_data": signed["typed_data"], "signature": signed["signature"]}).to_string(),
     )
@@ -689,12 +637,11 @@ async fn a_converted_account_keeps_its_credit_and_pays_with_wallet_auth() {
     assert_eq!(balance(&app, &key).await, 6);
 
     // Convert to ChainSecured (the admin wallet signs ConvertAccount).
-    let mut convert = viem_signed("ConvertAccount", chain_id, unix_now());
-    convert["new_admin_wallet_address"] = convert["address"].clone();
+    let convert = e2e::viem::signed(ADMIN_KEY, "ConvertAccount", chain_id, e2e::viem::unix_now());
     let body = json!({
         "typed_data": convert["typed_data"],
         "signature": convert["signature"],
-        "new_admin_wallet_address": convert["address"],
+        "new_admin_wallet_address": convert["typed_data"]["message"]["address"],
     });
     app.post("/convert_to_chain_secured_account", Some(&key), body)
         .await
@@ -705,7 +652,7 @@ async fn a_converted_account_keeps_its_credit_and_pays_with_wallet_auth() {
     app.get("/billing/balance", Some(&key))
         .await
         .assert_error(403);
-    let now = unix_now();
+    let now = e2e::viem::unix_now() as u64;
     let get_balance = |issued_at: u64| {
         let req = app
             .client

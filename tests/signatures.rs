@@ -6,7 +6,7 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::Duration;
 
 use alloy::primitives::{Address, U256, keccak256};
 use alloy::providers::ProviderBuilder;
@@ -15,75 +15,13 @@ use base64::Engine as _;
 use base64::engine::general_purpose::STANDARD;
 use chain_contracts::IAccountConfig::{self, IAccountConfigEvents as E};
 use e2e::chain::{anvil, key_hash, mirrored_appliance, private_key, wallet};
-use e2e::{Appliance, Launch, eventually_async, node_eval};
+use e2e::viem::{address, envelope, sign_typed_data, signed, unix_now as now};
+use e2e::{Appliance, Launch, eventually_async};
 use serde_json::{Value, json};
 
 /// Anvil's well-known dev keys 1 and 2 (public test keys, no value anywhere).
 const KEY_1: &str = "0x59c6995e998f97a5a0044966f0945389dc9e86dae88c7a8412f4603b6b78690d";
 const KEY_2: &str = "0x5de4111afa1a4b94908f83103eb1f1706367c2e68ca870fc3fb9a804cdab365a";
-
-/// Signs `typed_data` with viem's `privateKeyToAccount(key).signTypedData`.
-const SIGN_JS: &str = r#"
-const { privateKeyToAccount } = require('viem/accounts');
-const { key, typed_data } = JSON.parse(process.argv[1]);
-const account = privateKeyToAccount(key);
-account.signTypedData({
-  domain: typed_data.domain,
-  types: typed_data.types,
-  primaryType: typed_data.primaryType,
-  message: typed_data.message,
-}).then((signature) => {
-  process.stdout.write(JSON.stringify({ signature, address: account.address }));
-}).catch((e) => { console.error(e); process.exit(1); });
-"#;
-
-/// Returns viem's signature of `typed_data` by `key`.
-fn viem_sign(key: &str, typed_data: &Value) -> String {
-    let arg = json!({"key": key, "typed_data": typed_data}).to_string();
-    let out: Value = serde_json::from_str(&node_eval(SIGN_JS, &[&arg])).unwrap();
-    out["signature"].as_str().unwrap().to_owned()
-}
-
-/// The address of `key`, as viem derives it.
-fn viem_address(key: &str) -> String {
-    let script = "const { privateKeyToAccount } = require('viem/accounts'); \
-                  process.stdout.write(privateKeyToAccount(process.argv[1]).address);";
-    node_eval(script, &[key])
-}
-
-fn now() -> i64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .unwrap()
-        .as_secs() as i64
-}
-
-/// The spec's envelope for `primary`, as a wallet library sends it (numbers).
-fn envelope(primary: &str, chain_id: u64, address: &str, issued_at: i64) -> Value {
-    json!({
-        "types": {
-            "EIP712Domain": [
-                {"name": "name", "type": "string"},
-                {"name": "version", "type": "string"},
-                {"name": "chainId", "type": "uint256"}
-            ],
-            primary: [
-                {"name": "address", "type": "address"},
-                {"name": "issuedAt", "type": "uint256"}
-            ]
-        },
-        "primaryType": primary,
-        "domain": {"name": "Service ChainSecured", "version": "1", "chainId": chain_id},
-        "message": {"address": address, "issuedAt": issued_at}
-    })
-}
-
-/// `{typed_data, signature}` for `primary`, signed now by `key` about itself.
-fn signed(key: &str, primary: &str, chain_id: u64, issued_at: i64) -> Value {
-    let td = envelope(primary, chain_id, &viem_address(key), issued_at);
-    let signature = viem_sign(key, &td);
-    json!({"typed_data": td, "signature": signature})
-}
 
 async fn chain_id(app: &Appliance) -> u64 {
     app.get("/get_node_chain_config", None).await.assert_ok()["chain_id"]
@@ -100,7 +38,7 @@ async fn refused(app: &Appliance, path: &str, body: Value, status: u16) -> Strin
 async fn every_typed_data_rule_is_enforced_on_live_viem_signatures() {
     let app = Appliance::start().await;
     let chain = chain_id(&app).await;
-    let address_1 = viem_address(KEY_1);
+    let address_1 = address(KEY_1);
     const CREATE: &str = "/create_wallet_with_signature";
     const ADD_KEY: &str = "/add_usage_api_key_with_signature";
     // One clock reading: every envelope below has its own issuedAt, so no two collide
@@ -143,7 +81,7 @@ async fn every_typed_data_rule_is_enforced_on_live_viem_signatures() {
         {"name": "issuedAt", "type": "uint256"},
         {"name": "address", "type": "address"}
     ]);
-    let sig = viem_sign(KEY_1, &td);
+    let sig = sign_typed_data(KEY_1, &td);
     let msg = refused(
         &app,
         CREATE,
@@ -156,7 +94,7 @@ async fn every_typed_data_rule_is_enforced_on_live_viem_signatures() {
     // An extra type, properly signed.
     let mut td = envelope("CreateWallet", chain, &address_1, t - 4);
     td["types"]["Extra"] = json!([{"name": "note", "type": "string"}]);
-    let sig = viem_sign(KEY_1, &td);
+    let sig = sign_typed_data(KEY_1, &td);
     let msg = refused(
         &app,
         CREATE,
@@ -191,7 +129,7 @@ async fn every_typed_data_rule_is_enforced_on_live_viem_signatures() {
 
     // Signed by another wallet than message.address.
     let td = envelope("CreateWallet", chain, &address_1, t - 7);
-    let sig = viem_sign(KEY_2, &td);
+    let sig = sign_typed_data(KEY_2, &td);
     let msg = refused(
         &app,
         CREATE,
@@ -199,12 +137,12 @@ async fn every_typed_data_rule_is_enforced_on_live_viem_signatures() {
         422,
     )
     .await;
-    assert!(msg.contains(&viem_address(KEY_2)), "{msg}");
+    assert!(msg.contains(&address(KEY_2)), "{msg}");
 
     // Wrong domain name, and a signature that is not 65 bytes.
     let mut td = envelope("CreateWallet", chain, &address_1, t - 8);
     td["domain"]["name"] = json!("Other");
-    let sig = viem_sign(KEY_1, &td);
+    let sig = sign_typed_data(KEY_1, &td);
     let msg = refused(
         &app,
         CREATE,
@@ -359,7 +297,7 @@ async fn a_wallet_converts_an_api_mode_account_and_administers_it_on_chain() {
     // A wallet (anvil account 7) converts it.
     let admin_key = private_key(&anvil, 7);
     let admin = anvil.addresses()[7];
-    let admin_text = viem_address(&admin_key);
+    let admin_text = address(&admin_key);
     assert_eq!(admin_text.parse::<Address>().unwrap(), admin);
     let mut body = signed(&admin_key, "ConvertAccount", chain, now());
     // Signed by the admin, but naming another new admin: refused.

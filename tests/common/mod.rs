@@ -6,6 +6,7 @@
 
 pub mod chain;
 pub mod pebble;
+pub mod viem;
 
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
