@@ -473,6 +473,8 @@ fn tsm_quote(dir: &Path, report_data: &[u8; 64]) -> Result<Vec<u8>, ProviderErro
 #[derive(Debug, Clone)]
 pub struct SimulatedProvider {
     app_compose: Arc<Vec<u8>>,
+    /// SHA-256 of `app_compose`, computed once.
+    compose_hash: [u8; 32],
     app_id: Option<[u8; 20]>,
     instance_id: Vec<u8>,
 }
@@ -487,6 +489,7 @@ impl SimulatedProvider {
     /// `app_compose`: the bytes of the local app-compose.json; its SHA-256 is recorded.
     pub fn new(app_compose: Vec<u8>) -> Self {
         Self {
+            compose_hash: compose_hash_bytes(&app_compose),
             app_compose: Arc::new(app_compose),
             app_id: None,
             instance_id: Vec::new(),
@@ -504,32 +507,31 @@ impl SimulatedProvider {
         self
     }
 
-    fn log(&self) -> (EventLog, [u8; 32]) {
-        let hash = compose_hash_bytes(&self.app_compose);
-        let app_id = self.app_id.unwrap_or_else(|| default_app_id(&hash));
-        (
-            simulated::event_log(&app_id, &hash, &self.instance_id),
-            hash,
-        )
+    fn app_id(&self) -> [u8; 20] {
+        self.app_id
+            .unwrap_or_else(|| default_app_id(&self.compose_hash))
+    }
+
+    fn log(&self) -> EventLog {
+        simulated::event_log(&self.app_id(), &self.compose_hash, &self.instance_id)
     }
 
     pub fn quote(&self, report_data: [u8; 64]) -> Quote {
-        let (log, hash) = self.log();
+        let log = self.log();
         Quote {
-            bytes: simulated::quote(&log, &hash, &report_data),
+            bytes: simulated::quote(&log, &self.compose_hash, &report_data),
             event_log_json: log.to_json(),
             vm_config: r#"{"simulated":true}"#.to_owned(),
         }
     }
 
     pub fn info(&self) -> Info {
-        let (log, hash) = self.log();
+        let log = self.log();
         let rtmrs = log.replay();
-        let app_id = self.app_id.unwrap_or_else(|| default_app_id(&hash));
         Info {
-            app_id: hex::encode(app_id),
+            app_id: hex::encode(self.app_id()),
             instance_id: hex::encode(&self.instance_id),
-            compose_hash: hex::encode(hash),
+            compose_hash: hex::encode(self.compose_hash),
             app_compose: String::from_utf8_lossy(&self.app_compose).into_owned(),
             key_provider: Some(r#"{"name":"simulated","id":"NOT-CONFIDENTIAL"}"#.to_owned()),
             mrs: Measurements {
