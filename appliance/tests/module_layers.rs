@@ -1,0 +1,327 @@
+//! The appliance's module layering, read from its own source:
+//!
+//! * no import circle among the modules of `store`, nor among those of `api` (a parent's
+//!   `mod.rs` is the shared base layer and is not part of the graph; its `pub use`
+//!   re-exports are followed to the module that defines the item);
+//! * the action worker pool never reaches into `api` and never builds an `ApiError`:
+//!   `error.rs` is the one place where errors become HTTP responses.
+//!
+//! Code under `#[cfg(test)]` is not counted. Paths are resolved syntactically (`super::x`,
+//! `crate::store::x`, `use` trees), which is what a reader follows too.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::{Path, PathBuf};
+
+use syn::visit::Visit;
+
+/// The worker pool's source folder (the appliance side of the action runtime).
+const WORKER_POOL_DIR: &str = "src/runtime";
+
+fn src_dir(rel: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join(rel)
+}
+
+fn parse(path: &Path) -> syn::File {
+    let text = std::fs::read_to_string(path)
+        .unwrap_or_else(|e| panic!("cannot read {}: {e}", path.display()));
+    syn::parse_file(&text).unwrap_or_else(|e| panic!("cannot parse {}: {e}", path.display()))
+}
+
+/// Every `.rs` file below `dir`, recursively.
+fn rust_files(dir: &Path) -> Vec<PathBuf> {
+    let mut out = Vec::new();
+    let mut stack = vec![dir.to_path_buf()];
+    while let Some(d) = stack.pop() {
+        let entries =
+            std::fs::read_dir(&d).unwrap_or_else(|e| panic!("cannot list {}: {e}", d.display()));
+        for entry in entries.flatten() {
+            let path = entry.path();
+            if path.is_dir() {
+                stack.push(path);
+            } else if path.extension().is_some_and(|e| e == "rs") {
+                out.push(path);
+            }
+        }
+    }
+    out.sort();
+    out
+}
+
+/// The child modules of a folder module: name → the files that make it up
+/// (`name.rs` and everything below `name/`).
+fn child_modules(dir: &Path) -> BTreeMap<String, Vec<PathBuf>> {
+    let mut out: BTreeMap<String, Vec<PathBuf>> = BTreeMap::new();
+    for path in rust_files(dir) {
+        let rel = path.strip_prefix(dir).expect("below dir");
+        let mut parts = rel.components();
+        let first = parts
+            .next()
+            .expect("a component")
+            .as_os_str()
+            .to_string_lossy()
+            .into_owned();
+        let name = match first.strip_suffix(".rs") {
+            Some("mod") => continue,
+            Some(stem) => stem.to_owned(),
+            None => first,
+        };
+        out.entry(name).or_default().push(path);
+    }
+    out
+}
+
+fn has_cfg_test(attrs: &[syn::Attribute]) -> bool {
+    attrs.iter().any(|a| {
+        a.path().is_ident("cfg")
+            && a.meta
+                .require_list()
+                .is_ok_and(|l| l.tokens.to_string().replace(' ', "").contains("test"))
+    })
+}
+
+/// Flattens a `use` tree into paths of identifiers (`self` kept as a segment).
+fn use_paths(tree: &syn::UseTree, prefix: &mut Vec<String>, out: &mut Vec<Vec<String>>) {
+    match tree {
+        syn::UseTree::Path(p) => {
+            prefix.push(p.ident.to_string());
+            use_paths(&p.tree, prefix, out);
+            prefix.pop();
+        }
+        syn::UseTree::Name(n) => {
+            let mut path = prefix.clone();
+            path.push(n.ident.to_string());
+            out.push(path);
+        }
+        syn::UseTree::Rename(r) => {
+            let mut path = prefix.clone();
+            path.push(r.ident.to_string());
+            out.push(path);
+        }
+        syn::UseTree::Glob(_) => out.push(prefix.clone()),
+        syn::UseTree::Group(g) => {
+            for item in &g.items {
+                use_paths(item, prefix, out);
+            }
+        }
+    }
+}
+
+/// Every path a file names outside `#[cfg(test)]` code, plus every identifier it uses.
+#[derive(Default)]
+struct Names {
+    paths: Vec<Vec<String>>,
+    idents: BTreeSet<String>,
+}
+
+impl<'ast> Visit<'ast> for Names {
+    fn visit_item(&mut self, item: &'ast syn::Item) {
+        let attrs: &[syn::Attribute] = match item {
+            syn::Item::Mod(m) => &m.attrs,
+            syn::Item::Fn(f) => &f.attrs,
+            syn::Item::Impl(i) => &i.attrs,
+            syn::Item::Use(u) => &u.attrs,
+            _ => &[],
+        };
+        if has_cfg_test(attrs) {
+            return;
+        }
+        if let syn::Item::Use(u) = item {
+            use_paths(&u.tree, &mut Vec::new(), &mut self.paths);
+            for path in &self.paths {
+                if let Some(last) = path.last() {
+                    self.idents.insert(last.clone());
+                }
+            }
+            return;
+        }
+        syn::visit::visit_item(self, item);
+    }
+
+    fn visit_path(&mut self, path: &'ast syn::Path) {
+        let segments: Vec<String> = path.segments.iter().map(|s| s.ident.to_string()).collect();
+        self.idents.extend(segments.iter().cloned());
+        self.paths.push(segments);
+        syn::visit::visit_path(self, path);
+    }
+}
+
+fn names_in(path: &Path) -> Names {
+    let mut names = Names::default();
+    names.visit_file(&parse(path));
+    names
+}
+
+/// `pub use child::{A, B}` in a parent's `mod.rs`: item name → the child defining it.
+fn reexports(mod_rs: &Path, children: &BTreeSet<String>) -> BTreeMap<String, String> {
+    let mut out = BTreeMap::new();
+    for item in parse(mod_rs).items {
+        let syn::Item::Use(u) = item else { continue };
+        if matches!(u.vis, syn::Visibility::Inherited) {
+            continue;
+        }
+        let mut paths = Vec::new();
+        use_paths(&u.tree, &mut Vec::new(), &mut paths);
+        for path in paths {
+            let path: Vec<&str> = path
+                .iter()
+                .map(String::as_str)
+                .skip_while(|s| *s == "self")
+                .collect();
+            if let (Some(first), Some(last)) = (path.first(), path.last())
+                && children.contains(*first)
+                && path.len() > 1
+            {
+                out.insert((*last).to_owned(), (*first).to_owned());
+            }
+        }
+    }
+    out
+}
+
+/// The module dependency graph among the children of the folder module `layer`
+/// (`store`, `api`): child → the siblings it names.
+fn sibling_graph(layer: &str) -> BTreeMap<String, BTreeSet<String>> {
+    let dir = src_dir(&format!("src/{layer}"));
+    let children = child_modules(&dir);
+    let names: BTreeSet<String> = children.keys().cloned().collect();
+    let reexported = reexports(&dir.join("mod.rs"), &names);
+    let resolve = |rest: &[String]| -> Option<String> {
+        let first = rest.first()?;
+        if names.contains(first) {
+            return Some(first.clone());
+        }
+        reexported.get(first).cloned()
+    };
+    let mut graph = BTreeMap::new();
+    for (child, files) in &children {
+        let mut deps = BTreeSet::new();
+        for file in files {
+            let top_level = file.parent() == Some(dir.as_path());
+            for path in names_in(file).paths {
+                let target = match path.first().map(String::as_str) {
+                    Some("super") if top_level => resolve(&path[1..]),
+                    Some("crate") if path.get(1).map(String::as_str) == Some(layer) => {
+                        resolve(&path[2..])
+                    }
+                    _ => None,
+                };
+                if let Some(target) = target
+                    && &target != child
+                {
+                    deps.insert(target);
+                }
+            }
+        }
+        graph.insert(child.clone(), deps);
+    }
+    graph
+}
+
+/// One import circle, if the graph has any (as `a → b → a`).
+fn find_cycle(graph: &BTreeMap<String, BTreeSet<String>>) -> Option<Vec<String>> {
+    fn visit(
+        node: &str,
+        graph: &BTreeMap<String, BTreeSet<String>>,
+        stack: &mut Vec<String>,
+        done: &mut BTreeSet<String>,
+    ) -> Option<Vec<String>> {
+        if let Some(at) = stack.iter().position(|n| n == node) {
+            let mut cycle = stack[at..].to_vec();
+            cycle.push(node.to_owned());
+            return Some(cycle);
+        }
+        if done.contains(node) {
+            return None;
+        }
+        stack.push(node.to_owned());
+        for next in graph.get(node).into_iter().flatten() {
+            if let Some(cycle) = visit(next, graph, stack, done) {
+                return Some(cycle);
+            }
+        }
+        stack.pop();
+        done.insert(node.to_owned());
+        None
+    }
+    let mut done = BTreeSet::new();
+    graph
+        .keys()
+        .find_map(|node| visit(node, graph, &mut Vec::new(), &mut done))
+}
+
+#[test]
+fn the_cycle_finder_finds_cycles() {
+    let graph: BTreeMap<String, BTreeSet<String>> = [
+        ("a", vec!["b"]),
+        ("b", vec!["c"]),
+        ("c", vec!["a"]),
+        ("d", vec![]),
+    ]
+    .into_iter()
+    .map(|(k, v)| (k.to_owned(), v.into_iter().map(str::to_owned).collect()))
+    .collect();
+    assert_eq!(
+        find_cycle(&graph),
+        Some(vec!["a".into(), "b".into(), "c".into(), "a".into()])
+    );
+    let mut acyclic = graph;
+    acyclic.insert("c".into(), BTreeSet::new());
+    assert_eq!(find_cycle(&acyclic), None);
+}
+
+#[test]
+fn the_graph_sees_the_store_modules_and_their_edges() {
+    // Guards the reader itself: if it saw nothing it would pass vacuously.
+    let graph = sibling_graph("store");
+    for module in ["accounts", "groups", "wallets", "migrations"] {
+        assert!(graph.contains_key(module), "no store module {module}: {graph:?}");
+    }
+    let edges: usize = graph.values().map(BTreeSet::len).sum();
+    assert!(edges >= 5, "too few edges among store modules: {graph:?}");
+}
+
+#[test]
+fn no_import_circle_among_store_modules() {
+    let graph = sibling_graph("store");
+    if let Some(cycle) = find_cycle(&graph) {
+        panic!(
+            "store modules import each other in a circle: {}\n(graph: {graph:#?})",
+            cycle.join(" → ")
+        );
+    }
+}
+
+#[test]
+fn no_import_circle_among_api_modules() {
+    let graph = sibling_graph("api");
+    assert!(graph.len() >= 5, "too few api modules seen: {graph:?}");
+    if let Some(cycle) = find_cycle(&graph) {
+        panic!(
+            "api modules import each other in a circle: {}\n(graph: {graph:#?})",
+            cycle.join(" → ")
+        );
+    }
+}
+
+#[test]
+fn the_worker_pool_does_not_speak_http() {
+    let files = rust_files(&src_dir(WORKER_POOL_DIR));
+    assert!(!files.is_empty(), "no files in {WORKER_POOL_DIR}");
+    for file in files {
+        let names = names_in(&file);
+        for path in &names.paths {
+            assert!(
+                !(path.first().map(String::as_str) == Some("crate")
+                    && matches!(path.get(1).map(String::as_str), Some("api" | "http"))),
+                "{} imports {}: the worker pool must not depend on the HTTP layer",
+                file.display(),
+                path.join("::")
+            );
+        }
+        assert!(
+            !names.idents.contains("ApiError"),
+            "{} names ApiError: only error.rs maps errors to HTTP",
+            file.display()
+        );
+    }
+}
