@@ -5,26 +5,24 @@
 //! What is checked, in the files `git ls-files` lists:
 //! * Markdown links `[text](target)` in `*.md` files (outside fenced code blocks),
 //!   resolved against the file's own folder, as a Markdown renderer does;
-//! * backticked tokens that look like paths (they contain `/` or end in a known
-//!   extension), in `*.md` files and in the `//`, `///` and `//!` comments of `*.rs`
+//! * backticked tokens that look like paths (they contain `/`, or end in the extension of
+//!   a source or document), in `*.md` files and in the `//`, `///` and `//!` comments of `*.rs`
 //!   files, resolved against the repository root, the file's folder or any folder above
 //!   it (crate documentation writes paths relative to the crate, as in src/cid.rs).
 //!
 //! A name counts as present when a tracked file or folder has it, so a file that exists
 //! only in one checkout (generated, never committed) is reported too.
 
+#![allow(clippy::expect_used)]
+
 use std::collections::BTreeSet;
 use std::path::{Component, Path, PathBuf};
 use std::process::Command;
 
-/// Extensions that make a backticked token a path even without a `/`.
-const KNOWN_EXTENSIONS: &[&str] = &[
-    "md", "rs", "toml", "json", "sh", "yml", "yaml", "sol", "py", "js", "txt", "lock",
-];
-
-/// A bare file name (no `/`) is checked only for these: sources and documents exist only
-/// in the repository, whereas bare data-file names (`quote.json`, `app-compose.json`,
-/// `sha256sum.txt`) usually name files the programs read or write at run time.
+/// A bare file name (no `/`) is a path only with one of these extensions: sources and
+/// documents exist only in the repository, whereas bare data-file names (`quote.json`,
+/// `app-compose.json`, `sha256sum.txt`) usually name files the programs read or write at
+/// run time. (A token with a `/` is a path whatever it ends in.)
 const SOURCE_EXTENSIONS: &[&str] = &["md", "rs", "sol", "py", "js", "sh"];
 
 /// First path segments of runtime locations, never in the repository: the build output
@@ -45,7 +43,7 @@ const MACHINE_PREFIXES: &[&str] = &["/work/", "/root/", "/home/"];
 const OTHER_REPOSITORY: &str = "github.com/";
 
 /// One path named somewhere.
-#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 struct Named {
     /// The file naming it, relative to the repository root.
     file: String,
@@ -192,34 +190,20 @@ fn placeholder(segment: &str) -> bool {
             .all(|b| b.is_ascii_uppercase() || b.is_ascii_digit() || b == b'_')
 }
 
-/// Why a backticked token is not checked, if it is not; `Ok(())` means it names a
-/// repository path.
-fn classify_token(token: &str) -> Result<(), &'static str> {
-    if !path_characters(token) {
-        return Err("not written as a plain path");
+/// Whether a backticked token names a repository path (and so is checked).
+fn names_repository_path(token: &str) -> bool {
+    // Commands, globs, placeholders, URLs, package names; absolute runtime or API paths.
+    if !path_characters(token) || token.starts_with('/') {
+        return false;
     }
-    if token.starts_with('/') {
-        return Err("absolute");
-    }
-    let has_slash = token.contains('/');
     let ext = extension(token);
-    if !has_slash && !ext.is_some_and(|e| KNOWN_EXTENSIONS.contains(&e)) {
-        return Err("not path-like");
-    }
-    if !has_slash && !ext.is_some_and(|e| SOURCE_EXTENSIONS.contains(&e)) {
-        return Err("a bare data-file name");
-    }
-    if NOT_PATH_PREFIXES.iter().any(|p| token.starts_with(p)) {
-        return Err("an identifier with a slash");
+    if !token.contains('/') && !ext.is_some_and(|e| SOURCE_EXTENSIONS.contains(&e)) {
+        return false;
     }
     let first = token.split('/').next().unwrap_or("");
-    if RUNTIME_ROOTS.contains(&first) {
-        return Err("a runtime location");
-    }
-    if placeholder(first) {
-        return Err("a placeholder");
-    }
-    Ok(())
+    !NOT_PATH_PREFIXES.iter().any(|p| token.starts_with(p))
+        && !RUNTIME_ROOTS.contains(&first)
+        && !placeholder(first)
 }
 
 /// Joins `relative` to `base` (both repository-relative), or `None` if it leaves the
@@ -254,11 +238,13 @@ fn check(tree: &Tree, named: &Named) -> Result<(), String> {
     if named.link {
         return match join(folder, path) {
             Some(target) if tree.has(&target) => Ok(()),
-            Some(target) => Err(format!("links to `{target}`, which is not in the repository")),
+            Some(target) => Err(format!(
+                "links to `{target}`, which is not in the repository"
+            )),
             None => Err("links outside the repository".to_owned()),
         };
     }
-    if !path.contains('/') {
+    if !named.path.contains('/') {
         // A bare source or document name: somewhere in the same top-level folder.
         let top = named.file.split('/').next().unwrap_or("");
         let scope = if named.file.contains('/') { top } else { "" };
@@ -288,8 +274,7 @@ fn check(tree: &Tree, named: &Named) -> Result<(), String> {
     Err(if targets.iter().all(Option::is_none) {
         "points outside the repository".to_owned()
     } else {
-        "is not in the repository (relative to the root or to any folder above the file)"
-            .to_owned()
+        "is not in the repository (relative to the root or to any folder above the file)".to_owned()
     })
 }
 
@@ -317,7 +302,7 @@ fn named_paths(file: &str, text: &str) -> (Vec<Named>, Vec<Named>) {
             let token = token.trim();
             if MACHINE_PREFIXES.iter().any(|p| token.starts_with(p)) {
                 machine.push(named(token, false));
-            } else if classify_token(token).is_ok() {
+            } else if names_repository_path(token) {
                 paths.push(named(token, false));
             }
         }
@@ -329,7 +314,7 @@ fn named_paths(file: &str, text: &str) -> (Vec<Named>, Vec<Named>) {
             }
             // A link in a Rust comment is taken like a backticked token: rustdoc gives a
             // relative link no meaning inside the repository.
-            if markdown || classify_token(path).is_ok() {
+            if markdown || names_repository_path(path) {
                 paths.push(named(target, markdown));
             }
         }
@@ -362,11 +347,17 @@ fn every_path_the_repository_names_exists() {
         for named in paths {
             checked += 1;
             if let Err(why) = check(&tree, &named) {
-                problems.push(format!("{}:{}: `{}` {why}", named.file, named.line, named.path));
+                problems.push(format!(
+                    "{}:{}: `{}` {why}",
+                    named.file, named.line, named.path
+                ));
             }
         }
     }
-    assert!(checked > 100, "only {checked} paths found: is the extraction broken?");
+    assert!(
+        checked > 100,
+        "only {checked} paths found: is the extraction broken?"
+    );
     assert!(
         problems.is_empty(),
         "{} dangling path(s) in documents and comments (fix the reference, or commit the file it names):\n{}",
@@ -418,9 +409,12 @@ mod rules {
     #[test]
     fn links_are_relative_to_their_file() {
         let found = problems("appliance/README.md", "[ops](docs/operators.md)");
-        assert_eq!(found, vec![
-            "docs/operators.md: links to `appliance/docs/operators.md`, which is not in the repository"
-        ]);
+        assert_eq!(
+            found,
+            vec![
+                "docs/operators.md: links to `appliance/docs/operators.md`, which is not in the repository"
+            ]
+        );
         assert!(problems("appliance/README.md", "[ops](../docs/operators.md)").is_empty());
         let found = problems("README.md", "[up](../outside.md)");
         assert_eq!(found, vec!["../outside.md: links outside the repository"]);
@@ -434,7 +428,10 @@ mod rules {
         );
         assert_eq!(found.len(), 3, "{found:?}");
         let found = problems("appliance/src/lib.rs", "// see `../../../elsewhere/x.rs`");
-        assert_eq!(found, vec!["../../../elsewhere/x.rs: points outside the repository"]);
+        assert_eq!(
+            found,
+            vec!["../../../elsewhere/x.rs: points outside the repository"]
+        );
     }
 
     #[test]
