@@ -147,7 +147,7 @@ fn backticked(line: &str) -> Vec<&str> {
     };
     // Between the 1st and 2nd backtick, the 3rd and 4th, ...; an unclosed one is ignored.
     let mut parts: Vec<&str> = own.split('`').collect();
-    if parts.len() % 2 == 0 {
+    if parts.len().is_multiple_of(2) {
         parts.pop();
     }
     parts.into_iter().skip(1).step_by(2).collect()
