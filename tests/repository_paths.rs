@@ -6,12 +6,15 @@
 //! * Markdown links `[text](target)` in `*.md` files (outside fenced code blocks),
 //!   resolved against the file's own folder, as a Markdown renderer does;
 //! * backticked tokens that look like paths (they contain `/`, or end in the extension of
-//!   a source or document), in `*.md` files and in the `//`, `///` and `//!` comments of `*.rs`
-//!   files, resolved against the repository root, the file's folder or any folder above
-//!   it (crate documentation writes paths relative to the crate, as in src/cid.rs).
+//!   a source or document), in `*.md` files and in the `//`, `///` and `//!` comments of
+//!   `*.rs` files, resolved against the repository root, the file's folder or any folder
+//!   above it (crate documentation writes paths relative to the crate, as in src/cid.rs).
 //!
-//! A name counts as present when a tracked file or folder has it, so a file that exists
-//! only in one checkout (generated, never committed) is reported too.
+//! Not checked, each for the reason given at its constant below: URLs, absolute (runtime
+//! and API) paths, placeholders and globs, runtime folders, media types, and the paths of
+//! another repository cited after its github.com address. A name counts as present when
+//! a tracked file or folder has it, so a file that exists only in one checkout
+//! (generated, never committed) is reported too.
 
 #![allow(clippy::expect_used)]
 
@@ -366,7 +369,7 @@ fn every_path_the_repository_names_exists() {
     );
 }
 
-#[cfg(test)]
+/// The extraction and resolution rules on small inputs.
 mod rules {
     use super::*;
 
