@@ -37,9 +37,9 @@ const RUNTIME_ROOTS: &[&str] = &["target", ".appliance-dev"];
 const NOT_PATH_PREFIXES: &[&str] = &["application/", "text/", "acme-tls/"];
 
 /// Absolute paths are runtime or API paths (`/var/lib/appliance`, `/core/v1/...`) and are
-/// skipped, except these: the home and work folders of a development machine, which
-/// never belong in a document of the repository.
-const MACHINE_PREFIXES: &[&str] = &["/work/", "/root/", "/home/"];
+/// skipped, except these: home folders, and the work folder that once leaked into the
+/// vector provenance here, belong to a development machine, never to the repository.
+const MACHINE_PREFIXES: &[&str] = &["/home/", "/root/", "/Users/", "/work/"];
 
 /// Text naming another repository: backticked tokens after it on the same line are that
 /// repository's paths (provenance of test vectors, upstream documentation).
@@ -450,7 +450,7 @@ mod rules {
 
     #[test]
     fn machine_paths_always_fail() {
-        let found = problems("README.md", "copied from `/work/shared/vectors/cids.json`");
-        assert_eq!(found, vec!["machine /work/shared/vectors/cids.json"]);
+        let found = problems("README.md", "copied from `/home/dev/vectors/cids.json`");
+        assert_eq!(found, vec!["machine /home/dev/vectors/cids.json"]);
     }
 }
