@@ -1,5 +1,5 @@
 //! `X-Wallet-Auth`: a ChainSecured account authenticates with a `BillingAuth` wallet
-//! signature instead of an API key (COMPAT.md: the header is standard base64 of the JSON
+//! signature instead of an API key (`docs/compatibility.md`: the header is standard base64 of the JSON
 //! `{"typed_data":…,"signature":"0x…"}`).
 //!
 //! [`WalletAuth`] is the axum extractor: it verifies the signature (every typed-data rule,

@@ -48,7 +48,7 @@ fn rust_files(dir: &Path) -> Vec<PathBuf> {
 }
 
 /// The child modules of a folder module: name → the files that make it up
-/// (`name.rs` and everything below `name/`).
+/// (`<name>.rs` and everything below `<name>/`).
 fn child_modules(dir: &Path) -> BTreeMap<String, Vec<PathBuf>> {
     let mut out: BTreeMap<String, Vec<PathBuf>> = BTreeMap::new();
     for path in rust_files(dir) {
@@ -274,7 +274,10 @@ fn the_graph_sees_the_store_modules_and_their_edges() {
     // Guards the reader itself: if it saw nothing it would pass vacuously.
     let graph = sibling_graph("store");
     for module in ["accounts", "groups", "wallets", "migrations"] {
-        assert!(graph.contains_key(module), "no store module {module}: {graph:?}");
+        assert!(
+            graph.contains_key(module),
+            "no store module {module}: {graph:?}"
+        );
     }
     let edges: usize = graph.values().map(BTreeSet::len).sum();
     assert!(edges >= 5, "too few edges among store modules: {graph:?}");

@@ -7,7 +7,7 @@
 //! * [`worker`] — the `action-worker` process loop and its memory limit.
 //! * [`ethers`] — the ethers v5 subset available to actions.
 //!
-//! The JS API is described in COMPAT.md "Action runtime contract"; the process model in
+//! The JS API is described in `docs/compatibility.md` ("Action runtime contract"); the process model in
 //! [`worker`].
 
 #[cfg(feature = "worker")]

@@ -1,7 +1,7 @@
 //! The HTTP API: handlers grouped by domain, and the wire types they share.
 //!
 //! Handlers are small: extract, authorize, call the store (or another domain module),
-//! respond. Wire names and shapes follow the spec, then COMPAT.md.
+//! respond. Wire names and shapes follow the spec, then the reference (`docs/compatibility.md`).
 
 pub mod accounts;
 pub mod actions;
