@@ -354,10 +354,14 @@ fn landlock() -> Result<LandlockState, LockdownError> {
 /// SIGKILL, because the closed pipe is only noticed between jobs.
 fn watch_parent() -> Result<(), LockdownError> {
     let parent = std::os::unix::process::parent_id();
+    let (started, running) = std::sync::mpsc::sync_channel(0);
     std::thread::Builder::new()
         .name("parent-watch".into())
         .stack_size(64 * 1024)
         .spawn(move || {
+            // A new thread makes set-up calls (rseq registration) before it runs this
+            // closure; the seccomp filter must not be installed before they are done.
+            let _ = started.send(());
             loop {
                 std::thread::sleep(PARENT_POLL);
                 if std::os::unix::process::parent_id() != parent {
@@ -366,7 +370,9 @@ fn watch_parent() -> Result<(), LockdownError> {
             }
         })
         .map_err(LockdownError::WatchThread)?;
-    Ok(())
+    running.recv().map_err(|_| {
+        LockdownError::WatchThread(std::io::Error::other("the thread ended at start"))
+    })
 }
 
 fn rlimits() -> Result<(), LockdownError> {
