@@ -29,7 +29,8 @@
 //! 8. A seccomp-bpf allow-list ([`seccomp_filter`], compiled by `seccompiler`, the compiler of
 //!    Firecracker, and synchronised to every thread): `read` on fd 0, `write` on fds 1 and 2,
 //!    memory management without executable mappings, futex, clocks and sleep, signal
-//!    return and masks, `getrandom`, the self-`tgkill` of `abort`, exit. Everything else
+//!    return and masks, `getrandom`, the self-`tgkill` of `abort`, exit (the list and why
+//!    each is there: [`seccomp_filter`]). Everything else
 //!    (open, socket, connect, execve, fork, clone, ptrace, ioctl, setrlimit, seccomp, …)
 //!    fails with `EPERM`; a syscall of another architecture kills the process.
 //!
@@ -207,9 +208,21 @@ pub fn apply() -> Result<Report, LockdownError> {
     Ok(report)
 }
 
-fn prctl(what: &'static str, option: libc::c_int, value: libc::c_ulong) -> Result<(), LockdownError> {
+fn prctl(
+    what: &'static str,
+    option: libc::c_int,
+    value: libc::c_ulong,
+) -> Result<(), LockdownError> {
     // SAFETY: PR_SET_NO_NEW_PRIVS and PR_SET_DUMPABLE take integer arguments only.
-    let rc = unsafe { libc::prctl(option, value, 0 as libc::c_ulong, 0 as libc::c_ulong, 0 as libc::c_ulong) };
+    let rc = unsafe {
+        libc::prctl(
+            option,
+            value,
+            0 as libc::c_ulong,
+            0 as libc::c_ulong,
+            0 as libc::c_ulong,
+        )
+    };
     if rc == 0 {
         Ok(())
     } else {
@@ -332,7 +345,9 @@ fn landlock() -> Result<LandlockState, LockdownError> {
         .map_err(err)?;
     let (effective, abi) = match status.landlock {
         LandlockStatus::NotEnabled => {
-            return Ok(LandlockState::Unavailable("not enabled in this kernel's lsm list"));
+            return Ok(LandlockState::Unavailable(
+                "not enabled in this kernel's lsm list",
+            ));
         }
         LandlockStatus::NotImplemented => {
             return Ok(LandlockState::Unavailable("not built into this kernel"));
@@ -370,9 +385,9 @@ fn watch_parent() -> Result<(), LockdownError> {
             }
         })
         .map_err(LockdownError::WatchThread)?;
-    running.recv().map_err(|_| {
-        LockdownError::WatchThread(std::io::Error::other("the thread ended at start"))
-    })
+    running
+        .recv()
+        .map_err(|_| LockdownError::WatchThread(std::io::Error::other("the thread ended at start")))
 }
 
 fn rlimits() -> Result<(), LockdownError> {
@@ -387,7 +402,11 @@ fn rlimits() -> Result<(), LockdownError> {
         (rlimit::Resource::CORE, "RLIMIT_CORE", 0),
         (rlimit::Resource::FSIZE, "RLIMIT_FSIZE", 0),
         (rlimit::Resource::NPROC, "RLIMIT_NPROC", 0),
-        (rlimit::Resource::NOFILE, "RLIMIT_NOFILE", u64::from(KEPT_FDS)),
+        (
+            rlimit::Resource::NOFILE,
+            "RLIMIT_NOFILE",
+            u64::from(KEPT_FDS),
+        ),
     ] {
         resource
             .set(limit, limit)
@@ -410,13 +429,17 @@ fn rule(conditions: Vec<SeccompCondition>) -> Result<SeccompRule, LockdownError>
 
 /// Builds the allow-list filter; denied calls return `EPERM`.
 ///
-/// The set was found by running the crate's tests and the appliance's end-to-end action
-/// tests under `strace -f` with the filter in place, and is what these need: the job loop
-/// (`read` on stdin, `write` on stdout and stderr), boa and the allocator (memory, futex),
-/// `Date.now` and the parent watch (clocks, sleep, `getppid`), `crypto.getRandomValues`
-/// and hash seeds (`getrandom`), and the ways the process ends (exit, `abort`'s
-/// `tgkill(getpid(), tid, SIGABRT)` with its signal masks, the stack-overflow handler's
-/// `sigaltstack` and `rt_sigaction`).
+/// The set is what `strace -f` showed the worker doing after the filter was in place
+/// while running this crate's tests and the appliance's end-to-end action tests, plus the
+/// paths those runs do not reach: the job loop (`read` on stdin, `write` on stdout and
+/// stderr), boa and glibc's allocator (`brk`, `mmap`/`mprotect` without `PROT_EXEC`,
+/// `munmap`, `mremap`, `madvise`, `futex`), clocks (`clock_gettime`, when the vDSO falls
+/// back to the kernel), the parent watch (`clock_nanosleep`, `restart_syscall`,
+/// `getppid`), `getrandom` (`crypto.getRandomValues`, hash seeds), and the ways the
+/// process ends: `exit`, `exit_group`, `abort`'s `rt_sigprocmask`, `getpid`, `gettid` and
+/// `tgkill(own pid, SIGABRT)`, the stack-overflow handler's `sigaltstack`,
+/// `rt_sigaction` and `rt_sigreturn`. The one refusal those runs show is `getcwd`, from
+/// boa's default module loader canonicalising `.`; it copes, and modules stay unloadable.
 pub fn seccomp_filter() -> Result<BpfProgram, LockdownError> {
     let no_exec = || {
         rule(vec![cond(
@@ -427,7 +450,10 @@ pub fn seccomp_filter() -> Result<BpfProgram, LockdownError> {
     };
     let pid = u64::from(std::process::id());
     let mut rules: BTreeMap<i64, Vec<SeccompRule>> = BTreeMap::new();
-    rules.insert(libc::SYS_read, vec![rule(vec![cond(0, SeccompCmpOp::Eq, 0)?])?]);
+    rules.insert(
+        libc::SYS_read,
+        vec![rule(vec![cond(0, SeccompCmpOp::Eq, 0)?])?],
+    );
     rules.insert(
         libc::SYS_write,
         vec![
@@ -450,12 +476,9 @@ pub fn seccomp_filter() -> Result<BpfProgram, LockdownError> {
         libc::SYS_brk,
         libc::SYS_madvise,
         libc::SYS_futex,
-        libc::SYS_sched_yield,
         libc::SYS_clock_gettime,
-        libc::SYS_clock_getres,
-        libc::SYS_gettimeofday,
         libc::SYS_clock_nanosleep,
-        libc::SYS_nanosleep,
+        libc::SYS_restart_syscall,
         libc::SYS_getrandom,
         libc::SYS_getpid,
         libc::SYS_getppid,
