@@ -46,7 +46,8 @@
 //! filter ends the worker (exit status 3). Only Landlock, the supplementary groups and the
 //! capabilities degrade, with one startup line each on stderr, because they depend on the
 //! kernel's configuration or on privileges the process may not have; seccomp and the
-//! rlimits stand on their own. The startup lines are written before `RLIMIT_FSIZE` applies.
+//! rlimits stand on their own. Running as uid 0 is reported too (`RLIMIT_NPROC` does not
+//! bind root). The startup lines are written before `RLIMIT_FSIZE` applies.
 
 // The few system calls below have no safe wrapper in std or the crates the worker uses
 // (prctl, capset, setgroups, close_range, signal); each block states why it is sound.
@@ -249,6 +250,10 @@ fn drop_groups() -> Vec<u32> {
     // SAFETY: the buffer holds `n` entries, the size passed.
     let n = unsafe { libc::getgroups(n, groups.as_mut_ptr()) };
     groups.truncate(usize::try_from(n).unwrap_or(0));
+    // The list may repeat the primary group, which the worker keeps in any case.
+    // SAFETY: getegid has no preconditions and cannot fail.
+    let primary = unsafe { libc::getegid() };
+    groups.retain(|g| *g != primary);
     groups
 }
 
