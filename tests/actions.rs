@@ -368,7 +368,7 @@ impl Vector {
     }
 }
 
-/// The limit on action code (COMPAT.md defaults: code ≤ 1 MiB).
+/// The limit on action code (the documented default, `docs/compatibility.md`: code ≤ 1 MiB).
 const MAX_CODE: usize = 1024 * 1024;
 
 #[tokio::test]

@@ -1,4 +1,4 @@
-//! The permission model end to end (issue 4 acceptance): one account with groups X and Y,
+//! The permission model end to end: one account with groups X and Y,
 //! an action in X only, a wallet in X, and usage keys each holding exactly one
 //! permission; plus a second account with its own group, wallet and action.
 //!
@@ -7,8 +7,8 @@
 //! with a permission gets 404 for ids that do not exist in its account, and the second
 //! account's ids look nonexistent (404, never a 403 that would leak that they exist).
 //!
-//! There is no execution endpoint yet: the "execute in X/Y/all" keys are checked here
-//! only to be denied every management write and to read; execution is covered later.
+//! The "execute in X/Y/all" keys are checked here only to be denied every management
+//! write and to read; what they may run is covered by the execution tests.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
@@ -610,7 +610,7 @@ async fn keys_scoped_to_group_x() {
 #[tokio::test]
 async fn execute_keys_and_the_no_permission_key_may_only_read() {
     let w = world().await;
-    // Execution itself has no endpoint yet (covered with the execution endpoint); here
+    // What these keys may run is covered by the execution tests; here
     // these keys must be denied every management write and may read.
     for (who, key) in [
         ("exec_x", &w.keys.exec_x),

@@ -2,7 +2,7 @@
 //!
 //! An account key may do everything on its account. A usage key may do only what its
 //! flags and per-group arrays allow; in each of the four arrays `0` means "all groups"
-//! (COMPAT.md: a wildcard in all four arrays, unlike the reference). Whether a group,
+//! (`docs/compatibility.md`: a wildcard in all four arrays, unlike the reference). Whether a group,
 //! wallet or action *exists* is decided later, by the store: authorization comes first,
 //! so a key without a permission learns nothing about ids (403 before 404).
 

@@ -170,7 +170,7 @@ impl From<crate::authz::Denied> for ApiError {
 }
 
 impl From<crate::typed_data::TypedDataError> for ApiError {
-    /// COMPAT.md: every typed-data rejection is 422, except a too-large `typed_data` (413).
+    /// `docs/compatibility.md`: every typed-data rejection is 422, except a too-large `typed_data` (413).
     fn from(err: crate::typed_data::TypedDataError) -> Self {
         use crate::typed_data::TypedDataError;
         match err {

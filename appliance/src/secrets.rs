@@ -2,7 +2,7 @@
 //!
 //! A key is 32 random bytes from the OS CSPRNG, shown to its owner once as standard
 //! padded base64 (44 characters). The service stores only its identity hash,
-//! `keccak256(key bytes)`, shown as `0x` + 64 hex (COMPAT.md, "Credentials"). Lookups go
+//! `keccak256(key bytes)`, shown as `0x` + 64 hex (`docs/compatibility.md`, "Credentials"). Lookups go
 //! by that hash through an index, so response timing depends only on the hash of what a
 //! client sent, never on a comparison against a stored secret.
 

@@ -1,4 +1,4 @@
-//! Wallet signatures over the spec's EIP-712 envelope (COMPAT.md, "Typed-data (EIP-712)
+//! Wallet signatures over the spec's EIP-712 envelope (`docs/compatibility.md`, "Typed-data (EIP-712)
 //! envelope"): parsing, every rejection rule, the EIP-712 digest and signer recovery.
 //!
 //! The envelope has exactly one shape per flow:
@@ -429,7 +429,7 @@ mod tests {
     use k256::ecdsa::SigningKey;
     use serde_json::json;
 
-    /// `../shared/vectors/eip712.json`, copied verbatim into `tests/vectors`.
+    /// Signed with viem 2.57.20 `signTypedData` (provenance in `tests/vectors/README.md`).
     const VECTORS: &str = include_str!("../../tests/vectors/eip712.json");
     const NOW: i64 = 1_700_000_000;
     const KEY_A: &str = "59c6995e998f97a5a0044966f0945389dc9e86dae88c7a8412f4603b6b78690d";

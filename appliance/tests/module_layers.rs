@@ -48,7 +48,7 @@ fn rust_files(dir: &Path) -> Vec<PathBuf> {
 }
 
 /// The child modules of a folder module: name → the files that make it up
-/// (`name.rs` and everything below `name/`).
+/// (`<name>.rs` and everything below `<name>/`).
 fn child_modules(dir: &Path) -> BTreeMap<String, Vec<PathBuf>> {
     let mut out: BTreeMap<String, Vec<PathBuf>> = BTreeMap::new();
     for path in rust_files(dir) {

@@ -5,8 +5,8 @@
 //! * [`SimulatedProvider`] — development without TDX: quote-shaped, dev-signed, marked, and
 //!   refused by the verifier unless simulated evidence is allowed (see [`crate::simulated`]).
 //!
-//! [`QuoteProvider`] is the enum the appliance holds; its API is also described in the
-//! team's `evidence-api.md` note and kept stable.
+//! [`QuoteProvider`] is the enum the appliance holds (its `attest` module and `/info`
+//! endpoint); keep its API stable.
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;

@@ -543,8 +543,8 @@ pub struct Written {
     pub digest_file: PathBuf,
 }
 
-/// Writes `out/oci/` (the layout), `out/appliance-image.tar` (`docker load -i`) and
-/// `out/image-digest`. An existing `out/oci` is replaced.
+/// Writes `<out>/oci/` (the layout), `<out>/appliance-image.tar` (`docker load -i`) and
+/// `<out>/image-digest`. An existing `<out>/oci` is replaced.
 pub fn write_layout(image: &Image, out: &Path, epoch: u64) -> Result<Written, ImageError> {
     let files = layout_files(image)?;
     let layout_dir = out.join("oci");

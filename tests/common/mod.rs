@@ -570,7 +570,7 @@ pub async fn read(resp: reqwest::Response) -> Reply {
 }
 
 // ---------------------------------------------------------------------------------
-// Groups, wallets and actions (issue 4): helpers shared by permissions.rs, groups.rs,
+// Groups, wallets and actions: helpers shared by permissions.rs, groups.rs,
 // wallets.rs and actions.rs.
 // ---------------------------------------------------------------------------------
 

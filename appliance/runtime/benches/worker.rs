@@ -1,6 +1,6 @@
 //! Hot-path timings of the action runtime (run with `cargo bench -p action-runtime`):
 //! building a fresh context, and hello-world / host-call jobs through the real worker
-//! process over pipes.
+//! process over pipes. `BENCH_WORKER=path` benchmarks another `action-worker` binary.
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::print_stdout)]
 
@@ -43,8 +43,11 @@ fn worker_start(n: usize) {
     report("worker start (spawn to ready)", samples);
 }
 
+/// The worker under test: this crate's, or `BENCH_WORKER` (to compare another build).
 fn spawn_worker() -> std::process::Child {
-    Command::new(env!("CARGO_BIN_EXE_action-worker"))
+    let binary = std::env::var_os("BENCH_WORKER")
+        .unwrap_or_else(|| env!("CARGO_BIN_EXE_action-worker").into());
+    Command::new(binary)
         .args(["--memory-limit-mb", "128"])
         .env_clear()
         .stdin(Stdio::piped())

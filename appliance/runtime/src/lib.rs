@@ -5,13 +5,17 @@
 //! * [`protocol`] — message types and frame codec, used by the worker and the appliance.
 //! * [`sandbox`] — one fresh JS context per action: globals, limits, error mapping.
 //! * [`worker`] — the `action-worker` process loop and its memory limit.
+//! * [`lockdown`] — what the worker does to itself before its first job (seccomp,
+//!   Landlock, rlimits, descriptors, privileges).
 //! * [`ethers`] — the ethers v5 subset available to actions.
 //!
-//! The JS API is described in COMPAT.md "Action runtime contract"; the process model in
+//! The JS API is described in `docs/compatibility.md` ("Action runtime contract"); the process model in
 //! [`worker`].
 
 #[cfg(feature = "worker")]
 pub mod ethers;
+#[cfg(feature = "worker")]
+pub mod lockdown;
 pub mod protocol;
 #[cfg(feature = "worker")]
 pub mod sandbox;

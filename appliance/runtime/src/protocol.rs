@@ -104,7 +104,7 @@ pub struct JobLimits {
 }
 
 impl Default for JobLimits {
-    /// The defaults of COMPAT.md: 100 KiB response, 100 KiB logs, 50 fetches.
+    /// The documented defaults (`docs/compatibility.md`): 100 KiB response, 100 KiB logs, 50 fetches.
     fn default() -> Self {
         Self {
             max_response_bytes: 100 * 1024,

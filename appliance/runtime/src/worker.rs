@@ -12,7 +12,11 @@
 //!
 //! At start the worker may re-execute itself once (same pid, arguments and pipes) to get
 //! a larger main-thread stack ([`ensure_stack`]); then it sets RLIMIT_AS to its VmSize plus
-//! `--memory-limit-mb`, builds its first context and sends `ready`.
+//! `--memory-limit-mb`, locks itself down ([`crate::lockdown`]: no files, processes,
+//! sockets or privileges; descriptors other than 0–2 closed), builds its first context and
+//! sends `ready`. A worker that cannot lock itself down exits with status 3. Its stderr
+//! should be a pipe: once locked down the worker cannot grow a regular file
+//! (`RLIMIT_FSIZE` 0), so lines it writes to a file are dropped.
 
 use std::cell::RefCell;
 use std::io::{Read, Write};
@@ -47,6 +51,9 @@ pub enum WorkerError {
     /// The sandbox could not be set up (exit status 3).
     #[error(transparent)]
     Sandbox(SandboxError),
+    /// The process could not lock itself down (exit status 3).
+    #[error("lock-down: {0}")]
+    Lockdown(#[from] crate::lockdown::LockdownError),
     /// The protocol stream broke (exit status 2).
     #[error(transparent)]
     Protocol(#[from] ProtocolError),
@@ -66,7 +73,7 @@ impl WorkerError {
     pub fn exit_code(&self) -> u8 {
         match self {
             Self::Usage(_) => 64,
-            Self::MemoryLimit(_) | Self::Sandbox(_) => 3,
+            Self::MemoryLimit(_) | Self::Sandbox(_) | Self::Lockdown(_) => 3,
             Self::Protocol(_) => 2,
         }
     }
@@ -224,37 +231,17 @@ pub fn ensure_stack() {
     );
 }
 
-/// The whole worker after argument parsing: stack, memory limit, then the job loop on
-/// stdin/stdout.
+/// The whole worker after argument parsing: stack, memory limit, lock-down
+/// ([`crate::lockdown`]), then the job loop on stdin/stdout.
 pub fn run(options: WorkerOptions) -> Result<(), WorkerError> {
     ensure_stack();
-    watch_parent();
     apply_memory_limit(options.memory_limit_mb)?;
+    crate::lockdown::apply()?;
     serve(
         std::io::stdin().lock(),
         std::io::stdout().lock(),
         options.limits,
     )
-}
-
-/// Exits the process when the parent dies. A job that never returns (an infinite loop) would
-/// otherwise keep an orphaned worker spinning after the parent was killed with SIGKILL, because
-/// the closed pipe is only noticed between jobs.
-fn watch_parent() {
-    let parent = std::os::unix::process::parent_id();
-    let spawned = std::thread::Builder::new()
-        .name("parent-watch".into())
-        .stack_size(64 * 1024)
-        .spawn(move || {
-            loop {
-                std::thread::sleep(std::time::Duration::from_millis(200));
-                if std::os::unix::process::parent_id() != parent {
-                    std::process::exit(0);
-                }
-            }
-        });
-    // Without the watch the worker still ends on stdin EOF; the parent's deadline kills it.
-    drop(spawned);
 }
 
 /// Serves jobs until the parent closes the pipe (`Ok`) or the protocol breaks (`Err`).

@@ -288,7 +288,7 @@ pub async fn get_lit_action_client_config(State(state): State<AppState>) -> Json
     })
 }
 
-/// The wire name of an error kind (COMPAT.md "Action runtime contract").
+/// The wire name of an error kind (`docs/compatibility.md`, "Action runtime contract").
 fn kind_name(kind: ErrorKind) -> &'static str {
     match kind {
         ErrorKind::Exception => "exception",

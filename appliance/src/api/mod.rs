@@ -4,7 +4,7 @@
 //! Handlers are small: extract (the caller, and for a billed write its charge: see
 //! `crate::http::billed`), authorize, call the store (or another domain module), respond.
 //! Handler modules never import each other; what two of them share lives here. Wire names
-//! and shapes follow the spec, then COMPAT.md.
+//! and shapes follow the spec, then the reference (`docs/compatibility.md`).
 
 pub mod accounts;
 pub mod actions;

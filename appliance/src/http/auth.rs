@@ -7,7 +7,7 @@
 //!   [`Auth`] (any live key), [`ApiModeMasterKey`] (the account key of an API-mode
 //!   account), [`SentKey`] (`account_exists`: a malformed key names no account).
 //! * `X-Wallet-Auth`: a ChainSecured account's admin wallet signs a `BillingAuth` typed
-//!   data instead of sending a key ([`WalletAuth`]; COMPAT.md: the header is standard
+//!   data instead of sending a key ([`WalletAuth`]; `docs/compatibility.md`: the header is standard
 //!   base64 of the JSON `{"typed_data":…,"signature":"0x…"}`).
 //! * [`BillingCaller`]: either of the two, for the billing endpoints that serve both
 //!   account modes.

@@ -163,7 +163,7 @@ impl<T: DeserializeOwned, S: Send + Sync> FromRequestParts<S> for QueryParams<T>
     }
 }
 
-/// Default and largest `page_size` (COMPAT.md: larger values are clamped).
+/// Default and largest `page_size` (`docs/compatibility.md`: larger values are clamped).
 pub const DEFAULT_PAGE_SIZE: u32 = 100;
 pub const MAX_PAGE_SIZE: u32 = 1000;
 

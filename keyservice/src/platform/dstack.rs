@@ -1,5 +1,5 @@
 //! The dstack platform: the guest agent on its Unix socket (default `/var/run/dstack.sock`)
-//! speaks HTTP/1.1 + JSON (documented in the dstack repository, `sdk/curl/api.md`):
+//! speaks HTTP/1.1 + JSON (documented in github.com/Dstack-TEE/dstack, `sdk/curl/api.md`):
 //!
 //! * `POST /Info` `{}` → `{"app_id", "instance_id", "compose_hash", "tcb_info", …}` where
 //!   `tcb_info` is a string holding JSON with `compose_hash`, `app_compose`, the MRs and the
@@ -294,8 +294,8 @@ mod tests {
 
     #[test]
     fn info_from_the_real_vector() {
-        // tcb_info of a real dstack deployment (shared/vectors/dstack-near-mpc, MIT,
-        // github.com/near/mpc); its compose hash is sha256(app_compose).
+        // tcb_info of a real dstack deployment (github.com/near/mpc, `crates/test-utils/assets/`
+        // at commit b0b6b716, MIT); its compose hash is sha256(app_compose).
         let tcb = include_str!("../../tests/data/dstack-tcb-info.json");
         let body = serde_json::json!({ "app_id": "ab", "tcb_info": tcb }).to_string();
         let h = compose_hash_from_info(body.as_bytes()).unwrap();

@@ -1,5 +1,5 @@
 //! A `simulated` dstack guest agent: a tiny HTTP/1.1 server on a Unix socket serving the
-//! documented `/Info` and `/GetKey` endpoints (dstack `sdk/curl/api.md`), so the real
+//! documented `/Info` and `/GetKey` endpoints (github.com/Dstack-TEE/dstack `sdk/curl/api.md`), so the real
 //! `keyservice --platform dstack` code path runs end to end without TDX hardware.
 //!
 //! Its keys are `sha256(app_seed ‖ path)` — like the real agent, a deterministic function

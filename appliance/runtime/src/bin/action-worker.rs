@@ -1,6 +1,7 @@
 //! `action-worker --memory-limit-mb N [--recursion-limit N]`: runs actions for a parent
 //! process over stdin/stdout (see `action_runtime::worker`).
 
+use std::io::Write as _;
 use std::process::ExitCode;
 
 use action_runtime::worker::{self, WorkerOptions};
@@ -9,7 +10,9 @@ fn main() -> ExitCode {
     match WorkerOptions::parse(std::env::args().skip(1)).and_then(worker::run) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
-            eprintln!("action-worker: {e}");
+            // Not eprintln!: a locked-down worker cannot grow a file given as stderr, and
+            // the failed write must not turn the exit status into a panic's.
+            let _ = writeln!(std::io::stderr(), "action-worker: {e}");
             ExitCode::from(e.exit_code())
         }
     }

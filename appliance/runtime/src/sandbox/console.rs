@@ -1,4 +1,4 @@
-//! `console.log/info/warn/error/debug`: each call appends one formatted line + `\n` to the
+//! `console.log`, `info`, `warn`, `error`, `debug`: each call appends one formatted line + `\n` to the
 //! job's logs (see [`super::inspect`] for the format). All five write to the same log; the
 //! level is not recorded, as in the reference.
 
