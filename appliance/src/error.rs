@@ -180,9 +180,9 @@ impl From<crate::typed_data::TypedDataError> for ApiError {
     }
 }
 
-impl From<crate::wallet_auth::WalletAuthError> for ApiError {
-    fn from(err: crate::wallet_auth::WalletAuthError) -> Self {
-        use crate::wallet_auth::WalletAuthError;
+impl From<crate::http::auth::WalletAuthError> for ApiError {
+    fn from(err: crate::http::auth::WalletAuthError) -> Self {
+        use crate::http::auth::WalletAuthError;
         match err {
             WalletAuthError::Missing | WalletAuthError::NoAccount(_) => {
                 Self::Unauthorized(err.to_string())

@@ -23,12 +23,12 @@ pub mod openapi;
 pub mod runtime;
 pub mod secrets;
 pub mod server;
+pub mod state;
 pub mod store;
 pub mod supervisor;
 pub mod tls;
 pub mod typed_data;
 pub mod wallet;
-pub mod wallet_auth;
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -233,7 +233,7 @@ async fn start_with(mut config: Config, dev_anvil: Option<PathBuf>) -> Result<Ru
     let followers = start_chain_followers(&config, &store, &keys)?;
     let limits = config.http.clone();
     let billing = Arc::new(billing::Billing::new(&config.billing).map_err(StartError::Billing)?);
-    let state = http::AppState {
+    let state = state::AppState {
         store,
         keys,
         runtime,
@@ -242,7 +242,7 @@ async fn start_with(mut config: Config, dev_anvil: Option<PathBuf>) -> Result<Ru
         acme: acme.as_ref().map(|a| a.handle.clone()),
         attestation,
     };
-    let app = http::app(state);
+    let app = http::app(state, api::routes());
     let (stop, stopped) = oneshot::channel::<()>();
     let task = tokio::spawn(server::serve(
         listener,

@@ -9,7 +9,7 @@ use std::path::Path;
 
 #[test]
 fn the_openapi_document_matches_the_committed_snapshot() {
-    let (_, openapi) = appliance::http::routes();
+    let (_, openapi) = appliance::api::routes();
     let served = serde_json::to_value(&openapi).expect("OpenAPI serializes");
     let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/openapi.json");
     if std::env::var_os("UPDATE_OPENAPI_SNAPSHOT").is_some() {

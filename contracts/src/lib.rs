@@ -3,6 +3,8 @@
 //! * [`IAccountConfig`] — the on-chain mirror of accounts, usage keys, groups, actions and
 //!   wallets (`src/IAccountConfig.sol` documents every rule).
 //! * [`IAppGovernance`] — the compose hashes allowed to hold the keys.
+//! * [`ops`] — the vocabulary of `AccountConfig` writes ([`ops::MirrorOp`]) that the
+//!   appliance queues in its outbox and reads back from events.
 //! * [`artifacts`] — the committed solc output of `AccountConfig` and `AppGovernance`
 //!   (creation code to deploy, runtime code to compare against a chain, ABI JSON).
 //! * [`deploy_account_config`] / [`deploy_app_governance`] — deployment through an alloy
@@ -14,6 +16,7 @@
 
 pub mod artifacts;
 mod deploy;
+pub mod ops;
 
 pub use deploy::{DeployError, deploy_account_config, deploy_app_governance};
 

@@ -2,7 +2,6 @@
 
 use axum::Json;
 use axum::extract::State;
-use http::HeaderMap;
 use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
 
@@ -10,10 +9,12 @@ use super::{
     BodyErrors, MAX_DESCRIPTION_LEN, MAX_EMAIL_LEN, MAX_NAME_LEN, ServerErrors, check_text,
 };
 use crate::error::{ApiError, ErrorBody};
-use crate::http::AppState;
-use crate::http::extract::{JsonBody, presented_key};
+use crate::http::auth::SentKey;
+use crate::http::billed::StartingCredit;
+use crate::http::extract::JsonBody;
 use crate::secrets::ApiSecret;
-use crate::store::{NewAccount, ResolvedKey, WalletIdentity};
+use crate::state::AppState;
+use crate::store::{NewAccount, WalletIdentity};
 use crate::wallet::account_wallet_path;
 
 #[derive(Debug, Deserialize, ToSchema)]
@@ -52,6 +53,7 @@ pub struct NewAccountResponse {
 )]
 pub async fn new_account(
     State(state): State<AppState>,
+    StartingCredit(credit): StartingCredit,
     JsonBody(req): JsonBody<NewAccountRequest>,
 ) -> Result<Json<NewAccountResponse>, ApiError> {
     let name = req.account_name.trim().to_owned();
@@ -84,17 +86,20 @@ pub async fn new_account(
     let wallet = state.keys.wallet(&derivation_path).await?;
     state
         .store
-        .create_account(NewAccount {
-            api_key_hash,
-            name,
-            description,
-            email,
-            wallet: WalletIdentity {
-                pkp_id: wallet.pkp_id,
-                address: wallet.address,
-                derivation_path,
+        .create_account(
+            NewAccount {
+                api_key_hash,
+                name,
+                description,
+                email,
+                wallet: WalletIdentity {
+                    pkp_id: wallet.pkp_id,
+                    address: wallet.address,
+                    derivation_path,
+                },
             },
-        })
+            credit,
+        )
         .await?;
     Ok(Json(NewAccountResponse {
         api_key: secret.to_base64().to_string(),
@@ -129,27 +134,9 @@ fn looks_like_email(email: &str) -> bool {
 )]
 pub async fn account_exists(
     State(state): State<AppState>,
-    headers: HeaderMap,
+    key: SentKey,
 ) -> Result<Json<bool>, ApiError> {
-    let hash = match presented_key(&headers) {
-        Ok(hash) => hash,
-        // A key was sent but is not even well-formed: it names no account.
-        Err(ApiError::Unauthorized(_)) if has_key_header(&headers) => return Ok(Json(false)),
-        Err(err) => return Err(err),
-    };
-    let exists = matches!(
-        state.store.resolve_key(hash).await?,
-        Some(ResolvedKey::Account(_))
-    );
-    Ok(Json(exists))
-}
-
-fn has_key_header(headers: &HeaderMap) -> bool {
-    headers.contains_key("x-api-key")
-        || headers
-            .get(http::header::AUTHORIZATION)
-            .and_then(|v| v.to_str().ok())
-            .is_some_and(|v| v.trim().len() > "bearer ".len())
+    Ok(Json(key.is_account_key(&state).await?))
 }
 
 #[cfg(test)]

@@ -5,16 +5,16 @@ use axum::extract::State;
 use serde::{Deserialize, Serialize};
 use utoipa::{IntoParams, ToSchema};
 
-use super::groups::{HashedCidResponse, parse_raw_cid};
 use super::{
-    AuthErrors, BodyErrors, MAX_DESCRIPTION_LEN, MAX_NAME_LEN, ServerErrors, Success, WireU64,
-    check_text, parse_cid_hash,
+    AuthErrors, BodyErrors, HashedCidResponse, MAX_DESCRIPTION_LEN, MAX_NAME_LEN, ServerErrors,
+    Success, WireU64, check_text, parse_cid_hash, parse_raw_cid,
 };
 use crate::authz::{GroupId, Operation, authorize};
 use crate::cid;
 use crate::error::{ApiError, ErrorBody};
-use crate::http::AppState;
+use crate::http::billed::Billed;
 use crate::http::extract::{Auth, JsonBody, Paging, QueryParams};
+use crate::state::AppState;
 use crate::store::ActionRecord;
 
 #[derive(Debug, Deserialize, ToSchema)]
@@ -40,20 +40,28 @@ pub struct AddActionRequest {
         BodyErrors,
         AuthErrors,
         ServerErrors,
+        Billed,
     )
 )]
 pub async fn add_action(
     State(state): State<AppState>,
-    auth: Auth,
+    billed: Billed,
     JsonBody(req): JsonBody<AddActionRequest>,
 ) -> Result<Json<HashedCidResponse>, ApiError> {
-    authorize(&auth.credential, Operation::RegisterAction)?;
+    authorize(&billed.credential, Operation::RegisterAction)?;
     check_text("name", &req.name, MAX_NAME_LEN)?;
     check_text("description", &req.description, MAX_DESCRIPTION_LEN)?;
     let (cid, hash) = parse_raw_cid(&req.action_ipfs_cid)?;
     state
         .store
-        .add_action(auth.account, cid, hash, req.name, req.description)
+        .add_action(
+            billed.account,
+            cid,
+            hash,
+            req.name,
+            req.description,
+            billed.charge,
+        )
         .await?;
     Ok(Json(HashedCidResponse {
         success: true,
@@ -81,16 +89,20 @@ pub struct HashedCidRequest {
         BodyErrors,
         AuthErrors,
         ServerErrors,
+        Billed,
     )
 )]
 pub async fn delete_action(
     State(state): State<AppState>,
-    auth: Auth,
+    billed: Billed,
     JsonBody(req): JsonBody<HashedCidRequest>,
 ) -> Result<Json<Success>, ApiError> {
-    authorize(&auth.credential, Operation::DeleteAction)?;
+    authorize(&billed.credential, Operation::DeleteAction)?;
     let hash = parse_cid_hash("hashed_cid", &req.hashed_cid)?;
-    state.store.delete_action(auth.account, hash).await?;
+    state
+        .store
+        .delete_action(billed.account, hash, billed.charge)
+        .await?;
     Ok(Success::ok())
 }
 
@@ -115,20 +127,27 @@ pub struct UpdateActionMetadataRequest {
         BodyErrors,
         AuthErrors,
         ServerErrors,
+        Billed,
     )
 )]
 pub async fn update_action_metadata(
     State(state): State<AppState>,
-    auth: Auth,
+    billed: Billed,
     JsonBody(req): JsonBody<UpdateActionMetadataRequest>,
 ) -> Result<Json<Success>, ApiError> {
-    authorize(&auth.credential, Operation::RegisterAction)?;
+    authorize(&billed.credential, Operation::RegisterAction)?;
     check_text("name", &req.name, MAX_NAME_LEN)?;
     check_text("description", &req.description, MAX_DESCRIPTION_LEN)?;
     let hash = parse_cid_hash("hashed_cid", &req.hashed_cid)?;
     state
         .store
-        .update_action_metadata(auth.account, hash, req.name, req.description)
+        .update_action_metadata(
+            billed.account,
+            hash,
+            req.name,
+            req.description,
+            billed.charge,
+        )
         .await?;
     Ok(Success::ok())
 }

@@ -10,7 +10,7 @@ use serde_json::Value;
 use utoipa::ToSchema;
 
 use crate::error::{ApiError, ErrorBody};
-use crate::http::AppState;
+use crate::state::AppState;
 
 /// `/attestation`: a fresh quote over 64 zero bytes of report data.
 #[derive(Debug, Serialize, ToSchema)]

@@ -1,67 +1,22 @@
 //! Billing: the Stripe publishable key, the credit balance, card payments through
 //! payment intents, and the prices in force (see `crate::billing`).
 //!
-//! The caller's account comes from one place, [`BillingCaller`]: an API key of the
-//! account, or for a ChainSecured account an `X-Wallet-Auth` header (a `BillingAuth`
-//! wallet signature by its admin). The ledger is the account's, so an account converted
-//! to ChainSecured keeps its credit.
+//! The caller's account comes from one place, `crate::http::auth::BillingCaller`: an API
+//! key of the account, or for a ChainSecured account an `X-Wallet-Auth` header (a
+//! `BillingAuth` wallet signature by its admin). The ledger is the account's, so an
+//! account converted to ChainSecured keeps its credit.
 
 use axum::Json;
-use axum::extract::{FromRequestParts, State};
-use http::request::Parts;
+use axum::extract::State;
 use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
 
 use super::{AuthErrors, BodyErrors, ServerErrors};
-use crate::authz::Credential;
 use crate::billing::{CURRENCY, MIN_PAYMENT_CENTS, display_cents};
 use crate::error::{ApiError, ErrorBody};
-use crate::http::AppState;
+use crate::http::auth::BillingCaller;
 use crate::http::extract::JsonBody;
-use crate::store::AccountId;
-use crate::wallet_auth::ApiKeyOrWallet;
-
-/// Who a billing request is for.
-pub struct BillingCaller {
-    pub account: AccountId,
-    /// The account key, or the admin wallet of a ChainSecured account (not a usage key).
-    pub account_level: bool,
-}
-
-impl BillingCaller {
-    /// Payments need the account itself, not a usage key.
-    fn require_account_level(&self) -> Result<(), ApiError> {
-        if self.account_level {
-            Ok(())
-        } else {
-            Err(ApiError::Forbidden(
-                "payments need the account key (or, for a ChainSecured account, X-Wallet-Auth); a usage key may only read the balance".into(),
-            ))
-        }
-    }
-}
-
-impl FromRequestParts<AppState> for BillingCaller {
-    type Rejection = ApiError;
-
-    async fn from_request_parts(
-        parts: &mut Parts,
-        state: &AppState,
-    ) -> Result<Self, Self::Rejection> {
-        Ok(
-            match ApiKeyOrWallet::from_request_parts(parts, state).await? {
-                ApiKeyOrWallet::ApiKey(auth) => Self {
-                    account: auth.account,
-                    account_level: matches!(auth.credential, Credential::AccountKey),
-                },
-                ApiKeyOrWallet::Wallet(wallet) => Self {
-                    account: wallet.account,
-                    account_level: true,
-                },
-            },
-        )
-    }
-}
+use crate::state::AppState;
 
 #[derive(Debug, Serialize, Deserialize, ToSchema)]
 pub struct StripeConfigResponse {

@@ -8,7 +8,7 @@ use serde::Serialize;
 use utoipa::ToSchema;
 
 use crate::error::ApiError;
-use crate::http::AppState;
+use crate::state::AppState;
 
 #[derive(Debug, Serialize, ToSchema)]
 pub struct NodeChainConfig {

@@ -8,16 +8,16 @@ use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
 
 use super::{
-    AuthErrors, BodyErrors, MAX_DESCRIPTION_LEN, MAX_NAME_LEN, ServerErrors, Success, WireU64,
-    check_text, parse_cid_hash, parse_permitted_actions, parse_permitted_wallets, parse_wallet_ref,
-    wire_actions, wire_wallets,
+    AuthErrors, BodyErrors, HashedCidResponse, MAX_DESCRIPTION_LEN, MAX_NAME_LEN, ServerErrors,
+    Success, WireU64, check_text, parse_cid_hash, parse_permitted_actions, parse_permitted_wallets,
+    parse_raw_cid, parse_wallet_ref, wire_actions, wire_wallets,
 };
 use crate::authz::{GroupId, Operation, authorize};
-use crate::cid;
 use crate::error::{ApiError, ErrorBody};
-use crate::http::AppState;
+use crate::http::billed::Billed;
 use crate::http::extract::{Auth, JsonBody, Paging};
-use crate::store::{CidHash, GroupRecord, GroupSpec};
+use crate::state::AppState;
+use crate::store::{GroupRecord, GroupSpec};
 
 fn group_spec(
     name: String,
@@ -69,14 +69,15 @@ pub struct AddGroupResponse {
         BodyErrors,
         AuthErrors,
         ServerErrors,
+        Billed,
     )
 )]
 pub async fn add_group(
     State(state): State<AppState>,
-    auth: Auth,
+    billed: Billed,
     JsonBody(req): JsonBody<AddGroupRequest>,
 ) -> Result<Json<AddGroupResponse>, ApiError> {
-    authorize(&auth.credential, Operation::CreateGroup)?;
+    authorize(&billed.credential, Operation::CreateGroup)?;
     if req.group_name.trim().is_empty() {
         return Err(ApiError::bad_request("`group_name` must not be empty"));
     }
@@ -86,7 +87,10 @@ pub async fn add_group(
         &req.pkp_ids_permitted,
         &req.cid_hashes_permitted,
     )?;
-    let id = state.store.add_group(auth.account, spec).await?;
+    let id = state
+        .store
+        .add_group(billed.account, spec, billed.charge)
+        .await?;
     Ok(Json(AddGroupResponse {
         success: true,
         group_id: id.to_string(),
@@ -171,22 +175,26 @@ pub struct UpdateGroupRequest {
         BodyErrors,
         AuthErrors,
         ServerErrors,
+        Billed,
     )
 )]
 pub async fn update_group(
     State(state): State<AppState>,
-    auth: Auth,
+    billed: Billed,
     JsonBody(req): JsonBody<UpdateGroupRequest>,
 ) -> Result<Json<Success>, ApiError> {
     let group = GroupId(req.group_id.0);
-    authorize(&auth.credential, Operation::UpdateGroup(group))?;
+    authorize(&billed.credential, Operation::UpdateGroup(group))?;
     let spec = group_spec(
         req.name,
         req.description,
         &req.pkp_ids_permitted,
         &req.cid_hashes_permitted,
     )?;
-    state.store.update_group(auth.account, group, spec).await?;
+    state
+        .store
+        .update_group(billed.account, group, spec, billed.charge)
+        .await?;
     Ok(Success::ok())
 }
 
@@ -210,17 +218,18 @@ pub struct GroupIdRequest {
         BodyErrors,
         AuthErrors,
         ServerErrors,
+        Billed,
     )
 )]
 pub async fn remove_group(
     State(state): State<AppState>,
-    auth: Auth,
+    billed: Billed,
     JsonBody(req): JsonBody<GroupIdRequest>,
 ) -> Result<Json<Success>, ApiError> {
-    authorize(&auth.credential, Operation::DeleteGroup)?;
+    authorize(&billed.credential, Operation::DeleteGroup)?;
     state
         .store
-        .remove_group(auth.account, GroupId(req.group_id.0))
+        .remove_group(billed.account, GroupId(req.group_id.0), billed.charge)
         .await?;
     Ok(Success::ok())
 }
@@ -246,19 +255,20 @@ pub struct GroupWalletRequest {
         BodyErrors,
         AuthErrors,
         ServerErrors,
+        Billed,
     )
 )]
 pub async fn add_pkp_to_group(
     State(state): State<AppState>,
-    auth: Auth,
+    billed: Billed,
     JsonBody(req): JsonBody<GroupWalletRequest>,
 ) -> Result<Json<Success>, ApiError> {
     let group = GroupId(req.group_id.0);
-    authorize(&auth.credential, Operation::AddPkpToGroup(group))?;
+    authorize(&billed.credential, Operation::AddPkpToGroup(group))?;
     let wallet = parse_wallet_ref("pkp_id", &req.pkp_id)?;
     state
         .store
-        .add_wallet_to_group(auth.account, group, wallet)
+        .add_wallet_to_group(billed.account, group, wallet, billed.charge)
         .await?;
     Ok(Success::ok())
 }
@@ -277,19 +287,20 @@ pub async fn add_pkp_to_group(
         BodyErrors,
         AuthErrors,
         ServerErrors,
+        Billed,
     )
 )]
 pub async fn remove_pkp_from_group(
     State(state): State<AppState>,
-    auth: Auth,
+    billed: Billed,
     JsonBody(req): JsonBody<GroupWalletRequest>,
 ) -> Result<Json<Success>, ApiError> {
     let group = GroupId(req.group_id.0);
-    authorize(&auth.credential, Operation::RemovePkpFromGroup(group))?;
+    authorize(&billed.credential, Operation::RemovePkpFromGroup(group))?;
     let wallet = parse_wallet_ref("pkp_id", &req.pkp_id)?;
     state
         .store
-        .remove_wallet_from_group(auth.account, group, wallet)
+        .remove_wallet_from_group(billed.account, group, wallet, billed.charge)
         .await?;
     Ok(Success::ok())
 }
@@ -300,13 +311,6 @@ pub struct AddActionToGroupRequest {
     pub group_id: WireU64,
     /// The raw IPFS CID; the service hashes it.
     pub action_ipfs_cid: String,
-}
-
-#[derive(Debug, Serialize, Deserialize, ToSchema)]
-pub struct HashedCidResponse {
-    pub success: bool,
-    /// keccak256 of the CID string.
-    pub hashed_cid: String,
 }
 
 /// Permits an action in a group, registering it on the account if it is not yet
@@ -323,34 +327,25 @@ pub struct HashedCidResponse {
         BodyErrors,
         AuthErrors,
         ServerErrors,
+        Billed,
     )
 )]
 pub async fn add_action_to_group(
     State(state): State<AppState>,
-    auth: Auth,
+    billed: Billed,
     JsonBody(req): JsonBody<AddActionToGroupRequest>,
 ) -> Result<Json<HashedCidResponse>, ApiError> {
     let group = GroupId(req.group_id.0);
-    authorize(&auth.credential, Operation::ManageActionsInGroup(group))?;
+    authorize(&billed.credential, Operation::ManageActionsInGroup(group))?;
     let (cid, hash) = parse_raw_cid(&req.action_ipfs_cid)?;
     state
         .store
-        .add_action_to_group(auth.account, group, cid, hash)
+        .add_action_to_group(billed.account, group, cid, hash, billed.charge)
         .await?;
     Ok(Json(HashedCidResponse {
         success: true,
         hashed_cid: hash.to_string(),
     }))
-}
-
-/// Validates a raw CID from a client and hashes it.
-pub fn parse_raw_cid(text: &str) -> Result<(String, CidHash), ApiError> {
-    let parsed = cid::parse_cid(text).map_err(|e| {
-        ApiError::bad_request(format!("`action_ipfs_cid` is not a valid IPFS CID: {e}"))
-    })?;
-    let cid = parsed.as_str().to_owned();
-    let hash = CidHash(cid::hashed_cid(&cid));
-    Ok((cid, hash))
 }
 
 #[derive(Debug, Deserialize, ToSchema)]
@@ -376,19 +371,20 @@ pub struct RemoveActionFromGroupRequest {
         BodyErrors,
         AuthErrors,
         ServerErrors,
+        Billed,
     )
 )]
 pub async fn remove_action_from_group(
     State(state): State<AppState>,
-    auth: Auth,
+    billed: Billed,
     JsonBody(req): JsonBody<RemoveActionFromGroupRequest>,
 ) -> Result<Json<Success>, ApiError> {
     let group = GroupId(req.group_id.0);
-    authorize(&auth.credential, Operation::ManageActionsInGroup(group))?;
+    authorize(&billed.credential, Operation::ManageActionsInGroup(group))?;
     let hash = parse_cid_hash("hashed_cid", &req.hashed_cid)?;
     state
         .store
-        .remove_action_from_group(auth.account, group, hash)
+        .remove_action_from_group(billed.account, group, hash, billed.charge)
         .await?;
     Ok(Success::ok())
 }

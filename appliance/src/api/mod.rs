@@ -1,7 +1,10 @@
-//! The HTTP API: handlers grouped by domain, and the wire types they share.
+//! The HTTP API: handlers grouped by domain, the wire types they share, and [`routes`],
+//! the table of every route with its OpenAPI description.
 //!
-//! Handlers are small: extract, authorize, call the store (or another domain module),
-//! respond. Wire names and shapes follow the spec, then the reference (`docs/compatibility.md`).
+//! Handlers are small: extract (the caller, and for a billed write its charge: see
+//! `crate::http::billed`), authorize, call the store (or another domain module), respond.
+//! Handler modules never import each other; what two of them share lives here. Wire names
+//! and shapes follow the spec, then the reference (`docs/compatibility.md`).
 
 pub mod accounts;
 pub mod actions;
@@ -15,11 +18,76 @@ pub mod system;
 pub mod usage_keys;
 pub mod wallets;
 
+use axum::Router;
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
+use utoipa::OpenApi as _;
 use utoipa::openapi::RefOr;
 use utoipa::openapi::schema::{ObjectBuilder, OneOfBuilder, Schema, Type};
+use utoipa_axum::router::OpenApiRouter;
+use utoipa_axum::routes;
 
 use crate::error::ApiError;
+use crate::http::API_PREFIX;
+use crate::openapi::ApiDoc;
+use crate::state::AppState;
+
+/// The `/core/v1` routes with their descriptions.
+fn api_routes() -> OpenApiRouter<AppState> {
+    OpenApiRouter::new()
+        .routes(routes!(accounts::new_account))
+        .routes(routes!(accounts::account_exists))
+        .routes(routes!(usage_keys::add_usage_api_key))
+        .routes(routes!(usage_keys::list_api_keys))
+        .routes(routes!(usage_keys::update_usage_api_key))
+        .routes(routes!(usage_keys::update_usage_api_key_metadata))
+        .routes(routes!(usage_keys::remove_usage_api_key))
+        .routes(routes!(
+            wallets::create_wallet_get,
+            wallets::create_wallet_post
+        ))
+        .routes(routes!(wallets::list_wallets))
+        .routes(routes!(wallets::list_wallets_in_group))
+        .routes(routes!(groups::add_group))
+        .routes(routes!(groups::list_groups))
+        .routes(routes!(groups::update_group))
+        .routes(routes!(groups::remove_group))
+        .routes(routes!(groups::add_pkp_to_group))
+        .routes(routes!(groups::remove_pkp_from_group))
+        .routes(routes!(groups::add_action_to_group))
+        .routes(routes!(groups::remove_action_from_group))
+        .routes(routes!(actions::add_action))
+        .routes(routes!(actions::delete_action))
+        .routes(routes!(actions::update_action_metadata))
+        .routes(routes!(actions::list_actions))
+        .routes(routes!(actions::get_lit_action_ipfs_id))
+        .routes(routes!(execution::lit_action))
+        .routes(routes!(execution::get_lit_action_client_config))
+        .routes(routes!(chain::get_node_chain_config))
+        .routes(routes!(chain::get_api_payers))
+        .routes(routes!(chain::get_admin_api_payer))
+        .routes(routes!(billing::stripe_config))
+        .routes(routes!(billing::balance))
+        .routes(routes!(billing::create_payment_intent))
+        .routes(routes!(billing::confirm_payment))
+        .routes(routes!(billing::prices))
+        .routes(routes!(signatures::create_wallet_with_signature))
+        .routes(routes!(signatures::add_usage_api_key_with_signature))
+        .routes(routes!(signatures::convert_to_chain_secured_account))
+}
+
+/// Every documented route, and the OpenAPI document describing them (served by
+/// `crate::http::app`).
+pub fn routes() -> (Router<AppState>, utoipa::openapi::OpenApi) {
+    OpenApiRouter::with_openapi(ApiDoc::openapi())
+        .nest(API_PREFIX, api_routes())
+        .routes(routes!(system::health))
+        .routes(routes!(system::version))
+        .routes(routes!(attestation::attestation))
+        .routes(routes!(attestation::info))
+        .routes(routes!(attestation::evidences_index))
+        .routes(routes!(attestation::evidence_file))
+        .split_for_parts()
+}
 
 /// An integer identifier on the wire (a `group_id`): accepted as a JSON number, a
 /// decimal string or a `0x` hex string; always returned as a decimal string.
@@ -221,6 +289,25 @@ pub fn parse_permitted_wallets(
         out.push(wallet);
     }
     Ok(Permitted::Only(out))
+}
+
+// The answer of the calls that register an action (add_action, add_action_to_group). No
+// doc comment: it would become the schema's description in the OpenAPI document.
+#[derive(Debug, Serialize, Deserialize, utoipa::ToSchema)]
+pub struct HashedCidResponse {
+    pub success: bool,
+    /// keccak256 of the CID string.
+    pub hashed_cid: String,
+}
+
+/// Validates a raw CID from a client and hashes it.
+pub fn parse_raw_cid(text: &str) -> Result<(String, CidHash), ApiError> {
+    let parsed = crate::cid::parse_cid(text).map_err(|e| {
+        ApiError::bad_request(format!("`action_ipfs_cid` is not a valid IPFS CID: {e}"))
+    })?;
+    let cid = parsed.as_str().to_owned();
+    let hash = CidHash(crate::cid::hashed_cid(&cid));
+    Ok((cid, hash))
 }
 
 /// Parses a hashed CID (`0x` + 64 hex).

@@ -8,17 +8,17 @@
 
 use alloy::primitives::Address;
 use axum::Json;
-use axum::extract::{FromRequestParts, State};
-use http::request::Parts;
+use axum::extract::State;
 use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
 
 use super::{BodyErrors, ServerErrors};
 use crate::error::{ApiError, ErrorBody};
-use crate::http::AppState;
-use crate::http::extract::{JsonBody, presented_key};
+use crate::http::auth::ApiModeMasterKey;
+use crate::http::extract::JsonBody;
 use crate::secrets::ApiSecret;
-use crate::store::{AccountId, Conversion, ResolvedKey, WalletIdentity, now_unix};
+use crate::state::AppState;
+use crate::store::{Conversion, WalletIdentity, now_unix};
 use crate::typed_data::{self, Flow, TypedDataError, Verified};
 
 /// A wallet-signed request: the EIP-712 envelope and what `eth_signTypedData_v4` returned.
@@ -181,36 +181,6 @@ pub async fn add_usage_api_key_with_signature(
         derivation_path: wallet.derivation_path.to_hex(),
         pkp_id: wallet.pkp_id.to_hex(),
     }))
-}
-
-/// The master key of an account still in API mode (401 unknown key, 403 usage key, 409
-/// already ChainSecured).
-pub struct ApiModeMasterKey(AccountId);
-
-impl FromRequestParts<AppState> for ApiModeMasterKey {
-    type Rejection = ApiError;
-
-    async fn from_request_parts(
-        parts: &mut Parts,
-        state: &AppState,
-    ) -> Result<Self, Self::Rejection> {
-        let hash = presented_key(&parts.headers)?;
-        if let Some(master) = state.store.master_key_account(hash).await? {
-            if master.managed {
-                return Ok(Self(master.account));
-            }
-            return Err(ApiError::Conflict(format!(
-                "the account is already ChainSecured: it is administered on-chain by its wallet {}",
-                master.admin_wallet_address.unwrap_or_default()
-            )));
-        }
-        match state.store.resolve_key(hash).await? {
-            Some(ResolvedKey::Usage { .. }) => Err(ApiError::Forbidden(
-                "only the account key may convert the account".into(),
-            )),
-            _ => Err(ApiError::Unauthorized("unknown or revoked API key".into())),
-        }
-    }
 }
 
 /// Converts the API-mode account of the presented account key to ChainSecured,

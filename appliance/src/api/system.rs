@@ -7,7 +7,7 @@ use http::StatusCode;
 use serde::Serialize;
 use utoipa::ToSchema;
 
-use crate::http::AppState;
+use crate::state::AppState;
 
 #[derive(Debug, Serialize, ToSchema)]
 pub struct Health {

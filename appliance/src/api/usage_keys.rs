@@ -11,9 +11,10 @@ use super::{
 };
 use crate::authz::{GroupSet, Operation, Permissions, authorize};
 use crate::error::{ApiError, ErrorBody};
-use crate::http::AppState;
+use crate::http::billed::Billed;
 use crate::http::extract::{Auth, JsonBody, Paging};
 use crate::secrets::{ApiSecret, KeyHash, key_hash_from_reference};
+use crate::state::AppState;
 use crate::store::{NewUsageKey, UsageKeyRecord};
 
 /// The permission fields of a usage key as sent. Omitted fields mean "not granted".
@@ -122,27 +123,29 @@ fn check_metadata(name: &str, description: &str) -> Result<(), ApiError> {
         BodyErrors,
         AuthErrors,
         ServerErrors,
+        Billed,
     )
 )]
 pub async fn add_usage_api_key(
     State(state): State<AppState>,
-    auth: Auth,
+    billed: Billed,
     JsonBody(req): JsonBody<AddUsageApiKeyRequest>,
 ) -> Result<Json<AddUsageApiKeyResponse>, ApiError> {
-    authorize(&auth.credential, Operation::ManageAccount)?;
+    authorize(&billed.credential, Operation::ManageAccount)?;
     check_metadata(&req.name, &req.description)?;
     let permissions = permission_fields!(req).into_permissions()?;
     let secret = ApiSecret::generate().map_err(|e| ApiError::Internal(e.to_string()))?;
     let record = state
         .store
         .add_usage_key(
-            auth.account,
+            billed.account,
             NewUsageKey {
                 key_hash: secret.hash(),
                 name: req.name,
                 description: req.description,
                 permissions,
             },
+            billed.charge,
         )
         .await?;
     tracing::info!(usage_key_id = record.id.0, "usage key created");
@@ -275,14 +278,15 @@ pub struct UpdateUsageApiKeyRequest {
         BodyErrors,
         AuthErrors,
         ServerErrors,
+        Billed,
     )
 )]
 pub async fn update_usage_api_key(
     State(state): State<AppState>,
-    auth: Auth,
+    billed: Billed,
     JsonBody(req): JsonBody<UpdateUsageApiKeyRequest>,
 ) -> Result<Json<Success>, ApiError> {
-    authorize(&auth.credential, Operation::ManageAccount)?;
+    authorize(&billed.credential, Operation::ManageAccount)?;
     let key = key_reference(&req.usage_api_key)?;
     if let Some(name) = &req.name {
         check_text("name", name, MAX_NAME_LEN)?;
@@ -293,7 +297,14 @@ pub async fn update_usage_api_key(
     let permissions = permission_fields!(req).into_permissions()?;
     state
         .store
-        .update_usage_key(auth.account, key, permissions, req.name, req.description)
+        .update_usage_key(
+            billed.account,
+            key,
+            permissions,
+            req.name,
+            req.description,
+            billed.charge,
+        )
         .await?;
     Ok(Success::ok())
 }
@@ -320,19 +331,26 @@ pub struct UpdateUsageApiKeyMetadataRequest {
         BodyErrors,
         AuthErrors,
         ServerErrors,
+        Billed,
     )
 )]
 pub async fn update_usage_api_key_metadata(
     State(state): State<AppState>,
-    auth: Auth,
+    billed: Billed,
     JsonBody(req): JsonBody<UpdateUsageApiKeyMetadataRequest>,
 ) -> Result<Json<Success>, ApiError> {
-    authorize(&auth.credential, Operation::ManageAccount)?;
+    authorize(&billed.credential, Operation::ManageAccount)?;
     let key = key_reference(&req.usage_api_key)?;
     check_metadata(&req.name, &req.description)?;
     state
         .store
-        .update_usage_key_metadata(auth.account, key, req.name, req.description)
+        .update_usage_key_metadata(
+            billed.account,
+            key,
+            req.name,
+            req.description,
+            billed.charge,
+        )
         .await?;
     Ok(Success::ok())
 }
@@ -356,16 +374,20 @@ pub struct RemoveUsageApiKeyRequest {
         BodyErrors,
         AuthErrors,
         ServerErrors,
+        Billed,
     )
 )]
 pub async fn remove_usage_api_key(
     State(state): State<AppState>,
-    auth: Auth,
+    billed: Billed,
     JsonBody(req): JsonBody<RemoveUsageApiKeyRequest>,
 ) -> Result<Json<Success>, ApiError> {
-    authorize(&auth.credential, Operation::ManageAccount)?;
+    authorize(&billed.credential, Operation::ManageAccount)?;
     let key = key_reference(&req.usage_api_key)?;
-    state.store.remove_usage_key(auth.account, key).await?;
+    state
+        .store
+        .remove_usage_key(billed.account, key, billed.charge)
+        .await?;
     tracing::info!("usage key removed");
     Ok(Success::ok())
 }

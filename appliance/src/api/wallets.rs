@@ -10,8 +10,9 @@ use super::{
 };
 use crate::authz::{GroupId, Operation, authorize};
 use crate::error::{ApiError, ErrorBody};
-use crate::http::AppState;
+use crate::http::billed::Billed;
 use crate::http::extract::{Auth, OptionalJsonBody, Paging, QueryParams};
+use crate::state::AppState;
 use crate::store::{WalletIdentity, WalletRecord};
 
 #[derive(Debug, Default, Deserialize, ToSchema)]
@@ -34,10 +35,10 @@ pub struct CreateWalletResponse {
 
 async fn create(
     state: AppState,
-    auth: Auth,
+    billed: Billed,
     req: CreateWalletRequest,
 ) -> Result<Json<CreateWalletResponse>, ApiError> {
-    authorize(&auth.credential, Operation::CreateWallet)?;
+    authorize(&billed.credential, Operation::CreateWallet)?;
     check_text("name", &req.name, MAX_NAME_LEN)?;
     check_text("description", &req.description, MAX_DESCRIPTION_LEN)?;
     let minted = state.keys.client().create_wallet().await?;
@@ -48,7 +49,13 @@ async fn create(
     };
     let record = state
         .store
-        .create_wallet(auth.account, identity, req.name, req.description)
+        .create_wallet(
+            billed.account,
+            identity,
+            req.name,
+            req.description,
+            billed.charge,
+        )
         .await?;
     Ok(Json(CreateWalletResponse {
         wallet_address: record.address.to_checksum(),
@@ -68,13 +75,14 @@ async fn create(
         (status = 200, description = "The new wallet", body = CreateWalletResponse),
         AuthErrors,
         ServerErrors,
+        Billed,
     )
 )]
 pub async fn create_wallet_get(
     State(state): State<AppState>,
-    auth: Auth,
+    billed: Billed,
 ) -> Result<Json<CreateWalletResponse>, ApiError> {
-    create(state, auth, CreateWalletRequest::default()).await
+    create(state, billed, CreateWalletRequest::default()).await
 }
 
 /// Creates a wallet, optionally naming it (same as the GET form otherwise).
@@ -89,14 +97,15 @@ pub async fn create_wallet_get(
         BodyErrors,
         AuthErrors,
         ServerErrors,
+        Billed,
     )
 )]
 pub async fn create_wallet_post(
     State(state): State<AppState>,
-    auth: Auth,
+    billed: Billed,
     OptionalJsonBody(req): OptionalJsonBody<CreateWalletRequest>,
 ) -> Result<Json<CreateWalletResponse>, ApiError> {
-    create(state, auth, req.unwrap_or_default()).await
+    create(state, billed, req.unwrap_or_default()).await
 }
 
 /// A wallet as listed.

@@ -1,12 +1,14 @@
 //! Prepaid credit: card payments through Stripe payment intents credit an account's
 //! ledger (`store::billing`), and billed calls are charged against it.
 //!
-//! * **Management writes** (the routes in [`BILLED_WRITES`]) cost
-//!   `billing.management_write_cents` each. [`charge_scope`] opens a pending charge
-//!   around such a request; the authenticated account is noted by the `Auth` extractor;
-//!   the write's own store transaction applies it. So a request refused by
-//!   authentication, authorization or validation (all decided before the write) is never
-//!   charged, and with too little credit the write fails with 402 and changes nothing.
+//! * **Management writes** cost `billing.management_write_cents` each. A billed handler
+//!   takes the `crate::http::billed::Billed` extractor, which carries the write's
+//!   [`Charge`] (from [`Billing::management_write`]); the handler passes it to the store
+//!   write, whose own transaction applies it. So a request refused by authentication,
+//!   authorization or validation (all decided before the write) is never charged, and
+//!   with too little credit the write fails with 402 and changes nothing.
+//! * **New accounts** start with `billing.initial_credit_cents`
+//!   ([`Billing::initial_credit`]), granted in the transaction that creates them.
 //! * **Action executions** cost `billing.action_second_cents` per started second of run
 //!   time (at least one). Before the run, the affordable seconds are reserved (402 if not
 //!   even one is) and the run's deadline is capped by them; afterwards the run time is
@@ -22,14 +24,9 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use axum::extract::{Request, State};
-use axum::middleware::Next;
-use axum::response::Response;
-
 use crate::config::BillingConfig;
-use crate::http::{API_PREFIX, AppState};
 use crate::secrets::KeyHash;
-use crate::store::{AccountId, Credited, PendingCharge, PendingKind, Store, StoreError};
+use crate::store::{AccountId, Charge, Credited, InitialCredit, Store, StoreError};
 use stripe::{StripeClient, StripeError};
 
 /// The currency of all credit.
@@ -40,28 +37,6 @@ pub const MIN_PAYMENT_CENTS: u64 = 500;
 pub const MAX_PAYMENT_CENTS: u64 = 99_999_999;
 /// The payment intent metadata key naming the account (its `apiKeyHash`).
 pub const METADATA_ACCOUNT: &str = "appliance_account";
-
-/// The billed management writes (paths under `/core/v1`, any method).
-pub const BILLED_WRITES: &[&str] = &[
-    "/add_usage_api_key",
-    "/update_usage_api_key",
-    "/update_usage_api_key_metadata",
-    "/remove_usage_api_key",
-    "/create_wallet",
-    "/add_group",
-    "/update_group",
-    "/remove_group",
-    "/add_pkp_to_group",
-    "/remove_pkp_from_group",
-    "/add_action_to_group",
-    "/remove_action_from_group",
-    "/add_action",
-    "/delete_action",
-    "/update_action_metadata",
-];
-
-/// The path of the one billed execution route.
-pub const BILLED_EXECUTION: &str = "/lit_action";
 
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
@@ -180,22 +155,28 @@ impl Billing {
         Ok(&self.stripe()?.publishable_key)
     }
 
-    /// What a request to `path` (with the API prefix) owes, if anything.
-    fn pending_for(&self, path: &str) -> Option<PendingKind> {
-        if !self.enabled() {
-            return None;
+    /// What one billed management write named `operation` costs (nothing when billing
+    /// is disabled).
+    pub fn management_write(&self, operation: impl Into<String>) -> Charge {
+        Charge {
+            cents: if self.enabled() {
+                self.prices.management_write_cents
+            } else {
+                0
+            },
+            operation: operation.into(),
         }
-        let path = path.strip_prefix(API_PREFIX)?;
-        if path == "/new_account" {
-            let cents = self.prices.initial_credit_cents;
-            return (cents > 0).then_some(PendingKind::InitialCredit { cents });
+    }
+
+    /// The credit a new account starts with (none when billing is disabled).
+    pub fn initial_credit(&self) -> InitialCredit {
+        InitialCredit {
+            cents: if self.enabled() {
+                self.prices.initial_credit_cents
+            } else {
+                0
+            },
         }
-        let cents = self.prices.management_write_cents;
-        let operation = BILLED_WRITES.iter().find(|p| **p == path)?;
-        (cents > 0).then_some(PendingKind::Charge {
-            cents,
-            operation: operation.trim_start_matches('/'),
-        })
     }
 
     /// Creates a payment intent of `amount_cents` for the account `account_hash`.
@@ -409,45 +390,6 @@ pub fn display_cents(cents: u64) -> String {
     format!("${}.{:02}", cents / 100, cents % 100)
 }
 
-/// Middleware: runs a billed management write (and `new_account`, for the starting
-/// credit) with its charge pending, so that the request's store write carries it.
-pub async fn charge_scope(State(state): State<AppState>, req: Request, next: Next) -> Response {
-    match state.billing.pending_for(req.uri().path()) {
-        Some(kind) => PendingCharge::new(kind).scope(next.run(req)).await,
-        None => next.run(req).await,
-    }
-}
-
-/// Adds the 402 answer to the OpenAPI description of every billed route.
-pub fn document_charges(openapi: &mut utoipa::openapi::OpenApi) {
-    use utoipa::openapi::{Content, RefOr, ResponseBuilder};
-    let response = ResponseBuilder::new()
-        .description(
-            "Insufficient credit: the call is billed (see /billing/prices) and the account's balance is too low; nothing was done",
-        )
-        .content(
-            "application/json",
-            Content::new(Some(RefOr::Ref(utoipa::openapi::Ref::from_schema_name(
-                "ErrorBody",
-            )))),
-        )
-        .build();
-    for path in BILLED_WRITES
-        .iter()
-        .chain(std::iter::once(&BILLED_EXECUTION))
-    {
-        let Some(item) = openapi.paths.paths.get_mut(&format!("{API_PREFIX}{path}")) else {
-            continue;
-        };
-        for op in [&mut item.get, &mut item.post].into_iter().flatten() {
-            op.responses
-                .responses
-                .entry("402".to_owned())
-                .or_insert_with(|| RefOr::T(response.clone()));
-        }
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -468,7 +410,7 @@ mod tests {
     }
 
     #[test]
-    fn billed_paths() {
+    fn billed_prices() {
         let config = BillingConfig {
             stripe_secret_key: Some(crate::config::SecretString::new("sk_test_x")),
             stripe_publishable_key: Some("pk_test_x".into()),
@@ -477,26 +419,20 @@ mod tests {
         };
         let billing = Billing::new(&config).unwrap();
         assert_eq!(
-            billing.pending_for("/core/v1/add_group"),
-            Some(PendingKind::Charge {
+            billing.management_write("add_group"),
+            Charge {
                 cents: 1,
-                operation: "add_group"
-            })
+                operation: "add_group".into()
+            }
         );
-        assert_eq!(
-            billing.pending_for("/core/v1/new_account"),
-            Some(PendingKind::InitialCredit { cents: 25 })
-        );
-        for free in [
-            "/core/v1/list_groups",
-            "/core/v1/lit_action",
-            "/core/v1/billing/balance",
-            "/add_group",
-        ] {
-            assert_eq!(billing.pending_for(free), None, "{free}");
-        }
-        let disabled = Billing::new(&BillingConfig::default()).unwrap();
-        assert_eq!(disabled.pending_for("/core/v1/add_group"), None);
+        assert_eq!(billing.initial_credit(), InitialCredit { cents: 25 });
+        let disabled = Billing::new(&BillingConfig {
+            initial_credit_cents: 25,
+            ..BillingConfig::default()
+        })
+        .unwrap();
+        assert_eq!(disabled.management_write("add_group").cents, 0);
+        assert_eq!(disabled.initial_credit(), InitialCredit::NONE);
     }
 
     #[test]

@@ -15,12 +15,12 @@ use alloy::providers::Provider;
 use alloy::rpc::types::{Filter, Log};
 use alloy::sol_types::SolEventInterface;
 use chain_contracts::IAccountConfig::{self, IAccountConfigEvents as E};
+use chain_contracts::ops::{MirrorOp, MirrorPermissions};
 use keyservice_api::DerivationPath;
 
 use super::client::rpc_error;
 use super::{ChainClient, ChainError};
-use crate::store::outbox::{MirrorOp, MirrorPermissions};
-use crate::store::{ChainChange, ChainEvent, Store, WalletIdentity};
+use crate::store::{AccountMode, ChainChange, ChainEvent, Store, WalletIdentity};
 
 /// The cursor's name in the store, per contract: a contract deployed anew (a dev chain
 /// that lost its state, a redeployment) is read from its own deploy block, never from a
@@ -139,7 +139,11 @@ impl Indexer {
                 api_key_hash: b256(e.apiKeyHash),
                 change: ChainChange::Account {
                     admin: e.admin,
-                    managed: e.managed,
+                    mode: if e.managed {
+                        AccountMode::Api
+                    } else {
+                        AccountMode::ChainSecured
+                    },
                     name: e.name,
                     description: e.description,
                 },

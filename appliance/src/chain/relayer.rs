@@ -16,11 +16,12 @@ use alloy::eips::eip2718::Decodable2718;
 use alloy::primitives::{Address, B256, Bytes, U256};
 use alloy::sol_types::SolCall;
 use chain_contracts::IAccountConfig;
+use chain_contracts::ops::{MirrorOp, MirrorPermissions};
 use keyservice_api::Payer;
 
 use super::{ChainClient, ChainError, Fees, SignedTx};
 use crate::store::Store;
-use crate::store::outbox::{MirrorOp, MirrorPermissions, OutboxEntry, SentBatch};
+use crate::store::outbox::{OutboxEntry, SentBatch};
 
 /// The payer the relayer signs with.
 pub const RELAYER_PAYER: u32 = 0;

@@ -1,5 +1,6 @@
-//! Extractors whose rejections are `ApiError`s, so every malformed request gets the
-//! standard JSON error with the right status.
+//! Extractors of request bodies and queries whose rejections are `ApiError`s, so every
+//! malformed request gets the standard JSON error with the right status. (Who the caller
+//! is: `super::auth`; what a billed call costs: `super::billed`.)
 
 use std::time::Duration;
 
@@ -10,11 +11,10 @@ use http::{HeaderMap, header};
 use http_body_util::BodyExt as _;
 use serde::de::DeserializeOwned;
 
-use super::AppState;
-use crate::authz::Credential;
+pub use super::auth::Auth;
 use crate::error::ApiError;
-use crate::secrets::{ApiSecret, KeyHash};
-use crate::store::{AccountId, Page, ResolvedKey};
+use crate::state::AppState;
+use crate::store::Page;
 
 /// A JSON request body: `Content-Type: application/json` (else 415), at most
 /// `http.max_body_bytes` (else 413), and well-formed for `T` (else 400 naming the
@@ -201,75 +201,6 @@ impl<S: Send + Sync> FromRequestParts<S> for Paging {
     }
 }
 
-/// The hash of the credential a request presents: `Authorization: Bearer <key>` (scheme
-/// case-insensitive) wins over `X-Api-Key`. The key value itself is dropped (and
-/// zeroized) here; nothing downstream sees it.
-pub fn presented_key(headers: &HeaderMap) -> Result<KeyHash, ApiError> {
-    let bearer = headers
-        .get(header::AUTHORIZATION)
-        .and_then(|v| v.to_str().ok())
-        .and_then(|v| {
-            let (scheme, rest) = v.trim().split_once(' ')?;
-            scheme.eq_ignore_ascii_case("bearer").then(|| rest.trim())
-        });
-    let x_api_key = headers
-        .get("x-api-key")
-        .and_then(|v| v.to_str().ok())
-        .map(str::trim);
-    let Some(value) = bearer.or(x_api_key).filter(|v| !v.is_empty()) else {
-        return Err(ApiError::Unauthorized(
-            "missing API key: send `Authorization: Bearer <key>` or `X-Api-Key: <key>`".into(),
-        ));
-    };
-    ApiSecret::from_base64(value)
-        .map(|secret| secret.hash())
-        .map_err(|_| ApiError::Unauthorized("the API key is not valid".into()))
-}
-
-/// An authenticated request: the account and what the key may do.
-pub struct Auth {
-    pub account: AccountId,
-    pub credential: Credential,
-}
-
-impl FromRequestParts<AppState> for Auth {
-    type Rejection = ApiError;
-
-    async fn from_request_parts(
-        parts: &mut Parts,
-        state: &AppState,
-    ) -> Result<Self, Self::Rejection> {
-        let hash = presented_key(&parts.headers)?;
-        let resolved = state.store.resolve_key(hash).await?;
-        if let Some(key) = &resolved {
-            // A billed write charges the account that authenticated it.
-            crate::store::note_account(key.account());
-        }
-        match resolved {
-            Some(ResolvedKey::Account(account)) => Ok(Auth {
-                account,
-                credential: Credential::AccountKey,
-            }),
-            Some(ResolvedKey::Usage {
-                account,
-                permissions,
-                ..
-            }) => Ok(Auth {
-                account,
-                credential: Credential::UsageKey(permissions),
-            }),
-            None => match state.store.master_key_account(hash).await? {
-                // The former account key of an account converted to ChainSecured.
-                Some(former) if !former.managed => Err(ApiError::Forbidden(format!(
-                    "this account is ChainSecured: it is administered on-chain by its wallet {}, and its former account key can no longer be used",
-                    former.admin_wallet_address.unwrap_or_default()
-                ))),
-                _ => Err(ApiError::Unauthorized("unknown or revoked API key".into())),
-            },
-        }
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -281,34 +212,6 @@ mod tests {
             h.insert(*k, HeaderValue::from_str(v).unwrap());
         }
         h
-    }
-
-    #[test]
-    fn bearer_wins_over_x_api_key() {
-        let a = ApiSecret::generate().unwrap();
-        let b = ApiSecret::generate().unwrap();
-        let h = headers(&[
-            (
-                "authorization",
-                &format!("bEaReR {}", a.to_base64().as_str()),
-            ),
-            ("x-api-key", b.to_base64().as_str()),
-        ]);
-        assert_eq!(presented_key(&h).unwrap(), a.hash());
-        let h = headers(&[("x-api-key", b.to_base64().as_str())]);
-        assert_eq!(presented_key(&h).unwrap(), b.hash());
-    }
-
-    #[test]
-    fn missing_or_malformed_is_401() {
-        for h in [
-            headers(&[]),
-            headers(&[("authorization", "Basic abc")]),
-            headers(&[("authorization", "Bearer ")]),
-            headers(&[("x-api-key", "short")]),
-        ] {
-            assert!(matches!(presented_key(&h), Err(ApiError::Unauthorized(_))));
-        }
     }
 
     #[test]

@@ -11,8 +11,8 @@ use axum::response::{IntoResponse, Response};
 use http::{HeaderValue, StatusCode, header};
 use tracing::Instrument;
 
-use super::AppState;
 use crate::error::error_response;
+use crate::state::AppState;
 
 pub const REQUEST_ID: &str = "x-request-id";
 pub const CORRELATION_ID: &str = "x-correlation-id";

@@ -1,17 +1,12 @@
 //! Accounts, and resolving a presented key to what it authenticates as.
 
+use chain_contracts::ops::MirrorOp;
 use rusqlite::{Connection, OptionalExtension, params};
 
-use super::outbox::MirrorOp;
-use super::{Result, Store, StoreError, now_unix, usage_keys};
-use keyservice_api::{Address, DerivationPath, PkpId};
-
-use crate::authz::Permissions;
+use super::base::{AccountId, AccountMode, ResolvedKey, WalletIdentity, is_unique_violation};
+use super::ledger::InitialCredit;
+use super::{Result, Store, StoreError, now_unix, outbox, usage_keys, wallets};
 use crate::secrets::KeyHash;
-
-/// The store's id of an account. Never shown to clients.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub struct AccountId(pub i64);
 
 /// What `new_account` stores: the account and its own wallet.
 #[derive(Debug, Clone)]
@@ -23,14 +18,6 @@ pub struct NewAccount {
     pub wallet: WalletIdentity,
 }
 
-/// The public identity of a keyservice wallet.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct WalletIdentity {
-    pub pkp_id: PkpId,
-    pub address: Address,
-    pub derivation_path: DerivationPath,
-}
-
 #[derive(Debug, Clone)]
 pub struct AccountRecord {
     pub id: AccountId,
@@ -39,33 +26,18 @@ pub struct AccountRecord {
     pub description: String,
     pub email: Option<String>,
     pub wallet_address: String,
-    pub managed: bool,
+    pub mode: AccountMode,
     pub created_at: i64,
 }
 
-/// What a presented key turned out to be.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum ResolvedKey {
-    /// The master key of an API-mode account.
-    Account(AccountId),
-    /// A live usage key.
-    Usage {
-        account: AccountId,
-        key_id: super::UsageKeyId,
-        permissions: Permissions,
-    },
-}
-
-impl ResolvedKey {
-    pub fn account(&self) -> AccountId {
-        match self {
-            Self::Account(id) | Self::Usage { account: id, .. } => *id,
-        }
-    }
-}
-
 impl Store {
-    pub async fn create_account(&self, new: NewAccount) -> Result<AccountId> {
+    /// Creates an API-mode account with its own wallet, granting it `credit` in the same
+    /// transaction.
+    pub async fn create_account(
+        &self,
+        new: NewAccount,
+        credit: InitialCredit,
+    ) -> Result<AccountId> {
         self.write(move |tx| {
             let inserted = tx.execute(
                 "INSERT INTO accounts (api_key_hash, name, description, email, wallet_address, managed, created_at)
@@ -82,10 +54,8 @@ impl Store {
             match inserted {
                 Ok(_) => {
                     let account = AccountId(tx.last_insert_rowid());
-                    // A billed new_account grants its starting credit in this transaction.
-                    super::billing::note_account(account);
-                    super::wallets::insert(tx, Some(account), &new.wallet, "account wallet", "")?;
-                    super::outbox::record(
+                    wallets::insert(tx, Some(account), &new.wallet, "account wallet", "")?;
+                    outbox::record(
                         tx,
                         account,
                         &MirrorOp::NewAccount {
@@ -94,11 +64,12 @@ impl Store {
                             description: new.description.clone(),
                         },
                     )?;
-                    super::outbox::record(
+                    outbox::record(
                         tx,
                         account,
-                        &super::wallets::register_op(&new.wallet, "account wallet", ""),
+                        &wallets::register_op(&new.wallet, "account wallet", ""),
                     )?;
+                    super::ledger::grant_initial(tx, account, credit)?;
                     Ok(account)
                 }
                 Err(e) if is_unique_violation(&e) => {
@@ -124,7 +95,7 @@ impl Store {
                     description: row.get(3)?,
                     email: row.get(4)?,
                     wallet_address: row.get(5)?,
-                    managed: row.get(6)?,
+                    mode: AccountMode::from_column(row.get(6)?),
                     created_at: row.get(7)?,
                 })
             })
@@ -149,12 +120,4 @@ fn resolve(conn: &Connection, hash: &KeyHash) -> Result<Option<ResolvedKey>> {
         return Ok(Some(ResolvedKey::Account(AccountId(id))));
     }
     usage_keys::resolve(conn, hash)
-}
-
-pub(super) fn is_unique_violation(err: &rusqlite::Error) -> bool {
-    matches!(
-        err,
-        rusqlite::Error::SqliteFailure(e, _)
-            if e.extended_code == rusqlite::ffi::SQLITE_CONSTRAINT_UNIQUE
-    )
 }

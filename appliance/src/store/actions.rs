@@ -6,8 +6,11 @@ use rusqlite::{Connection, OptionalExtension, Row, Transaction, params};
 
 use alloy::primitives::B256;
 
-use super::outbox::MirrorOp;
-use super::{AccountId, Page, Result, Store, StoreError, now_unix};
+use chain_contracts::ops::MirrorOp;
+
+use super::base::{AccountId, require_group};
+use super::ledger::Charge;
+use super::{Page, Result, Store, StoreError, now_unix, outbox};
 use crate::authz::GroupId;
 
 /// `keccak256(CID string)`: how update and delete calls name an action.
@@ -90,10 +93,11 @@ impl Store {
         hash: CidHash,
         name: String,
         description: String,
+        charge: Charge,
     ) -> Result<()> {
-        self.write(
-            move |tx| match ensure(tx, account, &cid, &hash, &name, &description)? {
-                (_, true) => super::outbox::record(
+        self.write_charged(account, charge, move |tx| {
+            match ensure(tx, account, &cid, &hash, &name, &description)? {
+                (_, true) => outbox::record(
                     tx,
                     account,
                     &MirrorOp::SetActionMetadata {
@@ -105,18 +109,23 @@ impl Store {
                 (_, false) => Err(StoreError::Conflict(format!(
                     "action {cid} is already registered on this account; use update_action_metadata"
                 ))),
-            },
-        )
+            }
+        })
         .await
     }
 
     /// Deletes an action and removes it from every group.
-    pub async fn delete_action(&self, account: AccountId, hash: CidHash) -> Result<()> {
-        self.write(move |tx| {
+    pub async fn delete_action(
+        &self,
+        account: AccountId,
+        hash: CidHash,
+        charge: Charge,
+    ) -> Result<()> {
+        self.write_charged(account, charge, move |tx| {
             let row = require(tx, account, &hash)?;
             // group_actions rows go with it (ON DELETE CASCADE).
             tx.execute("DELETE FROM actions WHERE id = ?1", [row])?;
-            super::outbox::record(
+            outbox::record(
                 tx,
                 account,
                 &MirrorOp::DeleteAction {
@@ -133,14 +142,15 @@ impl Store {
         hash: CidHash,
         name: String,
         description: String,
+        charge: Charge,
     ) -> Result<()> {
-        self.write(move |tx| {
+        self.write_charged(account, charge, move |tx| {
             let row = require(tx, account, &hash)?;
             tx.execute(
                 "UPDATE actions SET name = ?2, description = ?3, updated_at = ?4 WHERE id = ?1",
                 params![row, name, description, now_unix()],
             )?;
-            super::outbox::record(
+            outbox::record(
                 tx,
                 account,
                 &MirrorOp::SetActionMetadata {
@@ -165,7 +175,7 @@ impl Store {
         };
         self.read(move |conn| {
             let only_members = match group {
-                Some(g) => !super::groups::require(conn, account, g)?.all_actions,
+                Some(g) => !require_group(conn, account, g)?.all_actions,
                 None => false,
             };
             let rows = if only_members {
@@ -247,33 +257,12 @@ fn evict(tx: &Transaction<'_>, keep: &str, excess: i64) -> Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::secrets::KeyHash;
-    use crate::store::{NewAccount, WalletIdentity};
-    use keyservice_api::{Address, DerivationPath, PkpId};
-
-    async fn store_with_account() -> (tempfile::TempDir, Store, AccountId) {
-        let dir = tempfile::tempdir().unwrap();
-        let store = Store::open(&dir.path().join("state.db")).unwrap();
-        let account = store
-            .create_account(NewAccount {
-                api_key_hash: KeyHash([1; 32]),
-                name: "a".into(),
-                description: String::new(),
-                email: None,
-                wallet: WalletIdentity {
-                    pkp_id: PkpId([2; 32]),
-                    address: Address([3; 20]),
-                    derivation_path: DerivationPath([4; 32]),
-                },
-            })
-            .await
-            .unwrap();
-        (dir, store, account)
-    }
+    use crate::store::testing::store_with_account;
+    use crate::store::{GroupSpec, Permitted};
 
     #[tokio::test]
     async fn code_cache_evicts_oldest_unreferenced_first() {
-        let (_dir, store, account) = store_with_account().await;
+        let (_dir, store, account) = store_with_account(1).await;
         // "pinned" is referenced by a registered action: never evicted.
         store
             .put_code("pinned".into(), vec![0; 400], 1000)
@@ -286,6 +275,7 @@ mod tests {
                 CidHash([9; 32]),
                 "n".into(),
                 String::new(),
+                Charge::free(),
             )
             .await
             .unwrap();
@@ -327,25 +317,25 @@ mod tests {
 
     #[tokio::test]
     async fn delete_action_leaves_every_group() {
-        let (_dir, store, account) = store_with_account().await;
+        let (_dir, store, account) = store_with_account(1).await;
         let hash = CidHash([7; 32]);
-        let spec = |actions| crate::store::GroupSpec {
+        let spec = |actions| GroupSpec {
             name: "g".into(),
             description: String::new(),
-            wallets: crate::store::Permitted::Only(vec![]),
+            wallets: Permitted::Only(vec![]),
             actions,
         };
         let g1 = store
-            .add_group(account, spec(crate::store::Permitted::Only(vec![])))
+            .add_group(account, spec(Permitted::Only(vec![])), Charge::free())
             .await
             .unwrap();
         let g2 = store
-            .add_group(account, spec(crate::store::Permitted::Only(vec![])))
+            .add_group(account, spec(Permitted::Only(vec![])), Charge::free())
             .await
             .unwrap();
         for g in [g1, g2] {
             store
-                .add_action_to_group(account, g, "QmX".into(), hash)
+                .add_action_to_group(account, g, "QmX".into(), hash, Charge::free())
                 .await
                 .unwrap();
         }
@@ -361,7 +351,10 @@ mod tests {
                 .len(),
             1
         );
-        store.delete_action(account, hash).await.unwrap();
+        store
+            .delete_action(account, hash, Charge::free())
+            .await
+            .unwrap();
         for g in [g1, g2] {
             assert!(
                 store
@@ -372,13 +365,16 @@ mod tests {
             );
         }
         assert!(matches!(
-            store.delete_action(account, hash).await,
+            store.delete_action(account, hash, Charge::free()).await,
             Err(StoreError::NotFound(_))
         ));
         // Group ids are never reused.
-        store.remove_group(account, g2).await.unwrap();
+        store
+            .remove_group(account, g2, Charge::free())
+            .await
+            .unwrap();
         let g3 = store
-            .add_group(account, spec(crate::store::Permitted::All))
+            .add_group(account, spec(Permitted::All), Charge::free())
             .await
             .unwrap();
         assert!(g3.0 > g2.0);

@@ -1,16 +1,20 @@
 //! Applying `AccountConfig` events to the local store (called by the indexer).
 //!
-//! Only ChainSecured (unmanaged) accounts are changed here: managed accounts are the
-//! service's own and their events are the mirror of writes already in the store. Every
+//! Only ChainSecured accounts are changed here: API-mode accounts are the service's own
+//! and their events are the mirror of writes already in the store. Every
 //! batch of events is applied together with the indexer's cursor in one transaction, so
 //! an event is applied exactly once even across crashes.
 
 use alloy::primitives::{Address, B256};
 use rusqlite::{OptionalExtension, Transaction, params};
 
-use super::outbox::{MirrorOp, MirrorPermissions, set_cursor};
-use super::{AccountId, Result, Store, WalletIdentity, now_unix};
-use super::{CidHash, WalletRef};
+use chain_contracts::ops::{MirrorOp, MirrorPermissions};
+
+use super::actions::{self, CidHash};
+use super::base::{AccountId, AccountMode, WalletIdentity};
+use super::outbox::set_cursor;
+use super::wallets::{self, WalletRef};
+use super::{Result, Store, now_unix, usage_keys};
 use crate::authz::{GroupSet, Permissions};
 use crate::secrets::KeyHash;
 use keyservice_api::PkpId;
@@ -21,7 +25,7 @@ pub enum ChainChange {
     /// `AccountCreated`.
     Account {
         admin: Address,
-        managed: bool,
+        mode: AccountMode,
         name: String,
         description: String,
     },
@@ -47,13 +51,16 @@ pub struct ChainEvent {
     pub block: u64,
 }
 
-fn unmanaged_account(tx: &Transaction<'_>, hash: &B256) -> Result<Option<AccountId>> {
+/// The ChainSecured account `hash`, if there is one (`None` for an API-mode account).
+fn chain_secured_account(tx: &Transaction<'_>, hash: &B256) -> Result<Option<AccountId>> {
     let row: Option<(i64, bool)> = tx
         .prepare_cached("SELECT id, managed FROM accounts WHERE api_key_hash = ?1")?
         .query_row([hash.as_slice()], |r| Ok((r.get(0)?, r.get(1)?)))
         .optional()?;
     Ok(match row {
-        Some((id, false)) => Some(AccountId(id)),
+        Some((id, managed)) if AccountMode::from_column(managed) == AccountMode::ChainSecured => {
+            Some(AccountId(id))
+        }
         _ => None,
     })
 }
@@ -65,13 +72,13 @@ fn group_row(id: u64) -> Option<i64> {
 /// The wallet row of `account` with `pkp_id`, if registered.
 fn wallet_row(tx: &Transaction<'_>, account: AccountId, pkp: &B256) -> Result<Option<i64>> {
     let wallet = WalletRef::Pkp(PkpId(pkp.0));
-    Ok(super::wallets::find(tx, account, &wallet)?.map(|w| w.row))
+    Ok(wallets::find(tx, account, &wallet)?.map(|w| w.row))
 }
 
 /// The action row of `account` with `cid_hash`, registering it (CID unknown) if needed.
 fn action_row(tx: &Transaction<'_>, account: AccountId, cid_hash: &B256) -> Result<i64> {
     let hash = CidHash(cid_hash.0);
-    if let Some(id) = super::actions::find(tx, account, &hash)? {
+    if let Some(id) = actions::find(tx, account, &hash)? {
         return Ok(id);
     }
     // The chain carries only the CID's hash; the CID itself is known if another account
@@ -83,7 +90,7 @@ fn action_row(tx: &Transaction<'_>, account: AccountId, cid_hash: &B256) -> Resu
         .query_row([cid_hash.as_slice()], |r| r.get(0))
         .optional()?
         .unwrap_or_default();
-    Ok(super::actions::ensure(tx, account, &known_cid, &hash, "", "")?.0)
+    Ok(actions::ensure(tx, account, &known_cid, &hash, "", "")?.0)
 }
 
 fn set_group_members(
@@ -149,7 +156,7 @@ fn set_usage_key(
         execute_in_groups: GroupSet::new(p.execute_in_groups.clone()),
     };
     let key = KeyHash(hash.0);
-    if !super::usage_keys::upsert(tx, account, &key, name, description, &permissions)? {
+    if !usage_keys::upsert(tx, account, &key, name, description, &permissions)? {
         tracing::warn!(usage_key = %hash, "usage key already belongs to another account; ignored");
     }
     Ok(())
@@ -300,11 +307,11 @@ fn apply(tx: &Transaction<'_>, event: &ChainEvent) -> Result<()> {
     match &event.change {
         ChainChange::Account {
             admin,
-            managed,
+            mode,
             name,
             description,
         } => {
-            if *managed {
+            if *mode == AccountMode::Api {
                 return Ok(()); // the service's own account, already in the store
             }
             let admin = admin.to_checksum(None);
@@ -326,7 +333,7 @@ fn apply(tx: &Transaction<'_>, event: &ChainEvent) -> Result<()> {
             name,
             description,
         } => {
-            let Some(account) = unmanaged_account(tx, hash)? else {
+            let Some(account) = chain_secured_account(tx, hash)? else {
                 return Ok(());
             };
             let owner: Option<Option<i64>> = tx
@@ -335,7 +342,7 @@ fn apply(tx: &Transaction<'_>, event: &ChainEvent) -> Result<()> {
                 .optional()?;
             match owner {
                 None => {
-                    super::wallets::insert(tx, Some(account), identity, name, description)?;
+                    wallets::insert(tx, Some(account), identity, name, description)?;
                 }
                 Some(None) => {
                     tx.execute(
@@ -354,7 +361,7 @@ fn apply(tx: &Transaction<'_>, event: &ChainEvent) -> Result<()> {
             }
         }
         ChainChange::Op(op) => {
-            let Some(account) = unmanaged_account(tx, hash)? else {
+            let Some(account) = chain_secured_account(tx, hash)? else {
                 return Ok(());
             };
             apply_op(tx, account, op)?;
@@ -388,7 +395,9 @@ mod tests {
     use crate::authz::{GroupId, GroupSet, Permissions};
     use crate::secrets::KeyHash;
     use crate::store::outbox::OutboxEntry;
-    use crate::store::{GroupSpec, NewAccount, NewUsageKey, Permitted, ResolvedKey};
+    use crate::store::{
+        Charge, GroupSpec, InitialCredit, NewAccount, NewUsageKey, Permitted, ResolvedKey,
+    };
     use keyservice_api::{DerivationPath, PkpId};
 
     fn identity(n: u8) -> WalletIdentity {
@@ -399,15 +408,18 @@ mod tests {
         }
     }
 
-    async fn managed(store: &Store) -> AccountId {
+    async fn api_mode_account(store: &Store) -> AccountId {
         store
-            .create_account(NewAccount {
-                api_key_hash: KeyHash([1; 32]),
-                name: "api".into(),
-                description: "d".into(),
-                email: None,
-                wallet: identity(2),
-            })
+            .create_account(
+                NewAccount {
+                    api_key_hash: KeyHash([1; 32]),
+                    name: "api".into(),
+                    description: "d".into(),
+                    email: None,
+                    wallet: identity(2),
+                },
+                InitialCredit::NONE,
+            )
             .await
             .unwrap()
     }
@@ -436,9 +448,9 @@ mod tests {
     }
 
     #[tokio::test]
-    async fn managed_writes_queue_their_mirror_in_order_and_failed_writes_queue_nothing() {
+    async fn api_mode_writes_queue_their_mirror_in_order_and_failed_writes_queue_nothing() {
         let (_dir, store) = open();
-        let account = managed(&store).await;
+        let account = api_mode_account(&store).await;
         let key = KeyHash([9; 32]);
         store
             .add_usage_key(
@@ -452,6 +464,7 @@ mod tests {
                         ..Default::default()
                     },
                 },
+                Charge::free(),
             )
             .await
             .unwrap();
@@ -466,6 +479,7 @@ mod tests {
                         description: String::new(),
                         permissions: Permissions::default(),
                     },
+                    Charge::free(),
                 )
                 .await
                 .is_err()
@@ -479,11 +493,18 @@ mod tests {
                     wallets: Permitted::All,
                     actions: Permitted::Only(vec![]),
                 },
+                Charge::free(),
             )
             .await
             .unwrap();
         store
-            .add_action_to_group(account, group, "QmX".into(), crate::store::CidHash([5; 32]))
+            .add_action_to_group(
+                account,
+                group,
+                "QmX".into(),
+                crate::store::CidHash([5; 32]),
+                Charge::free(),
+            )
             .await
             .unwrap();
         let entries = store.outbox_pending(100).await.unwrap();
@@ -522,7 +543,7 @@ mod tests {
     #[tokio::test]
     async fn chain_secured_state_is_applied_once_with_the_cursor() {
         let (_dir, store) = open();
-        let mine = managed(&store).await;
+        let mine = api_mode_account(&store).await;
         let admin = Address::repeat_byte(0xAA);
         let hash = B256::repeat_byte(0x11);
         let usage = KeyHash([0x22; 32]);
@@ -532,7 +553,7 @@ mod tests {
                 api_key_hash: hash,
                 change: ChainChange::Account {
                     admin,
-                    managed: false,
+                    mode: AccountMode::ChainSecured,
                     name: "cs".into(),
                     description: String::new(),
                 },
@@ -568,7 +589,7 @@ mod tests {
                 }),
                 block: 6,
             },
-            // Someone registering the managed account's wallet path: refused.
+            // Someone registering the API-mode account's wallet path: refused.
             ChainEvent {
                 api_key_hash: hash,
                 change: ChainChange::Wallet {
@@ -578,7 +599,7 @@ mod tests {
                 },
                 block: 6,
             },
-            // Events of a managed account are the service's own mirror: ignored.
+            // Events of an API-mode account are the service's own mirror: ignored.
             ChainEvent {
                 api_key_hash: B256::from([1; 32]),
                 change: ChainChange::Op(MirrorOp::RemoveUsageApiKey {
@@ -610,7 +631,7 @@ mod tests {
         assert_ne!(account, mine);
         assert_eq!(permissions.execute_in_groups.ids(), &[chain_group]);
         let record = store.account(account).await.unwrap();
-        assert!(!record.managed);
+        assert_eq!(record.mode, AccountMode::ChainSecured);
         let groups = store
             .list_groups(
                 account,
@@ -648,6 +669,7 @@ mod tests {
                     wallets: Permitted::Only(vec![]),
                     actions: Permitted::Only(vec![]),
                 },
+                Charge::free(),
             )
             .await
             .unwrap();

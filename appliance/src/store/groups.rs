@@ -3,14 +3,17 @@
 //! gain access to a later one.
 
 use keyservice_api::PkpId;
-use rusqlite::{Connection, OptionalExtension, Transaction, params};
+use rusqlite::{Connection, Transaction, params};
 
 use alloy::primitives::B256;
 
+use chain_contracts::ops::MirrorOp;
+
 use super::actions::{self, CidHash};
-use super::outbox::{self, MirrorOp};
+use super::base::{AccountId, GroupFlags, group_sql_id as sql_id, require_group as require};
+use super::ledger::Charge;
 use super::wallets::{self, WALLET_COLUMNS, WalletRecord, WalletRef, wallet_from};
-use super::{AccountId, Page, Result, Store, StoreError, now_unix};
+use super::{Page, Result, Store, StoreError, now_unix, outbox};
 use crate::authz::GroupId;
 
 /// A permitted set: everything, or exactly these.
@@ -36,35 +39,6 @@ pub struct GroupRecord {
     pub description: String,
     pub wallets: Permitted<PkpId>,
     pub actions: Permitted<CidHash>,
-}
-
-/// The flags of a group that exists in `account`.
-pub(super) struct GroupFlags {
-    pub all_wallets: bool,
-    pub all_actions: bool,
-}
-
-fn not_found(group: GroupId) -> StoreError {
-    StoreError::NotFound(format!("no group {group} in this account"))
-}
-
-fn sql_id(group: GroupId) -> i64 {
-    // Ids above i64::MAX cannot exist in SQLite; they map to -1, which matches nothing.
-    i64::try_from(group.0).unwrap_or(-1)
-}
-
-pub(super) fn require(conn: &Connection, account: AccountId, group: GroupId) -> Result<GroupFlags> {
-    conn.prepare_cached(
-        "SELECT all_wallets, all_actions FROM groups WHERE id = ?1 AND account_id = ?2",
-    )?
-    .query_row(params![sql_id(group), account.0], |r| {
-        Ok(GroupFlags {
-            all_wallets: r.get(0)?,
-            all_actions: r.get(1)?,
-        })
-    })
-    .optional()?
-    .ok_or_else(|| not_found(group))
 }
 
 /// Replaces the group's permitted sets; every named wallet and action must exist in
@@ -118,12 +92,7 @@ fn next_group_id(tx: &Transaction<'_>) -> Result<i64> {
 }
 
 /// The mirror of a group as it now is (`addGroup` when new, else `updateGroup`).
-pub(super) fn mirror_group(
-    tx: &Transaction<'_>,
-    account: AccountId,
-    group: i64,
-    new: bool,
-) -> Result<()> {
+fn mirror_group(tx: &Transaction<'_>, account: AccountId, group: i64, new: bool) -> Result<()> {
     let (name, description, flags): (String, String, GroupFlags) = tx
         .prepare_cached(
             "SELECT name, description, all_wallets, all_actions FROM groups WHERE id = ?1",
@@ -191,8 +160,13 @@ fn members(
 
 impl Store {
     /// Creates a group; returns its new, never reused id.
-    pub async fn add_group(&self, account: AccountId, spec: GroupSpec) -> Result<GroupId> {
-        self.write(move |tx| {
+    pub async fn add_group(
+        &self,
+        account: AccountId,
+        spec: GroupSpec,
+        charge: Charge,
+    ) -> Result<GroupId> {
+        self.write_charged(account, charge, move |tx| {
             let now = now_unix();
             let id = next_group_id(tx)?;
             tx.execute(
@@ -261,8 +235,9 @@ impl Store {
         account: AccountId,
         group: GroupId,
         spec: GroupSpec,
+        charge: Charge,
     ) -> Result<()> {
-        self.write(move |tx| {
+        self.write_charged(account, charge, move |tx| {
             require(tx, account, group)?;
             tx.execute(
                 "UPDATE groups SET name = ?2, description = ?3, all_wallets = ?4, all_actions = ?5, updated_at = ?6
@@ -282,8 +257,13 @@ impl Store {
         .await
     }
 
-    pub async fn remove_group(&self, account: AccountId, group: GroupId) -> Result<()> {
-        self.write(move |tx| {
+    pub async fn remove_group(
+        &self,
+        account: AccountId,
+        group: GroupId,
+        charge: Charge,
+    ) -> Result<()> {
+        self.write_charged(account, charge, move |tx| {
             require(tx, account, group)?;
             // Memberships go with it (ON DELETE CASCADE).
             tx.execute("DELETE FROM groups WHERE id = ?1", [sql_id(group)])?;
@@ -298,8 +278,9 @@ impl Store {
         account: AccountId,
         group: GroupId,
         wallet: WalletRef,
+        charge: Charge,
     ) -> Result<()> {
-        self.write(move |tx| {
+        self.write_charged(account, charge, move |tx| {
             require(tx, account, group)?;
             let record = wallets::require(tx, account, &wallet)?;
             let added = tx.execute(
@@ -330,8 +311,9 @@ impl Store {
         account: AccountId,
         group: GroupId,
         wallet: WalletRef,
+        charge: Charge,
     ) -> Result<()> {
-        self.write(move |tx| {
+        self.write_charged(account, charge, move |tx| {
             let flags = require(tx, account, group)?;
             if flags.all_wallets {
                 return Err(StoreError::Conflict(format!(
@@ -372,8 +354,9 @@ impl Store {
         group: GroupId,
         cid: String,
         hash: CidHash,
+        charge: Charge,
     ) -> Result<()> {
-        self.write(move |tx| {
+        self.write_charged(account, charge, move |tx| {
             require(tx, account, group)?;
             let (action, new) = actions::ensure(tx, account, &cid, &hash, "", "")?;
             if new {
@@ -415,8 +398,9 @@ impl Store {
         account: AccountId,
         group: GroupId,
         hash: CidHash,
+        charge: Charge,
     ) -> Result<()> {
-        self.write(move |tx| {
+        self.write_charged(account, charge, move |tx| {
             let flags = require(tx, account, group)?;
             if flags.all_actions {
                 return Err(StoreError::Conflict(format!(

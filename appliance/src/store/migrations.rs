@@ -206,7 +206,7 @@ CREATE INDEX accepted_signatures_by_expiry ON accepted_signatures (expires_at);
     Migration {
         version: 6,
         name: "credit ledger",
-        sql: super::billing::MIGRATION_SQL,
+        sql: super::ledger::MIGRATION_SQL,
     },
     Migration {
         version: 7,

@@ -6,18 +6,34 @@
 //! acknowledged to a client survives `kill -9` and power loss. SQLite calls are blocking,
 //! so they run on tokio's blocking pool, never on the async workers.
 //!
-//! Handlers never see SQL: they call the domain methods in `accounts`, `usage_keys`,
-//! `wallets`, `groups` and `actions`.
+//! Handlers never see SQL: they call the domain methods on [`Store`]. The modules, from
+//! the bottom up (each calls only those above it in this list):
+//!
+//! * `base`: ids and shared types, SQL error helpers, row reads several modules need;
+//! * `ledger`: the credit ledger, and the [`Charge`] a billed write applies in its own
+//!   transaction;
+//! * `outbox`: the queue of `AccountConfig` calls that mirror API-mode writes on chain;
+//! * `wallets`, `actions`, `usage_keys`: their rows, and their mirror entries;
+//! * `accounts`, `groups`: built on the above;
+//! * `signature_replay`: accepted wallet signatures (each accepted once);
+//! * `chain_secured`: ChainSecured accounts: conversion, their master and admin keys;
+//! * `execution`: what a running action may use;
+//! * `chain_apply`: applying `AccountConfig` events of ChainSecured accounts;
+//! * `migrations`: the schema.
 
 mod accounts;
 mod actions;
-mod billing;
+mod base;
 mod chain_apply;
+mod chain_secured;
 mod execution;
 mod groups;
+mod ledger;
 mod migrations;
 pub mod outbox;
-mod signatures;
+mod signature_replay;
+#[cfg(test)]
+mod testing;
 mod usage_keys;
 mod wallets;
 
@@ -26,14 +42,15 @@ use std::sync::{Arc, Mutex};
 
 use rusqlite::{Connection, OpenFlags, Transaction, TransactionBehavior};
 
-pub use accounts::{AccountId, AccountRecord, NewAccount, ResolvedKey, WalletIdentity};
+pub use accounts::{AccountRecord, NewAccount};
 pub use actions::{ActionRecord, CidHash};
-pub use billing::{Credited, LedgerEntry, LedgerKind, PendingCharge, PendingKind, note_account};
+pub use base::{AccountId, AccountMode, ResolvedKey, UsageKeyId, WalletIdentity};
 pub use chain_apply::{ChainChange, ChainEvent};
+pub use chain_secured::{ChainSecuredAccount, Conversion, MasterKeyAccount};
 pub use execution::WalletScope;
 pub use groups::{GroupRecord, GroupSpec, Permitted};
-pub use signatures::{ChainSecuredAccount, Conversion, MasterKeyAccount};
-pub use usage_keys::{NewUsageKey, UsageKeyId, UsageKeyRecord};
+pub use ledger::{Charge, Credited, InitialCredit, LedgerEntry, LedgerKind};
+pub use usage_keys::{NewUsageKey, UsageKeyRecord};
 pub use wallets::{WalletRecord, WalletRef};
 
 /// How many idle read connections are kept.
@@ -201,28 +218,23 @@ impl Store {
     }
 
     /// Runs `f` in one immediate transaction and commits it durably. If `f` fails,
-    /// nothing it did is kept. Inside a billed request, the request's pending charge
-    /// (`billing::PendingCharge`) is applied in the same transaction before the commit.
+    /// nothing it did is kept. (A billed write goes through `write_charged`, which adds
+    /// its charge to the same transaction.)
     pub async fn write<T, F>(&self, f: F) -> Result<T>
     where
         T: Send + 'static,
         F: FnOnce(&Transaction<'_>) -> Result<T> + Send + 'static,
     {
         let inner = Arc::clone(&self.inner);
-        let pending = billing::current();
         tokio::task::spawn_blocking(move || {
-            billing::sync_scope(pending.clone(), || {
-                let mut conn = inner
-                    .writer
-                    .lock()
-                    .map_err(|_| StoreError::Task("the writer lock was poisoned".into()))?;
-                let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
-                let out = f(&tx)?;
-                let charged = billing::apply_pending(pending.as_ref(), &tx)?;
-                tx.commit()?;
-                billing::committed(pending.as_ref(), charged);
-                Ok(out)
-            })
+            let mut conn = inner
+                .writer
+                .lock()
+                .map_err(|_| StoreError::Task("the writer lock was poisoned".into()))?;
+            let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
+            let out = f(&tx)?;
+            tx.commit()?;
+            Ok(out)
         })
         .await
         .map_err(|e| StoreError::Task(e.to_string()))?

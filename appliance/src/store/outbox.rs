@@ -4,115 +4,30 @@
 //! nonce recorded *before* it is broadcast, so an entry lands on chain exactly once even
 //! across crashes and outages.
 //!
-//! Entries are stored as versioned JSON ([`MirrorOp`], format [`FORMAT`]), not as calldata,
-//! so they stay readable and can be re-encoded if the contract's ABI changes with a
-//! migration.
+//! Entries are stored as versioned JSON (`chain_contracts::ops::MirrorOp`, the
+//! contract-call vocabulary; format [`FORMAT`]), not as calldata, so they stay readable
+//! and can be re-encoded if the contract's ABI changes with a migration.
 
-use alloy::primitives::{Address, B256};
+use alloy::primitives::B256;
+use chain_contracts::ops::MirrorOp;
 use rusqlite::{OptionalExtension, Transaction, params};
-use serde::{Deserialize, Serialize};
 
-use super::{AccountId, Result, Store, StoreError, now_unix};
+use super::base::{AccountId, AccountMode, account_head};
+use super::{Result, Store, StoreError, now_unix};
 
 /// The version of the JSON in `chain_outbox.op`.
 pub const FORMAT: i64 = 1;
 
-/// The permissions of a usage key as the contract stores them (group ids; 0 = all).
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct MirrorPermissions {
-    pub can_create_groups: bool,
-    pub can_delete_groups: bool,
-    pub can_create_pkps: bool,
-    pub manage_ipfs_ids_in_groups: Vec<u64>,
-    pub add_pkp_to_groups: Vec<u64>,
-    pub remove_pkp_from_groups: Vec<u64>,
-    pub execute_in_groups: Vec<u64>,
-}
-
-/// One `AccountConfig` call; the account (`apiKeyHash`) is stored beside it.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(tag = "op", rename_all = "snake_case")]
-pub enum MirrorOp {
-    NewAccount {
-        admin: Address,
-        name: String,
-        description: String,
-    },
-    SetUsageApiKey {
-        usage_key_hash: B256,
-        name: String,
-        description: String,
-        permissions: MirrorPermissions,
-    },
-    UpdateUsageApiKeyMetadata {
-        usage_key_hash: B256,
-        name: String,
-        description: String,
-    },
-    RemoveUsageApiKey {
-        usage_key_hash: B256,
-    },
-    /// `addGroup` (new) or `updateGroup`; pkp ids / cid hashes of zero mean "all".
-    SetGroup {
-        new: bool,
-        group_id: u64,
-        name: String,
-        description: String,
-        pkp_ids: Vec<B256>,
-        cid_hashes: Vec<B256>,
-    },
-    RemoveGroup {
-        group_id: u64,
-    },
-    AddPkpToGroup {
-        group_id: u64,
-        pkp_id: B256,
-    },
-    RemovePkpFromGroup {
-        group_id: u64,
-        pkp_id: B256,
-    },
-    AddActionToGroup {
-        group_id: u64,
-        cid_hash: B256,
-    },
-    RemoveActionFromGroup {
-        group_id: u64,
-        cid_hash: B256,
-    },
-    SetActionMetadata {
-        cid_hash: B256,
-        name: String,
-        description: String,
-    },
-    DeleteAction {
-        cid_hash: B256,
-    },
-    RegisterWallet {
-        wallet: Address,
-        derivation_path: B256,
-        name: String,
-        description: String,
-    },
-    /// `convertToChainSecuredAccount`: the account's last mirrored write.
-    ConvertAccount {
-        new_admin: Address,
-    },
-}
-
-/// Queues `op` for `account` if the account is managed (API mode). ChainSecured accounts
-/// are written on chain by their owners, never by the service.
+/// Queues `op` for `account` if the account is in API mode. ChainSecured accounts are
+/// written on chain by their owners, never by the service.
 pub(super) fn record(tx: &Transaction<'_>, account: AccountId, op: &MirrorOp) -> Result<()> {
-    let row: Option<(Vec<u8>, bool)> = tx
-        .prepare_cached("SELECT api_key_hash, managed FROM accounts WHERE id = ?1")?
-        .query_row([account.0], |r| Ok((r.get(0)?, r.get(1)?)))
-        .optional()?;
-    let Some((api_key_hash, managed)) = row else {
+    let Some(head) = account_head(tx, account)? else {
         return Err(StoreError::NotFound("no such account".into()));
     };
-    if !managed {
+    if head.mode == AccountMode::ChainSecured {
         return Ok(());
     }
+    let api_key_hash = head.api_key_hash;
     let json = serde_json::to_string(op).map_err(|e| StoreError::Task(e.to_string()))?;
     tx.prepare_cached(
         "INSERT INTO chain_outbox (api_key_hash, format, op, created_at) VALUES (?1, ?2, ?3, ?4)",
@@ -403,8 +318,8 @@ impl Store {
     }
 }
 
-/// A conversion the chain refused for good leaves the account managed, as it still is on
-/// chain: otherwise the API would refuse its master key while the contract refuses its
+/// A conversion the chain refused for good leaves the account in API mode, as it still is
+/// on chain: otherwise the API would refuse its master key while the contract refuses its
 /// new admin, and nobody could administer it. `just_failed` selects the entries that
 /// have just been marked failed (`seq = ?1` or `batch_id = ?1`, bound to `id`); only
 /// conversions among them are undone.

@@ -4,14 +4,15 @@ use rusqlite::{Connection, OptionalExtension, Row, params};
 
 use alloy::primitives::B256;
 
-use super::outbox::{MirrorOp, MirrorPermissions};
-use super::{AccountId, Page, ResolvedKey, Result, Store, StoreError, now_unix};
+use chain_contracts::ops::{MirrorOp, MirrorPermissions};
+
+use super::base::{
+    AccountId, AccountMode, ResolvedKey, UsageKeyId, account_head, is_unique_violation,
+};
+use super::ledger::Charge;
+use super::{Page, Result, Store, StoreError, now_unix, outbox};
 use crate::authz::{GroupSet, Permissions};
 use crate::secrets::KeyHash;
-
-/// The store's id of a usage key (shown in lists as `id`). Never reused.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub struct UsageKeyId(pub i64);
 
 #[derive(Debug, Clone)]
 pub struct NewUsageKey {
@@ -123,7 +124,7 @@ fn mirror(tx: &rusqlite::Transaction<'_>, account: AccountId, key: &KeyHash) -> 
         ))?
         .query_row(params![account.0, key.0.as_slice()], record_from)?;
     let p = &record.permissions;
-    super::outbox::record(
+    outbox::record(
         tx,
         account,
         &MirrorOp::SetUsageApiKey {
@@ -170,10 +171,10 @@ pub(super) fn resolve(conn: &Connection, hash: &KeyHash) -> Result<Option<Resolv
     };
     // A ChainSecured account is administered on chain by its wallet only (the contract
     // refuses the service's writes): its usage keys keep just running actions.
-    let managed: bool = conn
-        .prepare_cached("SELECT managed FROM accounts WHERE id = ?1")?
-        .query_row([account.0], |r| r.get(0))?;
-    let permissions = if managed {
+    let mode = account_head(conn, account)?
+        .ok_or_else(|| StoreError::Corrupt("a usage key of no account".into()))?
+        .mode;
+    let permissions = if mode == AccountMode::Api {
         permissions
     } else {
         Permissions {
@@ -193,8 +194,9 @@ impl Store {
         &self,
         account: AccountId,
         new: NewUsageKey,
+        charge: Charge,
     ) -> Result<UsageKeyRecord> {
-        self.write(move |tx| {
+        self.write_charged(account, charge, move |tx| {
             let now = now_unix();
             let p = &new.permissions;
             let inserted = tx.execute(
@@ -230,7 +232,7 @@ impl Store {
                     created_at: now,
                 })
                 }
-                Err(e) if super::accounts::is_unique_violation(&e) => {
+                Err(e) if is_unique_violation(&e) => {
                     Err(StoreError::Conflict("a key with this value already exists".into()))
                 }
                 Err(e) => Err(e.into()),
@@ -266,8 +268,9 @@ impl Store {
         permissions: Permissions,
         name: Option<String>,
         description: Option<String>,
+        charge: Charge,
     ) -> Result<()> {
-        self.write(move |tx| {
+        self.write_charged(account, charge, move |tx| {
             let p = &permissions;
             let changed = tx.execute(
                 "UPDATE usage_keys SET can_create_groups = ?3, can_delete_groups = ?4,
@@ -306,8 +309,9 @@ impl Store {
         key: KeyHash,
         name: String,
         description: String,
+        charge: Charge,
     ) -> Result<()> {
-        self.write(move |tx| {
+        self.write_charged(account, charge, move |tx| {
             let changed = tx.execute(
                 "UPDATE usage_keys SET name = ?3, description = ?4, updated_at = ?5
                  WHERE account_id = ?1 AND key_hash = ?2",
@@ -316,7 +320,7 @@ impl Store {
             if changed == 0 {
                 Err(not_found())
             } else {
-                super::outbox::record(
+                outbox::record(
                     tx,
                     account,
                     &MirrorOp::UpdateUsageApiKeyMetadata {
@@ -331,8 +335,13 @@ impl Store {
     }
 
     /// Removes the key; the very next request with it is refused.
-    pub async fn remove_usage_key(&self, account: AccountId, key: KeyHash) -> Result<()> {
-        self.write(move |tx| {
+    pub async fn remove_usage_key(
+        &self,
+        account: AccountId,
+        key: KeyHash,
+        charge: Charge,
+    ) -> Result<()> {
+        self.write_charged(account, charge, move |tx| {
             let changed = tx.execute(
                 "DELETE FROM usage_keys WHERE account_id = ?1 AND key_hash = ?2",
                 params![account.0, key.0.as_slice()],
@@ -340,7 +349,7 @@ impl Store {
             if changed == 0 {
                 Err(not_found())
             } else {
-                super::outbox::record(
+                outbox::record(
                     tx,
                     account,
                     &MirrorOp::RemoveUsageApiKey {
@@ -356,27 +365,7 @@ impl Store {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::store::NewAccount;
-
-    async fn store_with_account() -> (tempfile::TempDir, Store, AccountId) {
-        let dir = tempfile::tempdir().unwrap();
-        let store = Store::open(&dir.path().join("state.db")).unwrap();
-        let account = store
-            .create_account(NewAccount {
-                api_key_hash: KeyHash([1; 32]),
-                name: "a".into(),
-                description: String::new(),
-                email: None,
-                wallet: crate::store::WalletIdentity {
-                    pkp_id: keyservice_api::PkpId([2; 32]),
-                    address: keyservice_api::Address([3; 20]),
-                    derivation_path: keyservice_api::DerivationPath([4; 32]),
-                },
-            })
-            .await
-            .unwrap();
-        (dir, store, account)
-    }
+    use crate::store::testing::store_with_account;
 
     fn perms() -> Permissions {
         Permissions {
@@ -388,7 +377,7 @@ mod tests {
 
     #[tokio::test]
     async fn add_resolve_update_remove() {
-        let (_dir, store, account) = store_with_account().await;
+        let (_dir, store, account) = store_with_account(1).await;
         let hash = KeyHash([9; 32]);
         let rec = store
             .add_usage_key(
@@ -399,6 +388,7 @@ mod tests {
                     description: "d".into(),
                     permissions: perms(),
                 },
+                Charge::free(),
             )
             .await
             .unwrap();
@@ -420,7 +410,14 @@ mod tests {
         );
 
         store
-            .update_usage_key(account, hash, Permissions::default(), None, None)
+            .update_usage_key(
+                account,
+                hash,
+                Permissions::default(),
+                None,
+                None,
+                Charge::free(),
+            )
             .await
             .unwrap();
         let listed = store
@@ -436,29 +433,38 @@ mod tests {
         assert_eq!(listed[0].permissions, Permissions::default());
         assert_eq!(listed[0].name, "k", "name is kept when not given");
 
-        store.remove_usage_key(account, hash).await.unwrap();
+        store
+            .remove_usage_key(account, hash, Charge::free())
+            .await
+            .unwrap();
         assert_eq!(store.resolve_key(hash).await.unwrap(), None);
         assert!(matches!(
-            store.remove_usage_key(account, hash).await,
+            store.remove_usage_key(account, hash, Charge::free()).await,
             Err(StoreError::NotFound(_))
         ));
     }
 
     #[tokio::test]
     async fn ids_are_never_reused() {
-        let (_dir, store, account) = store_with_account().await;
+        let (_dir, store, account) = store_with_account(1).await;
         let mk = |b| NewUsageKey {
             key_hash: KeyHash([b; 32]),
             name: "k".into(),
             description: String::new(),
             permissions: perms(),
         };
-        let first = store.add_usage_key(account, mk(5)).await.unwrap();
-        store
-            .remove_usage_key(account, KeyHash([5; 32]))
+        let first = store
+            .add_usage_key(account, mk(5), Charge::free())
             .await
             .unwrap();
-        let second = store.add_usage_key(account, mk(6)).await.unwrap();
+        store
+            .remove_usage_key(account, KeyHash([5; 32]), Charge::free())
+            .await
+            .unwrap();
+        let second = store
+            .add_usage_key(account, mk(6), Charge::free())
+            .await
+            .unwrap();
         assert!(second.id.0 > first.id.0);
     }
 }

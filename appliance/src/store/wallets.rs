@@ -3,8 +3,11 @@
 use keyservice_api::{Address, DerivationPath, PkpId};
 use rusqlite::{Connection, OptionalExtension, Row, Transaction, params};
 
-use super::outbox::MirrorOp;
-use super::{AccountId, Page, Result, Store, StoreError, WalletIdentity, now_unix};
+use chain_contracts::ops::MirrorOp;
+
+use super::base::{AccountId, WalletIdentity, is_unique_violation};
+use super::ledger::Charge;
+use super::{Page, Result, Store, StoreError, now_unix, outbox};
 
 /// How a request names a wallet: by `pkp_id` or by address.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -69,7 +72,7 @@ pub(super) fn insert(
         now_unix()
     ])
     .map_err(|e| {
-        if super::accounts::is_unique_violation(&e) {
+        if is_unique_violation(&e) {
             StoreError::Conflict("this wallet already exists".into())
         } else {
             e.into()
@@ -124,10 +127,11 @@ impl Store {
         wallet: WalletIdentity,
         name: String,
         description: String,
+        charge: Charge,
     ) -> Result<WalletRecord> {
-        self.write(move |tx| {
+        self.write_charged(account, charge, move |tx| {
             let row = insert(tx, Some(account), &wallet, &name, &description)?;
-            super::outbox::record(tx, account, &register_op(&wallet, &name, &description))?;
+            outbox::record(tx, account, &register_op(&wallet, &name, &description))?;
             Ok(WalletRecord {
                 row,
                 pkp_id: wallet.pkp_id,

@@ -7,19 +7,17 @@
 //! The ledger is keyed by the account row, which survives the conversion of an account
 //! to ChainSecured together with its `apiKeyHash`.
 //!
-//! A billed management write is charged inside the transaction of the write itself: the
-//! HTTP layer opens a [`PendingCharge`] scope around the request (see
-//! `crate::billing::charge_scope`), the authenticated account is noted in it, and
-//! `Store::write` applies it just before committing. Either both the effect and its
-//! charge commit, or neither does; with too little credit the write fails with
-//! [`StoreError::PaymentRequired`] and nothing changed.
-
-use std::future::Future;
-use std::sync::{Arc, Mutex};
+//! A billed management write takes its [`Charge`] as an argument and runs through
+//! [`Store::write_charged`], which applies the charge in the write's own transaction,
+//! after the write succeeded: either both the effect and its charge commit, or neither
+//! does; with too little credit the write fails with [`StoreError::PaymentRequired`] and
+//! nothing changed. A new account's starting credit ([`InitialCredit`]) is granted the
+//! same way, in the transaction that creates the account.
 
 use rusqlite::{Connection, OptionalExtension, Transaction, params};
 
-use super::{AccountId, Page, Result, Store, StoreError, now_unix};
+use super::base::AccountId;
+use super::{Page, Result, Store, StoreError, now_unix};
 
 /// Schema of the ledger (store migration 6).
 pub(super) const MIGRATION_SQL: &str = r#"
@@ -178,142 +176,77 @@ pub(super) fn charge_in(
     )
 }
 
-/// What a billed request owes, applied by the first write the request commits.
+/// What a billed write costs: `cents` for `operation` (the ledger row's `operation`).
+/// A charge of 0 cents (billing disabled, or a price of 0) writes no ledger row.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Charge {
+    pub cents: u64,
+    pub operation: String,
+}
+
+impl Charge {
+    /// No charge: a write that is free.
+    pub fn free() -> Self {
+        Self {
+            cents: 0,
+            operation: String::new(),
+        }
+    }
+}
+
+/// The starting credit of a new account, granted in the transaction that creates it
+/// (0: none, and no ledger row).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum PendingKind {
-    /// A billed management write: `cents` for `operation`.
-    Charge { cents: u64, operation: &'static str },
-    /// `new_account`: the starting credit of the account the request creates.
-    InitialCredit { cents: u64 },
+pub struct InitialCredit {
+    pub cents: u64,
 }
 
-#[derive(Debug)]
-struct PendingState {
-    kind: PendingKind,
-    account: Option<AccountId>,
-    applied: bool,
+impl InitialCredit {
+    pub const NONE: Self = Self { cents: 0 };
 }
 
-/// The charge (or grant) of one request; see the module documentation.
-#[derive(Debug)]
-pub struct PendingCharge {
-    state: Mutex<PendingState>,
-}
-
-tokio::task_local! {
-    static PENDING: Arc<PendingCharge>;
-}
-
-impl PendingCharge {
-    pub fn new(kind: PendingKind) -> Arc<Self> {
-        Arc::new(Self {
-            state: Mutex::new(PendingState {
-                kind,
-                account: None,
-                applied: false,
-            }),
-        })
-    }
-
-    /// Whether a committed write carried it.
-    pub fn applied(&self) -> bool {
-        self.state.lock().map(|s| s.applied).unwrap_or(false)
-    }
-
-    /// Runs `fut` with this charge pending: the first `Store::write` that commits inside
-    /// it (in this task) carries it.
-    pub async fn scope<F: Future>(self: Arc<Self>, fut: F) -> F::Output {
-        PENDING.scope(self, fut).await
-    }
-
-    /// Applies the charge in `tx` if it is due; returns whether it did.
-    fn apply(&self, tx: &Transaction<'_>) -> Result<bool> {
-        let state = self
-            .state
-            .lock()
-            .map_err(|_| StoreError::Task("the pending charge lock was poisoned".into()))?;
-        let Some(account) = state.account else {
-            return Ok(false);
-        };
-        if state.applied {
-            return Ok(false);
-        }
-        match state.kind {
-            PendingKind::Charge { cents, operation } => {
-                if cents == 0 {
-                    return Ok(false);
-                }
-                charge_in(tx, account, cents, operation)?;
-            }
-            PendingKind::InitialCredit { cents } => {
-                if cents == 0 {
-                    return Ok(false);
-                }
-                append(
-                    tx,
-                    account,
-                    LedgerKind::Initial,
-                    to_i64(cents)?,
-                    None,
-                    "initial credit",
-                )?;
-            }
-        }
-        Ok(true)
-    }
-
-    fn mark_applied(&self) {
-        if let Ok(mut state) = self.state.lock() {
-            state.applied = true;
-        }
-    }
-}
-
-/// Notes the account a billed request acts for (the authenticated caller, or the
-/// account `new_account` creates). Outside a billed request it does nothing.
-pub fn note_account(account: AccountId) {
-    let _ = PENDING.try_with(|pending| {
-        if let Ok(mut state) = pending.state.lock()
-            && state.account.is_none()
-        {
-            state.account = Some(account);
-        }
-    });
-}
-
-/// The charge pending in the current task, if any (taken by `Store::write`).
-pub(super) fn current() -> Option<Arc<PendingCharge>> {
-    PENDING.try_with(Arc::clone).ok()
-}
-
-/// Runs `f` (on a blocking thread) with `pending` as the current pending charge, so
-/// that code inside a write transaction can note the account (`note_account`).
-pub(super) fn sync_scope<R>(pending: Option<Arc<PendingCharge>>, f: impl FnOnce() -> R) -> R {
-    match pending {
-        Some(p) => PENDING.sync_scope(p, f),
-        None => f(),
-    }
-}
-
-/// Applies `pending` in `tx` (before the commit); returns whether it applied.
-pub(super) fn apply_pending(
-    pending: Option<&Arc<PendingCharge>>,
+/// Grants `credit` to the new `account` in `tx`.
+pub(super) fn grant_initial(
     tx: &Transaction<'_>,
-) -> Result<bool> {
-    match pending {
-        Some(p) => p.apply(tx),
-        None => Ok(false),
+    account: AccountId,
+    credit: InitialCredit,
+) -> Result<()> {
+    if credit.cents > 0 {
+        append(
+            tx,
+            account,
+            LedgerKind::Initial,
+            to_i64(credit.cents)?,
+            None,
+            "initial credit",
+        )?;
     }
-}
-
-/// Records that the transaction carrying `pending` committed.
-pub(super) fn committed(pending: Option<&Arc<PendingCharge>>, applied: bool) {
-    if let (Some(p), true) = (pending, applied) {
-        p.mark_applied();
-    }
+    Ok(())
 }
 
 impl Store {
+    /// Runs `f` in one write transaction and, once it succeeded, applies `charge` to
+    /// `account` in the same transaction. A write that fails for its own reason is not
+    /// charged; a charge the account cannot pay fails the write with `PaymentRequired`
+    /// and keeps nothing of it.
+    pub(super) async fn write_charged<T, F>(
+        &self,
+        account: AccountId,
+        charge: Charge,
+        f: F,
+    ) -> Result<T>
+    where
+        T: Send + 'static,
+        F: FnOnce(&Transaction<'_>) -> Result<T> + Send + 'static,
+    {
+        self.write(move |tx| {
+            let out = f(tx)?;
+            charge_in(tx, account, charge.cents, &charge.operation)?;
+            Ok(out)
+        })
+        .await
+    }
+
     /// The account's available credit, in cents.
     pub async fn balance(&self, account: AccountId) -> Result<u64> {
         self.read(move |conn| balance_in(conn, account)).await
@@ -439,33 +372,7 @@ impl Store {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::secrets::KeyHash;
-    use crate::store::{NewAccount, WalletIdentity};
-    use keyservice_api::{Address, DerivationPath, PkpId};
-
-    async fn store_with_account(seed: u8) -> (tempfile::TempDir, Store, AccountId) {
-        let dir = tempfile::tempdir().unwrap();
-        let store = Store::open(&dir.path().join("state.db")).unwrap();
-        let account = new_account(&store, seed).await;
-        (dir, store, account)
-    }
-
-    async fn new_account(store: &Store, seed: u8) -> AccountId {
-        store
-            .create_account(NewAccount {
-                api_key_hash: KeyHash([seed; 32]),
-                name: format!("a{seed}"),
-                description: String::new(),
-                email: None,
-                wallet: WalletIdentity {
-                    pkp_id: PkpId([seed; 32]),
-                    address: Address([seed; 20]),
-                    derivation_path: DerivationPath([seed; 32]),
-                },
-            })
-            .await
-            .unwrap()
-    }
+    use crate::store::testing::{new_account, store_with_account};
 
     async fn sum_and_count(store: &Store, account: AccountId) -> (i64, i64) {
         store
@@ -620,7 +527,7 @@ mod tests {
     }
 
     #[tokio::test]
-    async fn a_pending_charge_commits_with_the_write_or_not_at_all() {
+    async fn a_charge_commits_with_the_write_or_not_at_all() {
         let (_dir, store, account) = store_with_account(1).await;
         let insert_group = move |tx: &Transaction<'_>| -> Result<()> {
             tx.execute(
@@ -637,70 +544,59 @@ mod tests {
                 .await
                 .unwrap()
         };
-        let charge = PendingKind::Charge {
+        let charge = || Charge {
             cents: 1,
-            operation: "add_group",
+            operation: "add_group".into(),
         };
 
         // No credit: the write fails with PaymentRequired and leaves nothing.
-        let pending = PendingCharge::new(charge);
-        let out = Arc::clone(&pending)
-            .scope(async {
-                note_account(account);
-                store.write(insert_group).await
-            })
-            .await;
+        let out = store.write_charged(account, charge(), insert_group).await;
         assert!(
             matches!(out, Err(StoreError::PaymentRequired(_))),
             "{out:?}"
         );
-        assert!(!pending.applied());
         assert_eq!(groups(store.clone()).await, 0);
 
-        // With credit: the write and one charge commit together; a second write in the
-        // same request is not charged again.
+        // With credit: the write and its charge commit together, once per write.
         store
             .credit_payment(account, "pi_a".into(), 500)
             .await
             .unwrap();
-        let pending = PendingCharge::new(charge);
-        Arc::clone(&pending)
-            .scope(async {
-                note_account(account);
-                store.write(insert_group).await.unwrap();
-                store.write(insert_group).await.unwrap();
-            })
-            .await;
-        assert!(pending.applied());
-        assert_eq!(groups(store.clone()).await, 2);
+        store
+            .write_charged(account, charge(), insert_group)
+            .await
+            .unwrap();
+        assert_eq!(groups(store.clone()).await, 1);
         assert_eq!(store.balance(account).await.unwrap(), 499);
 
-        // A write that fails for its own reason is not charged.
-        let pending = PendingCharge::new(charge);
-        let out: Result<()> = Arc::clone(&pending)
-            .scope(async {
-                note_account(account);
-                store
-                    .write(|_| Err(StoreError::NotFound("no such group".into())))
-                    .await
+        // A write that fails for its own reason is not charged, and its own error wins.
+        let out: Result<()> = store
+            .write_charged(account, charge(), |_| {
+                Err(StoreError::NotFound("no such group".into()))
             })
             .await;
         assert!(matches!(out, Err(StoreError::NotFound(_))));
-        assert!(!pending.applied());
         assert_eq!(store.balance(account).await.unwrap(), 499);
 
-        // Outside a billed request, writes are free.
-        store.write(insert_group).await.unwrap();
+        // A free write (billing disabled) is not charged and writes no ledger row.
+        store
+            .write_charged(account, Charge::free(), insert_group)
+            .await
+            .unwrap();
         assert_eq!(store.balance(account).await.unwrap(), 499);
+        assert_eq!(sum_and_count(&store, account).await, (499, 2));
     }
 
     #[tokio::test]
     async fn initial_credit_is_a_ledger_row_of_the_new_account() {
-        let dir = tempfile::tempdir().unwrap();
-        let store = Store::open(&dir.path().join("state.db")).unwrap();
-        let pending = PendingCharge::new(PendingKind::InitialCredit { cents: 250 });
-        let account = Arc::clone(&pending).scope(new_account(&store, 7)).await;
-        assert!(pending.applied());
+        let (_dir, store) = crate::store::testing::open_store();
+        let account = store
+            .create_account(
+                crate::store::testing::new_account_spec(7),
+                InitialCredit { cents: 250 },
+            )
+            .await
+            .unwrap();
         assert_eq!(store.balance(account).await.unwrap(), 250);
         let rows = store
             .ledger(

@@ -1,61 +1,21 @@
-//! Wallet-signature flows: accepted signatures (replay protection), wallets minted for a
-//! signature, conversion of an API-mode account to ChainSecured, and finding the
-//! ChainSecured account a wallet administers.
-//!
-//! A signature is accepted once: its EIP-712 digest is inserted into
-//! `accepted_signatures` in the same transaction as whatever it authorizes, and the
-//! primary key makes a second insert fail. Rows are kept until the signature's issuedAt
-//! window has passed (then the window check alone refuses it) and pruned afterwards.
+//! ChainSecured accounts: converting an API-mode account (its master key stops
+//! authenticating, its admin wallet takes over on chain), finding an account by its master
+//! key in either mode, and finding the ChainSecured account a wallet administers.
 
 use alloy::primitives::{Address, keccak256};
-use rusqlite::{OptionalExtension, Transaction, params};
+use chain_contracts::ops::MirrorOp;
+use rusqlite::{OptionalExtension, params};
 
-use super::accounts::is_unique_violation;
-use super::outbox::MirrorOp;
-use super::{AccountId, Result, Store, StoreError, WalletIdentity, now_unix};
+use super::base::{AccountId, AccountMode, account_head, key_hash_from};
+use super::{Result, Store, StoreError, outbox, signature_replay};
 use crate::secrets::KeyHash;
 use crate::typed_data::Verified;
-
-/// Records `signature` as accepted; `false` if it already was (a replay). Prunes rows whose
-/// window has passed.
-pub(super) fn accept(tx: &Transaction<'_>, signature: &Verified) -> Result<bool> {
-    let now = now_unix();
-    tx.prepare_cached("DELETE FROM accepted_signatures WHERE expires_at < ?1")?
-        .execute([now])?;
-    let inserted = tx
-        .prepare_cached(
-            "INSERT INTO accepted_signatures (digest, flow, signer, expires_at, accepted_at)
-             VALUES (?1, ?2, ?3, ?4, ?5)",
-        )?
-        .execute(params![
-            signature.digest.as_slice(),
-            signature.flow.primary_type(),
-            signature.signer.as_slice(),
-            signature.remember_until(),
-            now
-        ]);
-    match inserted {
-        Ok(_) => Ok(true),
-        Err(e) if is_primary_key_violation(&e) => Ok(false),
-        Err(e) => Err(e.into()),
-    }
-}
-
-fn is_primary_key_violation(err: &rusqlite::Error) -> bool {
-    is_unique_violation(err)
-        || matches!(
-            err,
-            rusqlite::Error::SqliteFailure(e, _)
-                if e.extended_code == rusqlite::ffi::SQLITE_CONSTRAINT_PRIMARYKEY
-        )
-}
 
 /// An account's master key, whatever the account's mode.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct MasterKeyAccount {
     pub account: AccountId,
-    /// `true` in API mode; `false` once converted to ChainSecured.
-    pub managed: bool,
+    pub mode: AccountMode,
     /// The admin wallet of a ChainSecured account (EIP-55).
     pub admin_wallet_address: Option<String>,
 }
@@ -80,42 +40,6 @@ pub struct ChainSecuredAccount {
 }
 
 impl Store {
-    /// Whether a signature over `digest` was accepted (and is still remembered).
-    pub async fn signature_accepted(&self, digest: alloy::primitives::B256) -> Result<bool> {
-        self.read(move |conn| {
-            Ok(conn
-                .prepare_cached("SELECT 1 FROM accepted_signatures WHERE digest = ?1")?
-                .query_row([digest.as_slice()], |_| Ok(()))
-                .optional()?
-                .is_some())
-        })
-        .await
-    }
-
-    /// Accepts a signature that authorizes nothing stored (e.g. `X-Wallet-Auth`); `false`
-    /// if it was accepted before.
-    pub async fn accept_signature(&self, signature: Verified) -> Result<bool> {
-        self.write(move |tx| accept(tx, &signature)).await
-    }
-
-    /// Accepts `signature` and stores the wallet minted for it, unattached (it joins an
-    /// account when its owner registers it on chain); `false`, storing nothing, if the
-    /// signature was accepted before.
-    pub async fn record_signed_wallet(
-        &self,
-        signature: Verified,
-        wallet: WalletIdentity,
-    ) -> Result<bool> {
-        self.write(move |tx| {
-            if !accept(tx, &signature)? {
-                return Ok(false);
-            }
-            super::wallets::insert(tx, None, &wallet, "", "")?;
-            Ok(true)
-        })
-        .await
-    }
-
     /// The account whose master key hashes to `hash`, in either mode.
     pub async fn master_key_account(&self, hash: KeyHash) -> Result<Option<MasterKeyAccount>> {
         self.read(move |conn| {
@@ -126,7 +50,7 @@ impl Store {
                 .query_row([hash.0.as_slice()], |r| {
                     Ok(MasterKeyAccount {
                         account: AccountId(r.get(0)?),
-                        managed: r.get(1)?,
+                        mode: AccountMode::from_column(r.get(1)?),
                         admin_wallet_address: r.get(2)?,
                     })
                 })
@@ -137,7 +61,7 @@ impl Store {
 
     /// Converts API-mode `account` to ChainSecured with `new_admin`, in one transaction:
     /// accepts the signature, queues `convertToChainSecuredAccount` for the API payer and
-    /// makes the account unmanaged (its master key stops authenticating; usage keys,
+    /// makes the account ChainSecured (its master key stops authenticating; usage keys,
     /// groups, wallets and actions stay).
     pub async fn convert_account(
         &self,
@@ -146,25 +70,19 @@ impl Store {
         signature: Verified,
     ) -> Result<Conversion> {
         self.write(move |tx| {
-            let row: Option<(Vec<u8>, bool)> = tx
-                .prepare_cached("SELECT api_key_hash, managed FROM accounts WHERE id = ?1")?
-                .query_row([account.0], |r| Ok((r.get(0)?, r.get(1)?)))
-                .optional()?;
-            let Some((hash, managed)) = row else {
+            let Some(head) = account_head(tx, account)? else {
                 return Err(StoreError::NotFound("no such account".into()));
             };
-            if !managed {
+            if head.mode == AccountMode::ChainSecured {
                 return Ok(Conversion::AlreadyChainSecured);
             }
-            let api_key_hash =
-                KeyHash(hash.as_slice().try_into().map_err(|_| {
-                    StoreError::Corrupt("an account key hash is not 32 bytes".into())
-                })?);
-            if !accept(tx, &signature)? {
+            let api_key_hash = key_hash_from(&head.api_key_hash)?;
+            if !signature_replay::accept(tx, &signature)? {
                 return Ok(Conversion::Replayed);
             }
-            // Queued while the account is still managed (the outbox skips unmanaged ones).
-            super::outbox::record(tx, account, &MirrorOp::ConvertAccount { new_admin })?;
+            // Queued while the account is still in API mode (the outbox skips
+            // ChainSecured ones).
+            outbox::record(tx, account, &MirrorOp::ConvertAccount { new_admin })?;
             tx.execute(
                 "UPDATE accounts SET managed = 0, admin_wallet_address = ?2 WHERE id = ?1",
                 params![account.0, new_admin.to_checksum(None)],
@@ -209,48 +127,9 @@ mod tests {
     use super::*;
     use crate::authz::{GroupSet, Permissions};
     use crate::store::outbox::OutboxEntry;
-    use crate::store::{NewAccount, NewUsageKey, ResolvedKey};
-    use crate::typed_data::Flow;
+    use crate::store::testing::{identity, now, signature};
+    use crate::store::{InitialCredit, NewAccount, NewUsageKey, ResolvedKey};
     use alloy::primitives::B256;
-    use keyservice_api::{DerivationPath, PkpId};
-
-    fn signature(n: u8, issued_at: u64) -> Verified {
-        Verified {
-            flow: Flow::ConvertAccount,
-            signer: Address::repeat_byte(n),
-            issued_at,
-            digest: B256::repeat_byte(n),
-        }
-    }
-
-    fn identity(n: u8) -> WalletIdentity {
-        WalletIdentity {
-            pkp_id: PkpId([n; 32]),
-            address: keyservice_api::Address([n; 20]),
-            derivation_path: DerivationPath([n; 32]),
-        }
-    }
-
-    fn now() -> u64 {
-        now_unix() as u64
-    }
-
-    #[tokio::test]
-    async fn a_signature_is_accepted_once_even_after_a_restart() {
-        let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join("state.db");
-        let store = Store::open(&path).unwrap();
-        let sig = signature(1, now());
-        assert!(store.accept_signature(sig).await.unwrap());
-        assert!(!store.accept_signature(sig).await.unwrap());
-        assert!(store.accept_signature(signature(2, now())).await.unwrap());
-        drop(store);
-        let store = Store::open(&path).unwrap();
-        assert!(
-            !store.accept_signature(sig).await.unwrap(),
-            "a restart reopened replay"
-        );
-    }
 
     #[tokio::test]
     async fn admin_wallet_lookup_uses_its_index_not_a_table_scan() {
@@ -287,8 +166,14 @@ mod tests {
             email: None,
             wallet: identity(n),
         };
-        let refused = store.create_account(new(21)).await.unwrap();
-        let mined = store.create_account(new(22)).await.unwrap();
+        let refused = store
+            .create_account(new(21), InitialCredit::NONE)
+            .await
+            .unwrap();
+        let mined = store
+            .create_account(new(22), InitialCredit::NONE)
+            .await
+            .unwrap();
         let admin = Address::repeat_byte(0xCD);
         for (account, n) in [(refused, 23), (mined, 24)] {
             store
@@ -320,8 +205,12 @@ mod tests {
                     .unwrap()
             }
         };
-        assert!(!master(21).await.managed, "an unrelated failure undid it");
-        assert!(!master(22).await.managed);
+        assert_eq!(
+            master(21).await.mode,
+            AccountMode::ChainSecured,
+            "an unrelated failure undid it"
+        );
+        assert_eq!(master(22).await.mode, AccountMode::ChainSecured);
         // The chain refuses account 21's conversion in a batch, then again alone: it is
         // API mode again and its master key works; account 22 stays ChainSecured.
         for nonce in 0..2 {
@@ -329,14 +218,14 @@ mod tests {
                 .outbox_record_batch(vec![seq_of(21)], 0, nonce, vec![1], B256::repeat_byte(1))
                 .await
                 .unwrap();
-            assert!(master(21).await.managed == (nonce == 2));
+            assert_eq!(master(21).await.mode == AccountMode::Api, nonce == 2);
             store
                 .outbox_settle(batch.id, false, B256::repeat_byte(1), 1, 21_000)
                 .await
                 .unwrap();
         }
         let back = master(21).await;
-        assert!(back.managed);
+        assert_eq!(back.mode, AccountMode::Api);
         assert_eq!(back.admin_wallet_address, None);
         assert!(
             store
@@ -345,50 +234,8 @@ mod tests {
                 .unwrap()
                 .is_some()
         );
-        assert!(!master(22).await.managed);
+        assert_eq!(master(22).await.mode, AccountMode::ChainSecured);
         assert_eq!(store.resolve_key(KeyHash([22; 32])).await.unwrap(), None);
-    }
-
-    #[tokio::test]
-    async fn expired_signatures_are_pruned() {
-        let dir = tempfile::tempdir().unwrap();
-        let store = Store::open(&dir.path().join("state.db")).unwrap();
-        // Issued long ago: its window has passed, so its row may go.
-        store.accept_signature(signature(1, 1_000)).await.unwrap();
-        store.accept_signature(signature(2, now())).await.unwrap();
-        let rows = || async {
-            store
-                .read(|c| {
-                    Ok(
-                        c.query_row("SELECT count(*) FROM accepted_signatures", [], |r| {
-                            r.get::<_, i64>(0)
-                        })?,
-                    )
-                })
-                .await
-                .unwrap()
-        };
-        assert_eq!(rows().await, 1, "the expired row was not pruned");
-    }
-
-    #[tokio::test]
-    async fn a_replayed_wallet_signature_stores_nothing() {
-        let dir = tempfile::tempdir().unwrap();
-        let store = Store::open(&dir.path().join("state.db")).unwrap();
-        let sig = signature(3, now());
-        assert!(store.record_signed_wallet(sig, identity(4)).await.unwrap());
-        assert!(!store.record_signed_wallet(sig, identity(5)).await.unwrap());
-        let wallets: i64 = store
-            .read(|c| {
-                Ok(c.query_row(
-                    "SELECT count(*) FROM wallets WHERE account_id IS NULL",
-                    [],
-                    |r| r.get(0),
-                )?)
-            })
-            .await
-            .unwrap();
-        assert_eq!(wallets, 1);
     }
 
     #[tokio::test]
@@ -397,13 +244,16 @@ mod tests {
         let store = Store::open(&dir.path().join("state.db")).unwrap();
         let key = KeyHash([7; 32]);
         let account = store
-            .create_account(NewAccount {
-                api_key_hash: key,
-                name: "a".into(),
-                description: String::new(),
-                email: None,
-                wallet: identity(8),
-            })
+            .create_account(
+                NewAccount {
+                    api_key_hash: key,
+                    name: "a".into(),
+                    description: String::new(),
+                    email: None,
+                    wallet: identity(8),
+                },
+                InitialCredit::NONE,
+            )
             .await
             .unwrap();
         let usage = KeyHash([6; 32]);
@@ -423,6 +273,7 @@ mod tests {
                     description: String::new(),
                     permissions: granted.clone(),
                 },
+                crate::store::Charge::free(),
             )
             .await
             .unwrap();
@@ -444,7 +295,7 @@ mod tests {
             Some(B256::from(key.0))
         );
         let master = store.master_key_account(key).await.unwrap().unwrap();
-        assert!(!master.managed);
+        assert_eq!(master.mode, AccountMode::ChainSecured);
         assert_eq!(master.admin_wallet_address, Some(admin.to_checksum(None)));
         assert_eq!(store.resolve_key(key).await.unwrap(), None);
         // Its usage keys keep running actions, and only that: writes are the wallet's.

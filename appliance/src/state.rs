@@ -1,0 +1,24 @@
+//! What every handler can reach: the one shared state of the HTTP service. It lives
+//! apart from both `http` (transport) and `api` (handlers), which both use it.
+
+use std::sync::Arc;
+
+use crate::config::Config;
+use crate::keys::Keys;
+use crate::runtime::Runtime;
+use crate::store::Store;
+
+/// What every handler can reach.
+#[derive(Clone)]
+pub struct AppState {
+    pub store: Store,
+    pub keys: Keys,
+    pub runtime: Runtime,
+    /// Prices, Stripe and the credit reserved by running actions.
+    pub billing: Arc<crate::billing::Billing>,
+    pub config: Arc<Config>,
+    /// The ACME task's status and trigger, when ACME is configured.
+    pub acme: Option<crate::acme::AcmeHandle>,
+    /// The quote provider and the current evidence files.
+    pub attestation: crate::attest::Attestation,
+}

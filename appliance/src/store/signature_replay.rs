@@ -1,0 +1,139 @@
+//! Replay protection of wallet signatures: a signature is accepted once. Its EIP-712
+//! digest is inserted into `accepted_signatures` in the same transaction as whatever it
+//! authorizes, and the primary key makes a second insert fail. Rows are kept until the
+//! signature's issuedAt window has passed (then the window check alone refuses it) and
+//! pruned afterwards.
+
+use rusqlite::{OptionalExtension, Transaction, params};
+
+use super::base::{WalletIdentity, is_primary_key_violation};
+use super::{Result, Store, now_unix, wallets};
+use crate::typed_data::Verified;
+
+/// Records `signature` as accepted; `false` if it already was (a replay). Prunes rows whose
+/// window has passed.
+pub(super) fn accept(tx: &Transaction<'_>, signature: &Verified) -> Result<bool> {
+    let now = now_unix();
+    tx.prepare_cached("DELETE FROM accepted_signatures WHERE expires_at < ?1")?
+        .execute([now])?;
+    let inserted = tx
+        .prepare_cached(
+            "INSERT INTO accepted_signatures (digest, flow, signer, expires_at, accepted_at)
+             VALUES (?1, ?2, ?3, ?4, ?5)",
+        )?
+        .execute(params![
+            signature.digest.as_slice(),
+            signature.flow.primary_type(),
+            signature.signer.as_slice(),
+            signature.remember_until(),
+            now
+        ]);
+    match inserted {
+        Ok(_) => Ok(true),
+        Err(e) if is_primary_key_violation(&e) => Ok(false),
+        Err(e) => Err(e.into()),
+    }
+}
+
+impl Store {
+    /// Whether a signature over `digest` was accepted (and is still remembered).
+    pub async fn signature_accepted(&self, digest: alloy::primitives::B256) -> Result<bool> {
+        self.read(move |conn| {
+            Ok(conn
+                .prepare_cached("SELECT 1 FROM accepted_signatures WHERE digest = ?1")?
+                .query_row([digest.as_slice()], |_| Ok(()))
+                .optional()?
+                .is_some())
+        })
+        .await
+    }
+
+    /// Accepts a signature that authorizes nothing stored (e.g. `X-Wallet-Auth`); `false`
+    /// if it was accepted before.
+    pub async fn accept_signature(&self, signature: Verified) -> Result<bool> {
+        self.write(move |tx| accept(tx, &signature)).await
+    }
+
+    /// Accepts `signature` and stores the wallet minted for it, unattached (it joins an
+    /// account when its owner registers it on chain); `false`, storing nothing, if the
+    /// signature was accepted before.
+    pub async fn record_signed_wallet(
+        &self,
+        signature: Verified,
+        wallet: WalletIdentity,
+    ) -> Result<bool> {
+        self.write(move |tx| {
+            if !accept(tx, &signature)? {
+                return Ok(false);
+            }
+            wallets::insert(tx, None, &wallet, "", "")?;
+            Ok(true)
+        })
+        .await
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::store::testing::{identity, now, signature};
+
+    #[tokio::test]
+    async fn a_signature_is_accepted_once_even_after_a_restart() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("state.db");
+        let store = Store::open(&path).unwrap();
+        let sig = signature(1, now());
+        assert!(store.accept_signature(sig).await.unwrap());
+        assert!(!store.accept_signature(sig).await.unwrap());
+        assert!(store.accept_signature(signature(2, now())).await.unwrap());
+        drop(store);
+        let store = Store::open(&path).unwrap();
+        assert!(
+            !store.accept_signature(sig).await.unwrap(),
+            "a restart reopened replay"
+        );
+    }
+
+    #[tokio::test]
+    async fn expired_signatures_are_pruned() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open(&dir.path().join("state.db")).unwrap();
+        // Issued long ago: its window has passed, so its row may go.
+        store.accept_signature(signature(1, 1_000)).await.unwrap();
+        store.accept_signature(signature(2, now())).await.unwrap();
+        let rows = || async {
+            store
+                .read(|c| {
+                    Ok(
+                        c.query_row("SELECT count(*) FROM accepted_signatures", [], |r| {
+                            r.get::<_, i64>(0)
+                        })?,
+                    )
+                })
+                .await
+                .unwrap()
+        };
+        assert_eq!(rows().await, 1, "the expired row was not pruned");
+    }
+
+    #[tokio::test]
+    async fn a_replayed_wallet_signature_stores_nothing() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open(&dir.path().join("state.db")).unwrap();
+        let sig = signature(3, now());
+        assert!(store.record_signed_wallet(sig, identity(4)).await.unwrap());
+        assert!(!store.record_signed_wallet(sig, identity(5)).await.unwrap());
+        let wallets: i64 = store
+            .read(|c| {
+                Ok(c.query_row(
+                    "SELECT count(*) FROM wallets WHERE account_id IS NULL",
+                    [],
+                    |r| r.get(0),
+                )?)
+            })
+            .await
+            .unwrap();
+        assert_eq!(wallets, 1);
+    }
+}
