@@ -221,3 +221,44 @@ impl From<crate::billing::BillingError> for ApiError {
         }
     }
 }
+
+impl From<crate::wallet::NotAWallet> for ApiError {
+    fn from(err: crate::wallet::NotAWallet) -> Self {
+        Self::BadRequest(err.to_string())
+    }
+}
+
+impl From<crate::execution::ExecError> for ApiError {
+    /// The statuses of `/lit_action`: 400/413 for the job, 404 for unknown code, 403 for
+    /// what the caller may not run or use, 402 for credit, 429/503 for the worker pool.
+    fn from(err: crate::execution::ExecError) -> Self {
+        use crate::execution::ExecError;
+        use crate::execution::code::GatewayError;
+        match err {
+            ExecError::ParamsTooLarge { .. } | ExecError::CodeTooLarge { .. } => {
+                Self::PayloadTooLarge(err.to_string())
+            }
+            ExecError::NoCode | ExecError::CidMismatch { .. } | ExecError::InvalidCid(_) => {
+                Self::BadRequest(err.to_string())
+            }
+            ExecError::UnknownCid(_) => Self::NotFound(err.to_string()),
+            ExecError::StoredCodeNotUtf8(_) => Self::Internal(err.to_string()),
+            ExecError::Gateway(gateway) => match gateway {
+                GatewayError::Failed(_) => Self::Unavailable(gateway.to_string()),
+                GatewayError::TooLarge { .. } => Self::PayloadTooLarge(gateway.to_string()),
+                GatewayError::WrongContent(_) | GatewayError::NotUtf8(_) => {
+                    Self::Unprocessable(gateway.to_string())
+                }
+            },
+            ExecError::ExecutionDenied(denied) => denied.into(),
+            ExecError::WalletDenied(_) => Self::Forbidden(err.to_string()),
+            ExecError::InsufficientCredit(billing) | ExecError::Billing(billing) => billing.into(),
+            ExecError::Busy => Self::TooManyRequests(err.to_string()),
+            ExecError::WorkersUnavailable(_) => {
+                tracing::error!(error = %err, "action runtime unavailable");
+                Self::Unavailable("actions cannot run right now; retry shortly".into())
+            }
+            ExecError::Store(store) => store.into(),
+        }
+    }
+}

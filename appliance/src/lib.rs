@@ -16,11 +16,11 @@ pub mod cid;
 pub mod config;
 pub mod deploy;
 pub mod error;
+pub mod execution;
 pub mod guard;
 pub mod http;
 pub mod keys;
 pub mod openapi;
-pub mod runtime;
 pub mod secrets;
 pub mod server;
 pub mod store;
@@ -175,8 +175,8 @@ async fn start_with(mut config: Config, dev_anvil: Option<PathBuf>) -> Result<Ru
         .actions
         .worker_binary
         .clone()
-        .unwrap_or_else(runtime::default_worker_binary);
-    let runtime = runtime::Runtime::start(&config.actions, worker_binary, worker_cwd)
+        .unwrap_or_else(execution::default_worker_binary);
+    let runtime = execution::Executor::start(&config.actions, worker_binary, worker_cwd)
         .map_err(StartError::Runtime)?;
 
     let (certified, self_signed_pem) = match config.tls.mode {

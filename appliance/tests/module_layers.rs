@@ -15,7 +15,7 @@ use std::path::{Path, PathBuf};
 use syn::visit::Visit;
 
 /// The worker pool's source folder (the appliance side of the action runtime).
-const WORKER_POOL_DIR: &str = "src/runtime";
+const WORKER_POOL_DIR: &str = "src/execution";
 
 fn src_dir(rel: &str) -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join(rel)

@@ -23,7 +23,7 @@ use crate::config::Config;
 use crate::error::ApiError;
 use crate::keys::Keys;
 use crate::openapi::ApiDoc;
-use crate::runtime::Runtime;
+use crate::execution::Executor;
 use crate::store::Store;
 
 /// The API's path prefix.
@@ -34,7 +34,7 @@ pub const API_PREFIX: &str = "/core/v1";
 pub struct AppState {
     pub store: Store,
     pub keys: Keys,
-    pub runtime: Runtime,
+    pub runtime: Executor,
     /// Prices, Stripe and the credit reserved by running actions.
     pub billing: Arc<crate::billing::Billing>,
     pub config: Arc<Config>,
