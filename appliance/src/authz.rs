@@ -509,7 +509,10 @@ mod tests {
                 ..Default::default()
             })
         };
-        assert_eq!(execution_grant(&with(vec![0])), ExecutionGrant::Unrestricted);
+        assert_eq!(
+            execution_grant(&with(vec![0])),
+            ExecutionGrant::Unrestricted
+        );
         assert_eq!(
             execution_grant(&with(vec![9, 0, 5])),
             ExecutionGrant::Unrestricted
@@ -518,7 +521,10 @@ mod tests {
             execution_grant(&with(vec![9, 5])),
             ExecutionGrant::InGroups(vec![GroupId(5), GroupId(9)])
         );
-        assert_eq!(execution_grant(&with(vec![])), ExecutionGrant::InGroups(vec![]));
+        assert_eq!(
+            execution_grant(&with(vec![])),
+            ExecutionGrant::InGroups(vec![])
+        );
         // Other grants give no execution, even wildcards.
         let manager = usage(Permissions {
             can_create_groups: true,

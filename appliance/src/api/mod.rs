@@ -180,8 +180,8 @@ pub enum ServerErrors {
     Unavailable(ErrorBody),
 }
 
-use keyservice_api::types::parse_hex_array;
 use keyservice_api::PkpId;
+use keyservice_api::types::parse_hex_array;
 
 use crate::store::{CidHash, Permitted, WalletRef};
 

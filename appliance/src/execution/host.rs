@@ -182,11 +182,9 @@ impl HostContext {
             HostRequest::Fetch(req) => {
                 self.fetches += 1;
                 if self.fetches > self.max_fetches {
-                    return Err(format!(
-                        "an action may fetch at most {} times",
-                        self.max_fetches
-                    )
-                    .into());
+                    return Err(
+                        format!("an action may fetch at most {} times", self.max_fetches).into(),
+                    );
                 }
                 let resp = self.fetcher.fetch(req).await?;
                 serde_json::to_value(resp).map_err(|e| e.to_string().into())

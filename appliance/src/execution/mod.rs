@@ -251,7 +251,11 @@ impl Executor {
             max_request_bytes: 64 * 1024,
             allow_private: config.fetch_allow_private,
         })?;
-        let gateway = config.ipfs_gateway.as_deref().map(Gateway::new).transpose()?;
+        let gateway = config
+            .ipfs_gateway
+            .as_deref()
+            .map(Gateway::new)
+            .transpose()?;
         Ok(Self {
             pool: Pool::new(spec, limits, size),
             fetcher,

@@ -168,11 +168,8 @@ impl Pool {
 
         let started = Instant::now();
         let mut refused = None;
-        let ended = tokio::time::timeout(
-            timeout,
-            serve_job(&mut worker, &run, host, &mut refused),
-        )
-        .await;
+        let ended =
+            tokio::time::timeout(timeout, serve_job(&mut worker, &run, host, &mut refused)).await;
         let run_time = started.elapsed();
         let timed = |outcome, deadline_hit| Timed {
             outcome,

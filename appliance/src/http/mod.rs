@@ -21,9 +21,9 @@ use crate::api::{
 };
 use crate::config::Config;
 use crate::error::ApiError;
+use crate::execution::Executor;
 use crate::keys::Keys;
 use crate::openapi::ApiDoc;
-use crate::execution::Executor;
 use crate::store::Store;
 
 /// The API's path prefix.
