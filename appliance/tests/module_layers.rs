@@ -9,6 +9,8 @@
 //! Code under `#[cfg(test)]` is not counted. Paths are resolved syntactically (`super::x`,
 //! `crate::store::x`, `use` trees), which is what a reader follows too.
 
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 
