@@ -5,6 +5,8 @@
 //! (`docs/compatibility.md`: a wildcard in all four arrays, unlike the reference). Whether a group,
 //! wallet or action *exists* is decided later, by the store: authorization comes first,
 //! so a key without a permission learns nothing about ids (403 before 404).
+//! Executions are governed here too: [`execution_grant`] turns `ExecuteUnrestricted` and
+//! `ExecuteInGroup` into what an action may run and, through its groups, which wallets.
 
 use std::fmt;
 
@@ -106,6 +108,14 @@ impl Denied {
     fn because(what: &str) -> Self {
         Self(format!("this usage key is not permitted to {what}"))
     }
+
+    /// No group of the [`ExecutionGrant`] permits the action `cid`. Names the rule, not
+    /// the groups, so nothing about ids leaks.
+    pub fn action_not_permitted(cid: &str) -> Self {
+        Self(format!(
+            "this usage key may not run {cid}: no group in its execute_in_groups permits this action"
+        ))
+    }
 }
 
 /// Decides whether `credential` may perform `operation`.
@@ -142,6 +152,35 @@ pub fn authorize(credential: &Credential, operation: Operation) -> Result<(), De
     } else {
         Err(Denied::because(describe(operation).as_str()))
     }
+}
+
+/// What a caller may run, and so with which wallets: the scope rule of an execution,
+/// in terms of [`Operation::ExecuteUnrestricted`] and [`Operation::ExecuteInGroup`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ExecutionGrant {
+    /// Any code, with every wallet of the account.
+    Unrestricted,
+    /// Only code that one of these groups permits, with the wallets of the groups that
+    /// permit it (the store knows which do). Empty: nothing may run.
+    InGroups(Vec<GroupId>),
+}
+
+/// The execution grant of `credential`.
+pub fn execution_grant(credential: &Credential) -> ExecutionGrant {
+    if authorize(credential, Operation::ExecuteUnrestricted).is_ok() {
+        return ExecutionGrant::Unrestricted;
+    }
+    let listed = match credential {
+        Credential::UsageKey(perms) => perms.execute_in_groups.ids(),
+        Credential::AccountKey => &[],
+    };
+    ExecutionGrant::InGroups(
+        listed
+            .iter()
+            .map(|&id| GroupId(id))
+            .filter(|&group| authorize(credential, Operation::ExecuteInGroup(group)).is_ok())
+            .collect(),
+    )
 }
 
 fn describe(operation: Operation) -> String {
@@ -456,6 +495,88 @@ mod tests {
             assert!(authorize(&key, op).is_err(), "{op:?}");
         }
         assert!(authorize(&key, Operation::ExecuteInGroup(GroupId(9))).is_ok());
+    }
+
+    #[test]
+    fn execution_grant_follows_the_execute_operations() {
+        assert_eq!(
+            execution_grant(&Credential::AccountKey),
+            ExecutionGrant::Unrestricted
+        );
+        let with = |ids: Vec<u64>| {
+            usage(Permissions {
+                execute_in_groups: GroupSet::new(ids),
+                ..Default::default()
+            })
+        };
+        assert_eq!(
+            execution_grant(&with(vec![0])),
+            ExecutionGrant::Unrestricted
+        );
+        assert_eq!(
+            execution_grant(&with(vec![9, 0, 5])),
+            ExecutionGrant::Unrestricted
+        );
+        assert_eq!(
+            execution_grant(&with(vec![9, 5])),
+            ExecutionGrant::InGroups(vec![GroupId(5), GroupId(9)])
+        );
+        assert_eq!(
+            execution_grant(&with(vec![])),
+            ExecutionGrant::InGroups(vec![])
+        );
+        // Other grants give no execution, even wildcards.
+        let manager = usage(Permissions {
+            can_create_groups: true,
+            manage_ipfs_ids_in_groups: GroupSet::new(vec![0]),
+            add_pkp_to_groups: GroupSet::new(vec![0]),
+            ..Default::default()
+        });
+        assert_eq!(execution_grant(&manager), ExecutionGrant::InGroups(vec![]));
+    }
+
+    /// The grant and `authorize` agree on every group: a group is granted exactly when
+    /// `ExecuteInGroup` on it is allowed, and `Unrestricted` exactly when
+    /// `ExecuteUnrestricted` is.
+    #[test]
+    fn execution_grant_agrees_with_authorize() {
+        let keys = [
+            Credential::AccountKey,
+            usage(Permissions::default()),
+            usage(Permissions {
+                execute_in_groups: GroupSet::new(vec![1]),
+                ..Default::default()
+            }),
+            usage(Permissions {
+                execute_in_groups: GroupSet::new(vec![0]),
+                ..Default::default()
+            }),
+        ];
+        for key in keys {
+            let unrestricted = authorize(&key, Operation::ExecuteUnrestricted).is_ok();
+            match execution_grant(&key) {
+                ExecutionGrant::Unrestricted => assert!(unrestricted, "{key:?}"),
+                ExecutionGrant::InGroups(groups) => {
+                    assert!(!unrestricted, "{key:?}");
+                    for g in [G1, G2] {
+                        assert_eq!(
+                            groups.contains(&g),
+                            authorize(&key, Operation::ExecuteInGroup(g)).is_ok(),
+                            "{key:?} {g}"
+                        );
+                    }
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn an_unpermitted_action_is_named_not_the_groups() {
+        let err = Denied::action_not_permitted("QmCid");
+        assert_eq!(
+            err.to_string(),
+            "this usage key may not run QmCid: no group in its execute_in_groups permits this action"
+        );
     }
 
     #[test]

@@ -221,3 +221,163 @@ impl From<crate::billing::BillingError> for ApiError {
         }
     }
 }
+
+impl From<crate::wallet::NotAWallet> for ApiError {
+    fn from(err: crate::wallet::NotAWallet) -> Self {
+        Self::BadRequest(err.to_string())
+    }
+}
+
+impl From<crate::execution::ExecError> for ApiError {
+    /// The statuses of `/lit_action`: 400/413 for the job, 404 for unknown code, 403 for
+    /// what the caller may not run or use, 402 for credit, 429/503 for the worker pool.
+    fn from(err: crate::execution::ExecError) -> Self {
+        use crate::execution::ExecError;
+        use crate::execution::code::GatewayError;
+        match err {
+            ExecError::ParamsTooLarge { .. } | ExecError::CodeTooLarge { .. } => {
+                Self::PayloadTooLarge(err.to_string())
+            }
+            ExecError::NoCode | ExecError::CidMismatch { .. } | ExecError::InvalidCid(_) => {
+                Self::BadRequest(err.to_string())
+            }
+            ExecError::UnknownCid(_) => Self::NotFound(err.to_string()),
+            ExecError::StoredCodeNotUtf8(_) => Self::Internal(err.to_string()),
+            ExecError::Gateway(gateway) => match gateway {
+                GatewayError::Failed(_) => Self::Unavailable(gateway.to_string()),
+                GatewayError::TooLarge { .. } => Self::PayloadTooLarge(gateway.to_string()),
+                GatewayError::WrongContent(_) | GatewayError::NotUtf8(_) => {
+                    Self::Unprocessable(gateway.to_string())
+                }
+            },
+            ExecError::ExecutionDenied(denied) => denied.into(),
+            ExecError::WalletDenied(_) => Self::Forbidden(err.to_string()),
+            ExecError::InsufficientCredit(billing) | ExecError::Billing(billing) => billing.into(),
+            ExecError::Busy => Self::TooManyRequests(err.to_string()),
+            ExecError::WorkersUnavailable(_) => {
+                tracing::error!(error = %err, "action runtime unavailable");
+                Self::Unavailable("actions cannot run right now; retry shortly".into())
+            }
+            ExecError::Store(store) => store.into(),
+        }
+    }
+}
+
+#[cfg(test)]
+mod execution_error_tests {
+    use http::StatusCode;
+
+    use super::ApiError;
+    use crate::authz::Denied;
+    use crate::billing::BillingError;
+    use crate::execution::ExecError;
+    use crate::execution::code::GatewayError;
+    use crate::execution::host::WalletRefused;
+    use crate::store::WalletRef;
+
+    /// Each failure of an execution keeps the status and sentence `/lit_action` had
+    /// when it built its `ApiError`s itself.
+    #[test]
+    fn execution_errors_keep_their_statuses_and_sentences() {
+        let wallet = WalletRef::Pkp(keyservice_api::PkpId([7; 32]));
+        let credit = BillingError::InsufficientCredit {
+            needed: 2,
+            available: 1,
+        };
+        let credit_text = credit.to_string();
+        let cases: Vec<(ExecError, u16, String)> = vec![
+            (
+                ExecError::ParamsTooLarge { limit: 10 },
+                413,
+                "js_params are limited to 10 bytes".into(),
+            ),
+            (
+                ExecError::CodeTooLarge { limit: 5 },
+                413,
+                "action code is limited to 5 bytes".into(),
+            ),
+            (ExecError::NoCode, 400, "give `code` or `ipfs_id`".into()),
+            (
+                ExecError::CidMismatch {
+                    computed: "QmA".into(),
+                    given: "QmB".into(),
+                },
+                400,
+                "the code's CID is QmA, not the given ipfs_id QmB".into(),
+            ),
+            (
+                ExecError::InvalidCid("bad".into()),
+                400,
+                "`ipfs_id` is not a valid IPFS CID: bad".into(),
+            ),
+            (
+                ExecError::UnknownCid("QmA".into()),
+                404,
+                "no code is known for QmA: send it once as `code` (or to get_lit_action_ipfs_id) first"
+                    .into(),
+            ),
+            (
+                ExecError::StoredCodeNotUtf8("QmA".into()),
+                500,
+                ApiError::Internal(String::new()).description(),
+            ),
+            (
+                ExecError::Gateway(GatewayError::Failed("status 502 Bad Gateway".into())),
+                503,
+                "the IPFS gateway failed: status 502 Bad Gateway".into(),
+            ),
+            (
+                ExecError::Gateway(GatewayError::TooLarge {
+                    cid: "QmA".into(),
+                    max_bytes: 3,
+                }),
+                413,
+                "the code for QmA is over 3 bytes".into(),
+            ),
+            (
+                ExecError::Gateway(GatewayError::WrongContent("QmA".into())),
+                422,
+                "the gateway's content for QmA does not hash to that CID".into(),
+            ),
+            (
+                ExecError::Gateway(GatewayError::NotUtf8("QmA".into())),
+                422,
+                "the code for QmA is not UTF-8".into(),
+            ),
+            (
+                ExecError::ExecutionDenied(Denied::action_not_permitted("QmA")),
+                403,
+                "this usage key may not run QmA: no group in its execute_in_groups permits this action"
+                    .into(),
+            ),
+            (
+                ExecError::WalletDenied(WalletRefused { wallet }),
+                403,
+                format!(
+                    "the action was refused a wallet: wallet {wallet} is not available to this action"
+                ),
+            ),
+            (ExecError::from(credit), 402, credit_text),
+            (
+                ExecError::Busy,
+                429,
+                "every action worker is busy; retry shortly".into(),
+            ),
+            (
+                ExecError::WorkersUnavailable("no binary".into()),
+                503,
+                "actions cannot run right now; retry shortly".into(),
+            ),
+        ];
+        for (err, status, description) in cases {
+            let shown = format!("{err:?}");
+            let api = ApiError::from(err);
+            assert_eq!(
+                api.status(),
+                StatusCode::from_u16(status).unwrap(),
+                "{shown}"
+            );
+            assert_eq!(api.description(), description, "{shown}");
+        }
+    }
+}

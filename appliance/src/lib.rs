@@ -16,11 +16,11 @@ pub mod cid;
 pub mod config;
 pub mod deploy;
 pub mod error;
+pub mod execution;
 pub mod guard;
 pub mod http;
 pub mod keys;
 pub mod openapi;
-pub mod runtime;
 pub mod secrets;
 pub mod server;
 pub mod state;
@@ -175,8 +175,8 @@ async fn start_with(mut config: Config, dev_anvil: Option<PathBuf>) -> Result<Ru
         .actions
         .worker_binary
         .clone()
-        .unwrap_or_else(runtime::default_worker_binary);
-    let runtime = runtime::Runtime::start(&config.actions, worker_binary, worker_cwd)
+        .unwrap_or_else(execution::default_worker_binary);
+    let executor = execution::Executor::start(&config.actions, worker_binary, worker_cwd)
         .map_err(StartError::Runtime)?;
 
     let (certified, self_signed_pem) = match config.tls.mode {
@@ -236,7 +236,7 @@ async fn start_with(mut config: Config, dev_anvil: Option<PathBuf>) -> Result<Ru
     let state = state::AppState {
         store,
         keys,
-        runtime,
+        executor,
         billing,
         config: Arc::new(config),
         acme: acme.as_ref().map(|a| a.handle.clone()),

@@ -5,7 +5,7 @@ use std::sync::Arc;
 
 use crate::config::Config;
 use crate::keys::Keys;
-use crate::runtime::Runtime;
+use crate::execution::Executor;
 use crate::store::Store;
 
 /// What every handler can reach.
@@ -13,7 +13,7 @@ use crate::store::Store;
 pub struct AppState {
     pub store: Store,
     pub keys: Keys,
-    pub runtime: Runtime,
+    pub executor: Executor,
     /// Prices, Stripe and the credit reserved by running actions.
     pub billing: Arc<crate::billing::Billing>,
     pub config: Arc<Config>,

@@ -9,13 +9,15 @@
 //! Code under `#[cfg(test)]` is not counted. Paths are resolved syntactically (`super::x`,
 //! `crate::store::x`, `use` trees), which is what a reader follows too.
 
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 
 use syn::visit::Visit;
 
 /// The worker pool's source folder (the appliance side of the action runtime).
-const WORKER_POOL_DIR: &str = "src/runtime";
+const WORKER_POOL_DIR: &str = "src/execution";
 
 fn src_dir(rel: &str) -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join(rel)

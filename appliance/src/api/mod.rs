@@ -248,24 +248,12 @@ pub enum ServerErrors {
     Unavailable(ErrorBody),
 }
 
+use keyservice_api::PkpId;
 use keyservice_api::types::parse_hex_array;
-use keyservice_api::{Address, PkpId};
 
 use crate::store::{CidHash, Permitted, WalletRef};
 
-/// Parses a wallet named by `pkp_id` (`0x` + 64 hex) or address (`0x` + 40 hex).
-pub fn parse_wallet_ref(field: &str, text: &str) -> Result<WalletRef, ApiError> {
-    let text = text.trim();
-    if let Ok(bytes) = parse_hex_array::<32>(text) {
-        return Ok(WalletRef::Pkp(PkpId(bytes)));
-    }
-    if let Ok(bytes) = parse_hex_array::<20>(text) {
-        return Ok(WalletRef::Address(Address(bytes)));
-    }
-    Err(ApiError::bad_request(format!(
-        "`{field}` must be a pkp_id (0x + 64 hex) or a wallet address (0x + 40 hex)"
-    )))
-}
+pub use crate::wallet::parse_wallet_ref;
 
 fn is_zero_wallet(wallet: &WalletRef) -> bool {
     match wallet {

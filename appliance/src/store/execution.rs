@@ -1,6 +1,6 @@
-//! What an execution may do: the groups a usage key may execute in that permit the
-//! running action, and so the wallets the action may use. Computed once per execution
-//! (one read), then every key operation inside the action is checked locally.
+//! What an execution may use: of the groups `authz` lets a usage key execute in, those
+//! that permit the running action, and so the wallets the action may use. Computed once
+//! per execution (one read); each key operation inside the action then checks one wallet.
 
 use std::collections::HashSet;
 
@@ -8,8 +8,8 @@ use rusqlite::params;
 
 use super::actions::CidHash;
 use super::wallets::{self, WalletRecord, WalletRef};
-use super::{AccountId, Result, Store, StoreError};
-use crate::authz::GroupSet;
+use super::{AccountId, Result, Store};
+use crate::authz::GroupId;
 
 /// The wallets an execution may use.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -21,12 +21,13 @@ pub enum WalletScope {
 }
 
 impl Store {
-    /// The wallet scope of a usage key with `execute_in_groups` (no wildcard) running
-    /// the action `cid`, or `None` if no group it may execute in permits that action.
+    /// The wallet scope of running the action `cid` with the groups `authz` granted
+    /// (`ExecuteInGroup`), or `None` if none of them is the account's and permits that
+    /// action.
     pub async fn execution_scope(
         &self,
         account: AccountId,
-        execute_in_groups: GroupSet,
+        groups_granted: Vec<GroupId>,
         action: CidHash,
     ) -> Result<Option<WalletScope>> {
         self.read(move |conn| {
@@ -39,7 +40,7 @@ impl Store {
                             SELECT 1 FROM group_actions ga JOIN actions a ON a.id = ga.action_id
                             WHERE ga.group_id = g.id AND a.cid_hash = ?3))",
                 )?;
-                for &id in execute_in_groups.ids() {
+                for GroupId(id) in groups_granted {
                     let Ok(id) = i64::try_from(id) else { continue };
                     let row = stmt.query_row(params![account.0, id, action.0.as_slice()], |r| {
                         Ok((r.get::<_, i64>(0)?, r.get::<_, bool>(1)?))
@@ -70,25 +71,20 @@ impl Store {
         .await
     }
 
-    /// The wallet `wallet` of `account`, if `scope` lets an execution use it.
-    /// A wallet outside the scope and a wallet that does not exist are both refused
-    /// with the same error, so an action learns nothing about other wallets.
+    /// The wallet `wallet` of `account`, if `scope` lets an execution use it: `None` for
+    /// a wallet outside the scope and for one that does not exist alike.
     pub async fn wallet_in_scope(
         &self,
         account: AccountId,
         wallet: WalletRef,
         scope: &WalletScope,
-    ) -> Result<WalletRecord> {
-        let refused =
-            || StoreError::NotFound(format!("wallet {wallet} is not available to this action"));
+    ) -> Result<Option<WalletRecord>> {
         let record = self
             .read(move |conn| wallets::find(conn, account, &wallet))
-            .await?
-            .ok_or_else(refused)?;
-        match scope {
-            WalletScope::Account => Ok(record),
-            WalletScope::Only(rows) if rows.contains(&record.row) => Ok(record),
-            WalletScope::Only(_) => Err(refused()),
-        }
+            .await?;
+        Ok(record.filter(|record| match scope {
+            WalletScope::Account => true,
+            WalletScope::Only(rows) => rows.contains(&record.row),
+        }))
     }
 }

@@ -20,8 +20,44 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt, BufReader};
 use tokio::process::{Child, ChildStdin, ChildStdout, Command};
 use tokio::sync::Semaphore;
 
-use super::host::HostContext;
-use super::{Job, Outcome, RuntimeError, Timed};
+use super::Outcome;
+use super::host::{HostContext, HostError, WalletRefused};
+
+/// One action to run, its code found.
+#[derive(Debug, Clone)]
+pub struct ResolvedJob {
+    pub code: String,
+    pub action_cid: String,
+    pub js_params: Value,
+}
+
+/// An outcome with the job's run time (queueing for a worker excluded).
+#[derive(Debug)]
+pub struct Timed {
+    pub outcome: Outcome,
+    pub run_time: Duration,
+    /// The wall-clock limit stopped it.
+    pub deadline_hit: bool,
+}
+
+/// How a job ended.
+#[derive(Debug)]
+pub enum Run {
+    /// It ran to its end (or its limit); the outcome says how.
+    Finished(Timed),
+    /// A host call was refused a wallet: the action saw a rejected promise and ran on,
+    /// but its outcome must not reach the caller. The first refusal is kept.
+    Refused(WalletRefused),
+}
+
+/// Why a job could not run at all.
+#[derive(Debug, thiserror::Error)]
+pub enum PoolError {
+    #[error("every action worker is busy; retry shortly")]
+    Busy,
+    #[error("actions cannot run right now: {0}")]
+    Unavailable(String),
+}
 
 /// Time a worker gets to start and say `ready`.
 const READY_TIMEOUT: Duration = Duration::from_secs(10);
@@ -40,7 +76,7 @@ pub struct WorkerSpec {
 pub struct JobLimits {
     /// Wall-clock deadline, enforced here by killing the worker.
     pub timeout: Duration,
-    /// How long a job may wait for a free worker before the request gets 429.
+    /// How long a job may wait for a free worker before it is refused as busy.
     pub queue_timeout: Duration,
     /// Enforced by the worker; sent with each job.
     pub worker: protocol::JobLimits,
@@ -103,32 +139,24 @@ impl Pool {
         self.idle.lock().ok().and_then(|mut idle| idle.pop())
     }
 
-    /// Runs `job` on a worker, answering its host calls through `host`.
+    /// Runs `job` on a worker, answering its host calls through `host`, with the
+    /// wall-clock limit lowered to `limit` (if that is shorter than the configured one).
+    /// The run time reported is from handing the job to the worker to its end; time
+    /// queued for a worker is not included.
     pub async fn run(
         self: &Arc<Self>,
-        job: Job,
-        host: &mut HostContext,
-    ) -> Result<Outcome, RuntimeError> {
-        self.run_within(job, host, None).await.map(|t| t.outcome)
-    }
-
-    /// As `run`, with the wall-clock limit lowered to `limit` (if that is shorter than
-    /// the configured one), and reporting the job's run time (from handing it to the
-    /// worker to its end; time queued for a worker is not included).
-    pub async fn run_within(
-        self: &Arc<Self>,
-        job: Job,
+        job: ResolvedJob,
         host: &mut HostContext,
         limit: Option<Duration>,
-    ) -> Result<Timed, RuntimeError> {
+    ) -> Result<Run, PoolError> {
         let timeout = limit.map_or(self.limits.timeout, |l| l.min(self.limits.timeout));
         let _slot = tokio::time::timeout(self.limits.queue_timeout, self.slots.acquire())
             .await
-            .map_err(|_| RuntimeError::Overloaded)?
-            .map_err(|_| RuntimeError::Unavailable("the worker pool is closed".into()))?;
+            .map_err(|_| PoolError::Busy)?
+            .map_err(|_| PoolError::Unavailable("the worker pool is closed".into()))?;
         let mut worker = match self.take_idle() {
             Some(worker) => worker,
-            None => spawn(&self.spec).await.map_err(RuntimeError::Unavailable)?,
+            None => spawn(&self.spec).await.map_err(PoolError::Unavailable)?,
         };
         let run = protocol::encode(&ToWorker::Run(RunJob {
             code: job.code,
@@ -136,31 +164,33 @@ impl Pool {
             action_cid: job.action_cid,
             limits: self.limits.worker,
         }))
-        .map_err(|e| RuntimeError::Unavailable(e.to_string()))?;
+        .map_err(|e| PoolError::Unavailable(e.to_string()))?;
 
         let started = Instant::now();
-        let ended = tokio::time::timeout(timeout, serve_job(&mut worker, &run, host)).await;
+        let mut refused = None;
+        let ended =
+            tokio::time::timeout(timeout, serve_job(&mut worker, &run, host, &mut refused)).await;
         let run_time = started.elapsed();
         let timed = |outcome, deadline_hit| Timed {
             outcome,
             run_time,
             deadline_hit,
         };
-        match ended {
+        let timed = match ended {
             Ok(WorkerEnd::Done(outcome)) => {
                 self.park(worker);
-                Ok(timed(outcome, false))
+                timed(outcome, false)
             }
             Ok(WorkerEnd::Broken(outcome)) => {
                 let _ = worker.child.start_kill();
                 self.replenish();
-                Ok(timed(outcome, false))
+                timed(outcome, false)
             }
             Err(_) => {
                 let _ = worker.child.start_kill();
                 let _ = worker.child.wait().await;
                 self.replenish();
-                Ok(timed(
+                timed(
                     failed(
                         ErrorKind::Timeout,
                         format!(
@@ -169,9 +199,13 @@ impl Pool {
                         ),
                     ),
                     true,
-                ))
+                )
             }
-        }
+        };
+        Ok(match refused {
+            Some(refused) => Run::Refused(refused),
+            None => Run::Finished(timed),
+        })
     }
 }
 
@@ -203,8 +237,14 @@ async fn spawn(spec: &WorkerSpec) -> Result<Worker, String> {
     }
 }
 
-/// Sends `run` and serves the worker until `done`.
-async fn serve_job(worker: &mut Worker, run: &[u8], host: &mut HostContext) -> WorkerEnd {
+/// Sends `run` and serves the worker until `done`, keeping the first wallet refusal in
+/// `refused` (outside this future, so a timeout does not lose it).
+async fn serve_job(
+    worker: &mut Worker,
+    run: &[u8],
+    host: &mut HostContext,
+    refused: &mut Option<WalletRefused>,
+) -> WorkerEnd {
     if let Err(err) = write_frame(&mut worker.stdin, run).await {
         return WorkerEnd::Broken(died(worker, &err).await);
     }
@@ -217,7 +257,12 @@ async fn serve_job(worker: &mut Worker, run: &[u8], host: &mut HostContext) -> W
             FromWorker::Call(call) => {
                 let outcome = match host.call(call.request).await {
                     Ok(value) => ReplyOutcome::Ok(value),
-                    Err(message) => ReplyOutcome::Err(message),
+                    Err(HostError::Failed(message)) => ReplyOutcome::Err(message),
+                    Err(HostError::Refused(wallet)) => {
+                        let message = wallet.to_string();
+                        refused.get_or_insert(wallet);
+                        ReplyOutcome::Err(message)
+                    }
                 };
                 let frame = match protocol::encode(&ToWorker::Reply(HostReply {
                     id: call.id,

@@ -9,9 +9,9 @@ use keyservice_api::{DerivationPath, KeyError};
 use serde_json::Value;
 
 use super::fetch::Fetcher;
-use crate::api::parse_wallet_ref;
 use crate::keys::Keys;
-use crate::store::{AccountId, Store, StoreError, WalletScope};
+use crate::store::{AccountId, Store, WalletRef, WalletScope};
+use crate::wallet::parse_wallet_ref;
 
 /// Everything one execution's host calls need.
 pub struct HostContext {
@@ -24,8 +24,36 @@ pub struct HostContext {
     pub action_cid: String,
     pub max_fetches: u32,
     fetches: u32,
-    /// Set when the action tried to use a wallet it may not: the request then ends in 403.
-    pub denied: Option<String>,
+}
+
+/// A wallet the action may not use. A wallet outside the scope and one that does not
+/// exist read the same, so an action learns nothing about other wallets.
+#[derive(Debug, Clone, thiserror::Error)]
+#[error("wallet {wallet} is not available to this action")]
+pub struct WalletRefused {
+    pub wallet: WalletRef,
+}
+
+/// Why a host call failed. Both are a rejected promise for the action; a refusal also
+/// ends the execution in a denial once the action has finished.
+#[derive(Debug)]
+pub enum HostError {
+    /// The call failed (bad argument, keyservice, fetch): the action may carry on.
+    Failed(String),
+    /// Authorization refused a wallet.
+    Refused(WalletRefused),
+}
+
+impl From<String> for HostError {
+    fn from(message: String) -> Self {
+        Self::Failed(message)
+    }
+}
+
+impl From<&str> for HostError {
+    fn from(message: &str) -> Self {
+        Self::Failed(message.to_owned())
+    }
 }
 
 fn key_error(err: KeyError) -> String {
@@ -58,13 +86,12 @@ impl HostContext {
             action_cid,
             max_fetches,
             fetches: 0,
-            denied: None,
         }
     }
 
-    /// Answers one host call: `Ok` is the JSON result, `Err` a message the action sees
-    /// as a rejected promise.
-    pub async fn call(&mut self, request: HostRequest) -> Result<Value, String> {
+    /// Answers one host call: `Ok` is the JSON result, `Err` what the action sees as a
+    /// rejected promise.
+    pub async fn call(&mut self, request: HostRequest) -> Result<Value, HostError> {
         match request {
             HostRequest::GetPrivateKey { pkp_id } => {
                 let path = self.wallet_path(&pkp_id).await?;
@@ -110,14 +137,14 @@ impl HostContext {
                     .map_err(key_error)?;
                 String::from_utf8(plain)
                     .map(Value::String)
-                    .map_err(|_| "the plaintext is not UTF-8".to_owned())
+                    .map_err(|_| "the plaintext is not UTF-8".into())
             }
             HostRequest::GetLitActionPrivateKey { ipfs_id } => {
                 // Only the running action's own key: another action's key would let any
                 // code impersonate it.
                 match ipfs_id {
                     Some(cid) if cid != self.action_cid => {
-                        return Err("an action may obtain only its own action key".to_owned());
+                        return Err("an action may obtain only its own action key".into());
                     }
                     _ => {}
                 }
@@ -155,13 +182,12 @@ impl HostContext {
             HostRequest::Fetch(req) => {
                 self.fetches += 1;
                 if self.fetches > self.max_fetches {
-                    return Err(format!(
-                        "an action may fetch at most {} times",
-                        self.max_fetches
-                    ));
+                    return Err(
+                        format!("an action may fetch at most {} times", self.max_fetches).into(),
+                    );
                 }
                 let resp = self.fetcher.fetch(req).await?;
-                serde_json::to_value(resp).map_err(|e| e.to_string())
+                serde_json::to_value(resp).map_err(|e| e.to_string().into())
             }
         }
     }
@@ -176,21 +202,18 @@ impl HostContext {
     }
 
     /// The derivation path of the wallet named by `pkpId`, if this execution may use it.
-    async fn wallet_path(&mut self, pkp_id: &str) -> Result<DerivationPath, String> {
+    async fn wallet_path(&mut self, pkp_id: &str) -> Result<DerivationPath, HostError> {
         let wallet = parse_wallet_ref("pkpId", pkp_id).map_err(|e| e.to_string())?;
         match self
             .store
             .wallet_in_scope(self.account, wallet, &self.scope)
             .await
         {
-            Ok(record) => Ok(record.derivation_path),
-            Err(StoreError::NotFound(message)) => {
-                self.denied.get_or_insert_with(|| message.clone());
-                Err(message)
-            }
+            Ok(Some(record)) => Ok(record.derivation_path),
+            Ok(None) => Err(HostError::Refused(WalletRefused { wallet })),
             Err(err) => {
                 tracing::error!(error = %err, "store error during an action");
-                Err("the store is unavailable".to_owned())
+                Err("the store is unavailable".into())
             }
         }
     }

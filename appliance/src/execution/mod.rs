@@ -1,0 +1,283 @@
+//! Running an action for a caller, the one path behind `POST /lit_action`: [`execute`]
+//! finds the code, decides what it may use (by `authz`'s execution operations),
+//! reserves credit, runs it in the worker pool and charges the time it ran.
+//!
+//! The JavaScript runs in `action-worker` processes (crate `action-runtime`): `pool`
+//! drives them, `host` answers their key operations and fetches (`fetch`), `code` finds
+//! code by CID. Nothing here speaks HTTP; `error.rs` maps [`ExecError`] to responses.
+
+pub mod code;
+pub mod fetch;
+pub mod host;
+pub mod pool;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use action_runtime::protocol::{ActionError, ErrorKind, JobDone};
+use serde_json::Value;
+
+use crate::authz::{self, Credential, Denied, ExecutionGrant};
+use crate::billing::{Billing, BillingError};
+use crate::cid;
+use crate::config::ActionsConfig;
+use crate::keys::Keys;
+use crate::store::{AccountId, CidHash, Store, StoreError, WalletScope};
+use code::{Gateway, GatewayError};
+use fetch::{FetchLimits, Fetcher};
+use host::{HostContext, WalletRefused};
+use pool::{JobLimits, Pool, PoolError, Run, WorkerSpec};
+
+/// What a caller asks to run, as the request gave it.
+#[derive(Debug, Clone)]
+pub struct Job {
+    /// The code (defines `main`); with `ipfs_id` too, it must hash to that CID.
+    pub code: Option<String>,
+    /// The CID of code the service has seen, or the gateway has.
+    pub ipfs_id: Option<String>,
+    /// The argument of `main`.
+    pub js_params: Value,
+}
+
+/// Who runs it: the account, and the credential it authenticated with.
+#[derive(Debug, Clone, Copy)]
+pub struct Caller<'a> {
+    pub account: AccountId,
+    pub credential: &'a Credential,
+}
+
+/// What running it gave: the worker's `done` message, one the pool made up for a worker
+/// it killed (timeout) or lost (memory), or a `limit` error when the credit ran out.
+pub type Outcome = JobDone;
+
+/// What execution needs from the appliance, borrowed for one call.
+#[derive(Clone, Copy)]
+pub struct ExecContext<'a> {
+    pub store: &'a Store,
+    pub keys: &'a Keys,
+    pub billing: &'a Arc<Billing>,
+    pub executor: &'a Executor,
+    pub limits: &'a ActionsConfig,
+}
+
+/// Why an execution did not produce an outcome. A failure of the code itself
+/// (exception, timeout, memory, a limit) is not an error: it is in the [`Outcome`].
+#[derive(Debug, thiserror::Error)]
+pub enum ExecError {
+    #[error("js_params are limited to {limit} bytes")]
+    ParamsTooLarge { limit: usize },
+    #[error("action code is limited to {limit} bytes")]
+    CodeTooLarge { limit: usize },
+    #[error("give `code` or `ipfs_id`")]
+    NoCode,
+    #[error("the code's CID is {computed}, not the given ipfs_id {given}")]
+    CidMismatch { computed: String, given: String },
+    #[error("`ipfs_id` is not a valid IPFS CID: {0}")]
+    InvalidCid(String),
+    #[error(
+        "no code is known for {0}: send it once as `code` (or to get_lit_action_ipfs_id) first"
+    )]
+    UnknownCid(String),
+    /// The code cache holds bytes that are not text: a bug, never the caller's fault.
+    #[error("stored code for {0} is not UTF-8")]
+    StoredCodeNotUtf8(String),
+    #[error(transparent)]
+    Gateway(#[from] GatewayError),
+    /// The caller may not run this code at all (`authz`: no `ExecuteInGroup` group
+    /// permits it, and no `ExecuteUnrestricted`).
+    #[error(transparent)]
+    ExecutionDenied(Denied),
+    /// The code asked for a wallet outside its scope (or one that does not exist). It
+    /// ran to its end, but its outcome is withheld and it is not charged.
+    #[error("the action was refused a wallet: {0}")]
+    WalletDenied(WalletRefused),
+    /// The account cannot pay for one second of running; nothing ran.
+    #[error(transparent)]
+    InsufficientCredit(BillingError),
+    /// Every worker is busy and the queue wait ran out.
+    #[error("every action worker is busy; retry shortly")]
+    Busy,
+    /// No worker can be started or reached.
+    #[error("actions cannot run right now: {0}")]
+    WorkersUnavailable(String),
+    #[error(transparent)]
+    Billing(BillingError),
+    #[error(transparent)]
+    Store(#[from] StoreError),
+}
+
+impl From<PoolError> for ExecError {
+    fn from(err: PoolError) -> Self {
+        match err {
+            PoolError::Busy => Self::Busy,
+            PoolError::Unavailable(detail) => Self::WorkersUnavailable(detail),
+        }
+    }
+}
+
+impl From<BillingError> for ExecError {
+    fn from(err: BillingError) -> Self {
+        match err {
+            BillingError::InsufficientCredit { .. } => Self::InsufficientCredit(err),
+            BillingError::Store(store) => Self::Store(store),
+            other => Self::Billing(other),
+        }
+    }
+}
+
+/// Runs `job` for `caller`: the whole execution path, in the order it is decided.
+pub async fn execute(
+    ctx: &ExecContext<'_>,
+    caller: Caller<'_>,
+    job: Job,
+) -> Result<Outcome, ExecError> {
+    let limits = ctx.limits;
+    let params_len = serde_json::to_vec(&job.js_params)
+        .map(|v| v.len())
+        .unwrap_or(usize::MAX);
+    if params_len > limits.max_js_params_bytes {
+        return Err(ExecError::ParamsTooLarge {
+            limit: limits.max_js_params_bytes,
+        });
+    }
+    let (code, action_cid) = code::resolve(ctx, job.code, job.ipfs_id).await?;
+    let scope = wallet_scope(ctx, caller, &action_cid).await?;
+
+    // Reserve the seconds the account can pay for (402 if not even one) and cap the run
+    // by them. Everything above was authorization and validation, never charged.
+    let ticket = ctx
+        .billing
+        .start_action(
+            ctx.store,
+            caller.account,
+            Duration::from_millis(limits.timeout_ms),
+        )
+        .await?;
+    let credit_limit = ticket.as_ref().and_then(|t| t.deadline());
+
+    let mut host = HostContext::new(
+        ctx.store.clone(),
+        ctx.keys.clone(),
+        ctx.executor.fetcher.clone(),
+        caller.account,
+        scope,
+        action_cid.clone(),
+        limits.max_fetches,
+    );
+    let job = pool::ResolvedJob {
+        code,
+        action_cid,
+        js_params: job.js_params,
+    };
+    let timed = match ctx.executor.pool.run(job, &mut host, credit_limit).await? {
+        Run::Finished(timed) => timed,
+        // Dropping the ticket releases the reservation: a refusal is not charged.
+        Run::Refused(refused) => return Err(ExecError::WalletDenied(refused)),
+    };
+    let mut outcome = timed.outcome;
+    if let Some(ticket) = ticket {
+        let paid_seconds = ticket.seconds();
+        let charged = ticket.charge(ctx.store, timed.run_time).await?;
+        if timed.deadline_hit && credit_limit.is_some() {
+            outcome.error = Some(ActionError {
+                kind: ErrorKind::Limit,
+                message: format!(
+                    "the action was stopped after {paid_seconds} s because the account's credit ran out ({charged} cent(s) charged); add credit to run longer"
+                ),
+            });
+        }
+    }
+    Ok(outcome)
+}
+
+/// The wallets `caller` may use while running `action_cid`, or the refusal to run it:
+/// `authz` grants the groups, the store says which of them permit this code (one read).
+async fn wallet_scope(
+    ctx: &ExecContext<'_>,
+    caller: Caller<'_>,
+    action_cid: &str,
+) -> Result<WalletScope, ExecError> {
+    let groups = match authz::execution_grant(caller.credential) {
+        ExecutionGrant::Unrestricted => return Ok(WalletScope::Account),
+        ExecutionGrant::InGroups(groups) => groups,
+    };
+    let hash = CidHash(cid::hashed_cid(action_cid));
+    ctx.store
+        .execution_scope(caller.account, groups, hash)
+        .await?
+        .ok_or_else(|| ExecError::ExecutionDenied(Denied::action_not_permitted(action_cid)))
+}
+
+/// The appliance's means to run actions: the worker pool, the HTTP client actions fetch
+/// with, and the IPFS gateway code may come from.
+#[derive(Clone)]
+pub struct Executor {
+    pool: Arc<Pool>,
+    fetcher: Fetcher,
+    gateway: Option<Gateway>,
+}
+
+impl Executor {
+    /// Starts the worker pool. `worker_cwd` must be an empty directory.
+    pub fn start(
+        config: &ActionsConfig,
+        worker_binary: std::path::PathBuf,
+        worker_cwd: std::path::PathBuf,
+    ) -> Result<Self, String> {
+        let size = if config.workers == 0 {
+            std::thread::available_parallelism()
+                .map_or(2, |n| n.get() * 2)
+                .max(2)
+        } else {
+            config.workers
+        };
+        let spec = WorkerSpec {
+            binary: worker_binary,
+            memory_limit_mb: config.memory_limit_mb,
+            cwd: worker_cwd,
+        };
+        let limits = JobLimits {
+            timeout: Duration::from_millis(config.timeout_ms),
+            queue_timeout: Duration::from_secs(10),
+            worker: action_runtime::protocol::JobLimits {
+                max_response_bytes: config.max_response_bytes,
+                max_log_bytes: config.max_log_bytes,
+                max_fetches: config.max_fetches,
+            },
+        };
+        let fetcher = Fetcher::new(FetchLimits {
+            timeout: Duration::from_millis(config.fetch_timeout_ms),
+            max_response_bytes: config.fetch_max_response_bytes,
+            max_request_bytes: 64 * 1024,
+            allow_private: config.fetch_allow_private,
+        })?;
+        let gateway = config
+            .ipfs_gateway
+            .as_deref()
+            .map(Gateway::new)
+            .transpose()?;
+        Ok(Self {
+            pool: Pool::new(spec, limits, size),
+            fetcher,
+            gateway,
+        })
+    }
+
+    /// The HTTP client actions fetch with.
+    pub fn fetcher(&self) -> &Fetcher {
+        &self.fetcher
+    }
+
+    /// The IPFS gateway, when one is configured.
+    pub fn gateway(&self) -> Option<&Gateway> {
+        self.gateway.as_ref()
+    }
+}
+
+/// The default worker binary: next to the running appliance binary.
+pub fn default_worker_binary() -> std::path::PathBuf {
+    std::env::current_exe()
+        .ok()
+        .and_then(|exe| exe.parent().map(|dir| dir.join("action-worker")))
+        .unwrap_or_else(|| "action-worker".into())
+}
