@@ -110,7 +110,11 @@ struct PayerArgs {
     chain_id: Option<u64>,
     /// An AccountConfig contract (deployed by someone else) the payers may call.
     /// Repeatable; the environment variable takes a comma-separated list.
-    #[arg(long = "account-config", env = "KEYSERVICE_ACCOUNT_CONFIG", value_delimiter = ',')]
+    #[arg(
+        long = "account-config",
+        env = "KEYSERVICE_ACCOUNT_CONFIG",
+        value_delimiter = ','
+    )]
     account_configs: Vec<keyservice_api::Address>,
     /// The appliance's configuration file: `[chain] chain_id` (default 31337, as the
     /// appliance's) and `account_config_address` are read from it. Flags win.

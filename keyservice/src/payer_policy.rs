@@ -207,10 +207,9 @@ impl PayerPolicy {
     ) -> Result<[u8; 32], PolicyError> {
         let tx = UnsignedTx::decode(preimage)?;
         let Some(chain_id) = self.chain_id else {
-            return Err(Refusal(
-                "payer signing is off: keyservice was started without a chain id",
-            )
-            .into());
+            return Err(
+                Refusal("payer signing is off: keyservice was started without a chain id").into(),
+            );
         };
         if tx.chain_id != chain_id {
             return Err(Refusal("the transaction is for another chain than keyservice's").into());
@@ -263,10 +262,9 @@ impl PayerPolicy {
             // Another kind (or chain) signed for the same address: whichever is mined,
             // keep the first record so an address never changes kind.
             Some(_) => {
-                return Err(Refusal(
-                    "another contract creation was already signed for this nonce",
-                )
-                .into());
+                return Err(
+                    Refusal("another contract creation was already signed for this nonce").into(),
+                );
             }
             None => {}
         }
@@ -515,9 +513,17 @@ fn item<'a>(buf: &mut &'a [u8]) -> Option<(bool, &'a [u8])> {
             return Some((false, one));
         }
         0x80..=0xb7 => (false, usize::from(b - 0x80), 0),
-        0xb8..=0xbf => (false, long_len(rest, usize::from(b - 0xb7))?, usize::from(b - 0xb7)),
+        0xb8..=0xbf => (
+            false,
+            long_len(rest, usize::from(b - 0xb7))?,
+            usize::from(b - 0xb7),
+        ),
         0xc0..=0xf7 => (true, usize::from(b - 0xc0), 0),
-        0xf8..=0xff => (true, long_len(rest, usize::from(b - 0xf7))?, usize::from(b - 0xf7)),
+        0xf8..=0xff => (
+            true,
+            long_len(rest, usize::from(b - 0xf7))?,
+            usize::from(b - 0xf7),
+        ),
     };
     let body = rest.get(header..)?;
     if body.len() < len {
@@ -538,7 +544,9 @@ fn long_len(rest: &[u8], n: usize) -> Option<usize> {
     if bytes.first() == Some(&0) || n > std::mem::size_of::<usize>() {
         return None;
     }
-    let len = bytes.iter().fold(0usize, |acc, b| (acc << 8) | usize::from(*b));
+    let len = bytes
+        .iter()
+        .fold(0usize, |acc, b| (acc << 8) | usize::from(*b));
     (len > 55).then_some(len)
 }
 
@@ -673,12 +681,11 @@ mod tests {
         assert!(UnsignedTx::decode(&[0x03, 0xc0]).is_err(), "EIP-4844");
         // A non-empty access list.
         let mut with_list = tx.clone();
-        with_list.access_list = alloy::eips::eip2930::AccessList(vec![
-            alloy::eips::eip2930::AccessListItem {
+        with_list.access_list =
+            alloy::eips::eip2930::AccessList(vec![alloy::eips::eip2930::AccessListItem {
                 address: alloy::primitives::Address::ZERO,
                 storage_keys: vec![],
-            },
-        ]);
+            }]);
         assert!(UnsignedTx::decode(&preimage(&with_list)).is_err());
         // A non-canonical integer (chain id 1 written as 0x81 0x01).
         assert!(UnsignedTx::decode(&[0x02, 0xc3, 0x81, 0x01, 0x80]).is_err());

@@ -138,12 +138,17 @@ async fn payers_never_sign_a_bare_digest() {
     payload.extend_from_slice(&[0x11; 32]);
     common::write_all(&mut s, &raw_frame(1, 0x0C, 0, 9, &payload));
     let (op, status, id, _) = read_raw_frame(&mut s).unwrap();
-    assert_eq!((op, status, id), (0x0C, ErrorCode::UnknownOperation as u8, 9));
+    assert_eq!(
+        (op, status, id),
+        (0x0C, ErrorCode::UnknownOperation as u8, 9)
+    );
 
     // A digest passed where a transaction belongs is not a transaction.
     let client = KeyClient::connect(&ks.socket).await.unwrap();
     assert_refused(
-        client.payer_sign_transaction(Payer::Admin, &[0x11; 32]).await,
+        client
+            .payer_sign_transaction(Payer::Admin, &[0x11; 32])
+            .await,
         "not an unsigned",
     );
 }
@@ -240,12 +245,11 @@ async fn payer_transactions_outside_the_policy_are_refused() {
     assert_refused(sign(Payer::Api(0), preimage(&greedy)).await, "fee cap");
     // An access list (no flow uses one).
     let mut listed = ok.clone();
-    listed.access_list = alloy::eips::eip2930::AccessList(vec![
-        alloy::eips::eip2930::AccessListItem {
+    listed.access_list =
+        alloy::eips::eip2930::AccessList(vec![alloy::eips::eip2930::AccessListItem {
             address: STRANGER.into(),
             storage_keys: vec![],
-        },
-    ]);
+        }]);
     assert_refused(sign(Payer::Api(0), preimage(&listed)).await, "access list");
     // Trailing bytes, truncation, another transaction type.
     let mut trailing = preimage(&ok);
@@ -418,10 +422,7 @@ async fn contracts_the_admin_payer_creates_become_callable_and_stay_so() {
     for to in [account_config, STRANGER] {
         assert_refused(
             client
-                .payer_sign_transaction(
-                    Payer::Api(0),
-                    &preimage(&eip1559(Some(to), 0, vec![3], 2)),
-                )
+                .payer_sign_transaction(Payer::Api(0), &preimage(&eip1559(Some(to), 0, vec![3], 2)))
                 .await,
             "not a contract",
         );

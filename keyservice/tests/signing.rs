@@ -4,8 +4,8 @@
 
 mod common;
 
-use common::{Env, address_of_secret, digest, libsecp_sign, recover_address};
 use alloy::consensus::SignableTransaction as _;
+use common::{Env, address_of_secret, digest, libsecp_sign, recover_address};
 use keyservice_api::{KeyClient, KeyError, Payer};
 
 /// The AccountConfig keyservice is told the payers may call.

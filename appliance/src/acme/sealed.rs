@@ -173,9 +173,7 @@ impl SealedStore {
             version: FORMAT_VERSION,
             domains: domains.to_vec(),
             chain_pem: chain_pem.to_owned(),
-            sealed_key: self
-                .seal(ServicePurpose::AcmeCertificate, key_der)
-                .await?,
+            sealed_key: self.seal(ServicePurpose::AcmeCertificate, key_der).await?,
         };
         write_json(&self.dir, "certificate.json", &file)
     }

@@ -29,8 +29,8 @@ use crate::protocol::{
     Response, TAG_LEN,
 };
 use crate::types::{
-    Address, DerivationPath, NewWallet, Payer, PayerList, SecretBytes, SecretKey32,
-    ServicePurpose, ServiceStatus, Signature, WalletInfo,
+    Address, DerivationPath, NewWallet, Payer, PayerList, SecretBytes, SecretKey32, ServicePurpose,
+    ServiceStatus, Signature, WalletInfo,
 };
 
 /// Client tuning. The defaults suit an appliance on the same host.

@@ -30,6 +30,6 @@ pub use protocol::{
 };
 pub use types::{
     Address, ComposeHash, DerivationPath, NewWallet, ParseError, Payer, PayerList, PkpId,
-    PlatformKind, PublicKey, SecretBytes, SecretKey32, ServicePurpose, ServiceStatus, Signature, WalletInfo,
-    keccak256,
+    PlatformKind, PublicKey, SecretBytes, SecretKey32, ServicePurpose, ServiceStatus, Signature,
+    WalletInfo, keccak256,
 };
