@@ -274,10 +274,7 @@ fn the_graph_sees_the_store_modules_and_their_edges() {
     // Guards the reader itself: if it saw nothing it would pass vacuously.
     let graph = sibling_graph("store");
     for module in ["accounts", "groups", "wallets", "migrations"] {
-        assert!(
-            graph.contains_key(module),
-            "no store module {module}: {graph:?}"
-        );
+        assert!(graph.contains_key(module), "no store module {module}: {graph:?}");
     }
     let edges: usize = graph.values().map(BTreeSet::len).sum();
     assert!(edges >= 5, "too few edges among store modules: {graph:?}");
