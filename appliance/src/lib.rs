@@ -361,6 +361,13 @@ pub(crate) async fn start_keyservice(
             .clone()
             .unwrap_or_else(|| config.data_dir.join("keyservice")),
         compose_file,
+        chain_id: config.chain.chain_id,
+        account_configs: config
+            .chain
+            .account_config_address
+            .iter()
+            .map(|a| a.to_string())
+            .collect(),
     };
     let supervisor = supervisor::Supervisor::start(spec)
         .map_err(|source| StartError::KeyserviceSpawn { binary, source })?;

@@ -20,6 +20,11 @@ pub struct ChildSpec {
     pub socket: PathBuf,
     pub state_dir: PathBuf,
     pub compose_file: PathBuf,
+    /// The chain the payers may sign for (`--chain-id`): the appliance's `chain.chain_id`.
+    pub chain_id: u64,
+    /// `AccountConfig` contracts deployed by someone else that the payers may call
+    /// (`--account-config`); contracts keyservice's admin payer deploys it records itself.
+    pub account_configs: Vec<String>,
 }
 
 impl ChildSpec {
@@ -33,7 +38,12 @@ impl ChildSpec {
             .args(["--platform", "dev", "--exit-with-parent"])
             .arg("--compose-file")
             .arg(&self.compose_file)
-            .stdin(Stdio::null())
+            .arg("--chain-id")
+            .arg(self.chain_id.to_string());
+        for address in &self.account_configs {
+            cmd.arg("--account-config").arg(address);
+        }
+        cmd.stdin(Stdio::null())
             .stdout(Stdio::null())
             // Its log goes where ours goes.
             .stderr(Stdio::inherit())

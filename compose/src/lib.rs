@@ -527,6 +527,16 @@ mod tests {
     }
 
     #[test]
+    fn keyservice_reads_its_payer_policy_from_the_measured_configuration() {
+        // The chain id and AccountConfig the payers may sign for come from the same
+        // embedded (measured) configuration the appliance runs with.
+        assert!(TEMPLATE.contains("\"--chain-config\", \"/etc/keyservice/appliance.toml\"]"));
+        assert!(TEMPLATE.contains(
+            "    configs:\n      - source: appliance_toml\n        target: /etc/keyservice/appliance.toml\n"
+        ));
+    }
+
+    #[test]
     fn unpinned_or_built_services_are_refused() {
         let with = |line: &str| TEMPLATE.replacen("image: {{image}}", line, 1);
         let t = with("image: ghcr.io/example/appliance:latest");

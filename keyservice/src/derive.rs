@@ -11,7 +11,13 @@
 //! admin payer     = scalar("keyservice/v1/admin-payer", empty)
 //! wallet AES key  = HKDF-SHA256(salt = "keyservice/v1", IKM = wallet key (32 bytes BE),
 //!                               info = "keyservice/v1/wallet-aes-256-gcm", 32 bytes)
+//! service seal    = okm("keyservice/v1/service-seal", purpose name, 0)   (AES-256-GCM key)
+//! state MAC       = okm("keyservice/v1/state-mac",    file name, 0)     (HMAC-SHA256 key)
 //! ```
+//!
+//! The service-seal and state-MAC labels differ from the wallet label, so no wallet path
+//! (any 32 bytes) reaches them: they are usable only through their purpose-named
+//! operations.
 //!
 //! Labels contain no 0x00 and the counter is a fixed 4 bytes at the end, so `info` parses
 //! back uniquely into (label, data, counter): different purposes never share an input.
@@ -35,6 +41,8 @@ pub const LABEL_ACTION: &[u8] = b"keyservice/v1/action";
 pub const LABEL_API_PAYER: &[u8] = b"keyservice/v1/api-payer";
 pub const LABEL_ADMIN_PAYER: &[u8] = b"keyservice/v1/admin-payer";
 pub const INFO_WALLET_AES: &[u8] = b"keyservice/v1/wallet-aes-256-gcm";
+pub const LABEL_SERVICE_SEAL: &[u8] = b"keyservice/v1/service-seal";
+pub const LABEL_STATE_MAC: &[u8] = b"keyservice/v1/state-mac";
 /// Retry counter limit of [`KeyDeriver::scalar`].
 pub const MAX_COUNTER: u32 = 16;
 
@@ -104,6 +112,19 @@ impl KeyDeriver {
 
     pub fn admin_payer_key(&self) -> Result<SecretScalar, DeriveError> {
         self.scalar(LABEL_ADMIN_PAYER, &[])
+    }
+
+    /// The AES-256-GCM key of a service-owned sealing purpose.
+    pub fn service_seal_key(
+        &self,
+        purpose: keyservice_api::ServicePurpose,
+    ) -> Result<Zeroizing<[u8; 32]>, DeriveError> {
+        self.okm(LABEL_SERVICE_SEAL, purpose.label().as_bytes(), 0)
+    }
+
+    /// The HMAC-SHA256 key authenticating one of the keyservice's own state files.
+    pub fn state_mac_key(&self, file: &str) -> Result<Zeroizing<[u8; 32]>, DeriveError> {
+        self.okm(LABEL_STATE_MAC, file.as_bytes(), 0)
     }
 }
 
@@ -209,6 +230,14 @@ mod tests {
         let c = secret_bytes(&d.wallet_key(&DerivationPath([0; 32])).unwrap());
         assert_ne!(*a, *b);
         assert_ne!(*a, *c);
+        let seal = d
+            .service_seal_key(keyservice_api::ServicePurpose::AcmeAccount)
+            .unwrap();
+        let seal2 = d
+            .service_seal_key(keyservice_api::ServicePurpose::AcmeCertificate)
+            .unwrap();
+        assert_ne!(*seal, *seal2);
+        assert_ne!(*seal, *c);
         let other = deriver(2);
         assert_ne!(
             *c,

@@ -8,6 +8,7 @@
 
 pub mod derive;
 pub mod ops;
+pub mod payer_policy;
 pub mod platform;
 pub mod policy;
 pub mod root;

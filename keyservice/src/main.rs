@@ -6,6 +6,7 @@ use std::sync::Arc;
 
 use clap::{Args, Parser, Subcommand, ValueEnum};
 use keyservice::ops::{KeyOps, MAX_API_PAYERS};
+use keyservice::payer_policy::{self, PayerPolicyConfig};
 use keyservice::platform::Platform;
 use keyservice::platform::dev::DevPlatform;
 use keyservice::platform::dstack::{DEFAULT_AGENT_SOCKET, DstackPlatform};
@@ -94,7 +95,52 @@ struct RunArgs {
     #[arg(long, env = "KEYSERVICE_SOCKET_GROUP_ACCESS")]
     socket_group_access: bool,
     #[command(flatten)]
+    payer: PayerArgs,
+    #[command(flatten)]
     platform: PlatformArgs,
+}
+
+/// What the payers may sign (see README "Payer policy"). Only from the command line,
+/// the environment or the measured configuration file: never from the socket.
+#[derive(Args)]
+struct PayerArgs {
+    /// The only chain id payers sign transactions for. Without it (and without
+    /// --chain-config), payers sign nothing.
+    #[arg(long, env = "KEYSERVICE_CHAIN_ID")]
+    chain_id: Option<u64>,
+    /// An AccountConfig contract (deployed by someone else) the payers may call.
+    /// Repeatable; the environment variable takes a comma-separated list.
+    #[arg(
+        long = "account-config",
+        env = "KEYSERVICE_ACCOUNT_CONFIG",
+        value_delimiter = ','
+    )]
+    account_configs: Vec<keyservice_api::Address>,
+    /// The appliance's configuration file: `[chain] chain_id` (default 31337, as the
+    /// appliance's) and `account_config_address` are read from it. Flags win.
+    #[arg(long, env = "KEYSERVICE_CHAIN_CONFIG")]
+    chain_config: Option<PathBuf>,
+    /// Cap on gas limit × max fee per gas of one payer transaction, in wei.
+    #[arg(long, env = "KEYSERVICE_PAYER_MAX_FEE_WEI")]
+    payer_max_fee_wei: Option<u128>,
+}
+
+fn payer_policy_config(args: &PayerArgs, state_dir: &Path) -> Result<PayerPolicyConfig, String> {
+    let mut config = PayerPolicyConfig {
+        chain_id: args.chain_id,
+        account_configs: args.account_configs.clone(),
+        max_fee_wei: args.payer_max_fee_wei,
+        state_file: Some(state_dir.join(payer_policy::STATE_FILE)),
+    };
+    if let Some(path) = &args.chain_config {
+        let text = std::fs::read_to_string(path)
+            .map_err(|e| format!("cannot read --chain-config {}: {e}", path.display()))?;
+        let from_file = payer_policy::chain_settings_from_toml(&text)
+            .map_err(|e| format!("--chain-config {}: {e}", path.display()))?;
+        config.chain_id = config.chain_id.or(Some(from_file.chain_id));
+        config.account_configs.extend(from_file.account_config);
+    }
+    Ok(config)
 }
 
 #[derive(Args)]
@@ -189,7 +235,9 @@ fn run(args: RunArgs) -> Result<(), String> {
     )
     .map_err(|e| e.to_string())?;
     let compose_hash = unsealed.compose_hash;
+    let payer_config = payer_policy_config(&args.payer, &args.state_dir)?;
     let ops = KeyOps::new(unsealed.root, platform.kind(), compose_hash, args.payers)
+        .and_then(|ops| ops.with_payer_policy(payer_config))
         .map_err(|e| e.to_string())?;
     drop(platform);
     let ops = Arc::new(ops);
@@ -215,6 +263,7 @@ fn run(args: RunArgs) -> Result<(), String> {
             %compose_hash,
             api_payers = args.payers,
             admin_payer = %ops.payers().admin,
+            chain_id = ?ops.payer_policy().chain_id(),
             "keyservice ready"
         );
         // Remember which socket file is ours: at exit, a successor may already have

@@ -1,22 +1,43 @@
-//! The operations behind each protocol request. Pure functions of the root (plus the
-//! CSPRNG): no I/O, no logging of values, so the server can run them on any task.
+//! The operations behind each protocol request, and the boundary they enforce: wallet
+//! operations stay in the wallet namespace, service keys are reached only by their
+//! purpose-named operations, payers sign only what the payer policy allows. Functions of
+//! the root (plus the CSPRNG); the only I/O is the payer policy's small state file.
 
 use keyservice_api::protocol::{
     ErrorCode, MAX_RANDOM_BYTES, NONCE_LEN, Request, Response, TAG_LEN,
 };
 use keyservice_api::{
     ComposeHash, DerivationPath, PROTOCOL_VERSION, Payer, PayerList, PlatformKind, SecretBytes,
-    SecretKey32, ServiceStatus,
+    SecretKey32, ServiceStatus, keccak256,
 };
 use ring::aead::{AES_256_GCM, Aad, LessSafeKey, Nonce, UnboundKey};
 use ring::rand::SystemRandom;
 use zeroize::Zeroizing;
 
 use crate::derive::{self, DeriveError, KeyDeriver, SecretScalar};
+use crate::payer_policy::{PayerPolicy, PayerPolicyConfig, PolicyError, STATE_FILE};
 use crate::secret::{RootSecret, fill_random};
 
 /// Largest number of API payers a keyservice will hold.
 pub const MAX_API_PAYERS: u32 = 1024;
+
+/// Wallet-namespace paths the appliance once used for its own ACME sealing keys (before
+/// `ServiceSeal` existed). Ciphertexts under them may still exist on disk, so no wallet
+/// operation may touch them.
+pub const RESERVED_WALLET_DOMAINS: [&str; 2] = [
+    "appliance/acme/account-key/v1",
+    "appliance/acme/cert-key/v1",
+];
+
+/// keccak256 of each of [`RESERVED_WALLET_DOMAINS`], computed once.
+static RESERVED_WALLET_PATHS: std::sync::LazyLock<[[u8; 32]; 2]> =
+    std::sync::LazyLock::new(|| RESERVED_WALLET_DOMAINS.map(|d| keccak256(d.as_bytes())));
+
+/// Whether `path` is in the wallet namespace: every 32-byte path except
+/// [`RESERVED_WALLET_PATHS`].
+pub fn is_wallet_path(path: &DerivationPath) -> bool {
+    !RESERVED_WALLET_PATHS.contains(&path.0)
+}
 
 /// Why an operation failed. Messages are fixed strings: never key material.
 #[derive(Debug, thiserror::Error)]
@@ -28,6 +49,8 @@ pub enum OpError {
     DecryptFailed,
     #[error("{0}")]
     Internal(&'static str),
+    #[error("{0}")]
+    Refused(&'static str),
 }
 
 impl OpError {
@@ -36,6 +59,7 @@ impl OpError {
             Self::InvalidArgument(_) => ErrorCode::InvalidArgument,
             Self::DecryptFailed => ErrorCode::DecryptFailed,
             Self::Internal(_) => ErrorCode::Internal,
+            Self::Refused(_) => ErrorCode::Refused,
         }
     }
 }
@@ -50,12 +74,25 @@ impl From<DeriveError> for OpError {
     }
 }
 
+impl From<PolicyError> for OpError {
+    fn from(e: PolicyError) -> Self {
+        match e {
+            PolicyError::Refused(r) => Self::Refused(r.0),
+            PolicyError::State(err) => {
+                tracing::error!(error = %err, "payer policy state");
+                Self::Internal("cannot record the payer policy state")
+            }
+        }
+    }
+}
+
 /// Everything a running keyservice needs to answer requests.
 pub struct KeyOps {
     deriver: KeyDeriver,
     rng: SystemRandom,
     status: ServiceStatus,
     payers: PayerList,
+    payer_policy: PayerPolicy,
 }
 
 impl KeyOps {
@@ -79,6 +116,12 @@ impl KeyOps {
             api.push(derive::public_key(&deriver.api_payer_key(i)?)?.address());
         }
         let admin = derive::public_key(&deriver.admin_payer_key()?)?.address();
+        // Until configured, payers sign nothing (no chain id).
+        let payer_policy = PayerPolicy::new(
+            PayerPolicyConfig::default(),
+            &deriver.state_mac_key(STATE_FILE)?,
+            api_payers,
+        );
         Ok(Self {
             deriver,
             rng: SystemRandom::new(),
@@ -89,7 +132,19 @@ impl KeyOps {
                 api_payers,
             },
             payers: PayerList { api, admin },
+            payer_policy,
         })
+    }
+
+    /// Replaces the payer policy (chain id, configured contracts, fee cap, state file).
+    pub fn with_payer_policy(mut self, config: PayerPolicyConfig) -> Result<Self, OpError> {
+        let key = self.deriver.state_mac_key(STATE_FILE)?;
+        self.payer_policy = PayerPolicy::new(config, &key, self.status.api_payers);
+        Ok(self)
+    }
+
+    pub fn payer_policy(&self) -> &PayerPolicy {
+        &self.payer_policy
     }
 
     pub fn status(&self) -> &ServiceStatus {
@@ -108,16 +163,39 @@ impl KeyOps {
         }
     }
 
+    fn payer_address(&self, payer: Payer) -> Result<&keyservice_api::Address, OpError> {
+        match payer {
+            Payer::Admin => Ok(&self.payers.admin),
+            Payer::Api(i) => self
+                .payers
+                .api
+                .get(i as usize)
+                .ok_or(OpError::InvalidArgument("API payer index out of range")),
+        }
+    }
+
+    /// The wallet key at `path`, refused outside the wallet namespace.
+    fn wallet_key(&self, path: &DerivationPath) -> Result<SecretScalar, OpError> {
+        if !is_wallet_path(path) {
+            return Err(OpError::Refused(
+                "this derivation path belongs to the service, not to a wallet",
+            ));
+        }
+        Ok(self.deriver.wallet_key(path)?)
+    }
+
     fn aead(&self, path: &DerivationPath) -> Result<LessSafeKey, OpError> {
-        let sk = self.deriver.wallet_key(path)?;
+        let sk = self.wallet_key(path)?;
         let key = derive::wallet_aes_key(&sk)?;
-        UnboundKey::new(&AES_256_GCM, key.as_ref())
-            .map(LessSafeKey::new)
-            .map_err(|_| OpError::Internal("AES key setup failed"))
+        aes_key(&key)
     }
 
     fn encrypt(&self, path: &DerivationPath, plaintext: &[u8]) -> Result<Vec<u8>, OpError> {
         let key = self.aead(path)?;
+        self.seal_with(&key, plaintext)
+    }
+
+    fn seal_with(&self, key: &LessSafeKey, plaintext: &[u8]) -> Result<Vec<u8>, OpError> {
         let mut nonce = [0u8; NONCE_LEN];
         fill_random(&self.rng, &mut nonce).map_err(|_| OpError::Internal("RNG failed"))?;
         let mut out = Vec::with_capacity(NONCE_LEN + plaintext.len() + TAG_LEN);
@@ -135,12 +213,24 @@ impl KeyOps {
     }
 
     fn decrypt(&self, path: &DerivationPath, data: &[u8]) -> Result<Vec<u8>, OpError> {
+        let key = self.aead(path)?;
+        open_with(&key, data)
+    }
+}
+
+fn aes_key(key: &Zeroizing<[u8; 32]>) -> Result<LessSafeKey, OpError> {
+    UnboundKey::new(&AES_256_GCM, key.as_ref())
+        .map(LessSafeKey::new)
+        .map_err(|_| OpError::Internal("AES key setup failed"))
+}
+
+fn open_with(key: &LessSafeKey, data: &[u8]) -> Result<Vec<u8>, OpError> {
+    {
         if data.len() < NONCE_LEN + TAG_LEN {
             return Err(OpError::InvalidArgument(
                 "ciphertext shorter than nonce and tag",
             ));
         }
-        let key = self.aead(path)?;
         let mut nonce = [0u8; NONCE_LEN];
         nonce.copy_from_slice(&data[..NONCE_LEN]);
         let mut buf = data[NONCE_LEN..].to_vec();
@@ -151,7 +241,9 @@ impl KeyOps {
         buf.truncate(len);
         Ok(buf)
     }
+}
 
+impl KeyOps {
     /// Answers one request.
     pub fn execute(&self, request: Request) -> Result<Response, OpError> {
         Ok(match request {
@@ -164,14 +256,13 @@ impl KeyOps {
                 Response::NewWallet { path, public_key }
             }
             Request::WalletPublicKey { path } => {
-                Response::PublicKey(derive::public_key(&self.deriver.wallet_key(&path)?)?)
+                Response::PublicKey(derive::public_key(&self.wallet_key(&path)?)?)
             }
-            Request::WalletSign { path, digest } => Response::Signature(derive::sign_digest(
-                &self.deriver.wallet_key(&path)?,
-                &digest,
-            )?),
+            Request::WalletSign { path, digest } => {
+                Response::Signature(derive::sign_digest(&self.wallet_key(&path)?, &digest)?)
+            }
             Request::WalletExportKey { path } => {
-                let sk = self.deriver.wallet_key(&path)?;
+                let sk = self.wallet_key(&path)?;
                 Response::SecretKey(SecretKey32::from_zeroizing(derive::secret_bytes(&sk)))
             }
             Request::ActionPublicKey { cid } => {
@@ -192,8 +283,22 @@ impl KeyOps {
                 Response::Plaintext(self.decrypt(&path, &ciphertext)?)
             }
             Request::Payers => Response::Payers(self.payers.clone()),
-            Request::PayerSign { payer, digest } => {
-                Response::Signature(derive::sign_digest(&self.payer_key(payer)?, &digest)?)
+            Request::PayerSignTransaction { payer, tx } => {
+                let key = self.payer_key(payer)?;
+                let sender = self.payer_address(payer)?;
+                let digest = self.payer_policy.check(payer, sender, &tx)?;
+                Response::Signature(derive::sign_digest(&key, &digest)?)
+            }
+            Request::ServiceSeal { purpose, plaintext } => {
+                let key = aes_key(&self.deriver.service_seal_key(purpose)?)?;
+                Response::Ciphertext(self.seal_with(&key, &plaintext)?)
+            }
+            Request::ServiceUnseal {
+                purpose,
+                ciphertext,
+            } => {
+                let key = aes_key(&self.deriver.service_seal_key(purpose)?)?;
+                Response::Plaintext(open_with(&key, &ciphertext)?)
             }
             Request::RandomBytes { n } => {
                 let n = usize::from(n);

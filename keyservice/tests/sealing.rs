@@ -219,8 +219,18 @@ async fn reseal_to_an_allowed_hash_keeps_the_wallets() {
         assert_eq!(client.status().await.unwrap().compose_hash, new_hash);
         assert_eq!(client.wallet(&path).await.unwrap().address, address);
         assert_eq!(client.payers().await.unwrap(), payers);
-        let d = common::digest(1);
-        let sig = client.payer_sign(Payer::Admin, &d).await.unwrap();
+        // The admin payer still signs (a creation of the committed AccountConfig).
+        let tx = common::eip1559(
+            None,
+            0,
+            chain_contracts::artifacts::account_config_bytecode().to_vec(),
+            0,
+        );
+        let d = alloy::consensus::SignableTransaction::signature_hash(&tx).0;
+        let sig = client
+            .payer_sign_transaction(Payer::Admin, &common::preimage(&tx))
+            .await
+            .unwrap();
         assert_eq!(common::recover_address(&d, &sig), payers.admin);
     }
 

@@ -4,12 +4,18 @@
 
 mod common;
 
+use alloy::consensus::SignableTransaction as _;
 use common::{Env, address_of_secret, digest, libsecp_sign, recover_address};
 use keyservice_api::{KeyClient, KeyError, Payer};
 
+/// The AccountConfig keyservice is told the payers may call.
+const CONTRACT: [u8; 20] = [0xac; 20];
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn wallet_action_and_payer_signatures_recover_to_their_addresses() {
-    let env = Env::new();
+    let mut env = Env::new();
+    env.run_extra
+        .extend(["--account-config".into(), hex::encode(CONTRACT).into()]);
     let ks = env.start();
     let client = KeyClient::connect(&ks.socket).await.unwrap();
 
@@ -50,18 +56,29 @@ async fn wallet_action_and_payer_signatures_recover_to_their_addresses() {
         id.address
     );
 
+    // Payers sign only transactions (to a configured contract here); the signature is
+    // over the transaction's signing hash and recovers to the payer.
     let payers = client.payers().await.unwrap();
     assert_eq!(payers.api.len(), 4);
     for (i, addr) in payers.api.iter().enumerate() {
-        let d = digest(1000 + i as u64);
-        let sig = client.payer_sign(Payer::Api(i as u32), &d).await.unwrap();
+        let tx = common::eip1559(Some(CONTRACT), 0, vec![i as u8; 4], i as u64);
+        let d = tx.signature_hash().0;
+        let sig = client
+            .payer_sign_transaction(Payer::Api(i as u32), &common::preimage(&tx))
+            .await
+            .unwrap();
         assert_eq!(recover_address(&d, &sig), *addr);
         assert_eq!(
             client.payer_address(Payer::Api(i as u32)).await.unwrap(),
             *addr
         );
     }
-    let sig = client.payer_sign(Payer::Admin, &d).await.unwrap();
+    let tx = common::eip1559(Some(CONTRACT), 0, vec![], 0);
+    let d = tx.signature_hash().0;
+    let sig = client
+        .payer_sign_transaction(Payer::Admin, &common::preimage(&tx))
+        .await
+        .unwrap();
     assert_eq!(recover_address(&d, &sig), payers.admin);
     let mut all: Vec<_> = payers.api.clone();
     all.push(payers.admin);
@@ -69,7 +86,10 @@ async fn wallet_action_and_payer_signatures_recover_to_their_addresses() {
     all.dedup();
     assert_eq!(all.len(), 5, "payer addresses collide");
 
-    match client.payer_sign(Payer::Api(4), &d).await {
+    match client
+        .payer_sign_transaction(Payer::Api(4), &common::preimage(&tx))
+        .await
+    {
         Err(KeyError::InvalidArgument(m)) => assert!(m.contains("out of range")),
         other => panic!("{other:?}"),
     }

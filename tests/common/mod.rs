@@ -499,6 +499,8 @@ impl KeyService {
             .arg(state_dir)
             .args(["--platform", "dev", "--compose-file"])
             .arg(compose_file)
+            // Payers sign only for a configured chain: the tests' anvil.
+            .args(["--chain-id", "31337"])
             .stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(Stdio::null())

@@ -1,9 +1,10 @@
 //! What ACME keeps on disk, in `<data_dir>/acme/`: the account and the current
-//! certificate. Both private keys are stored only sealed by keyservice (AES-256-GCM
-//! under keys derived inside keyservice at dedicated, service-owned derivation paths that
-//! no wallet can have), so the files alone reveal nothing secret.
+//! certificate. Both private keys are stored only sealed by keyservice (`ServiceSeal`:
+//! AES-256-GCM under a key of its own per purpose, derived apart from every wallet and
+//! reachable by no wallet operation), so the files alone reveal nothing secret.
 //!
-//! Formats (JSON, `"version": 1`):
+//! Formats (JSON, `"version": 2`; version 1 sealed under wallet-namespace paths, which
+//! keyservice now refuses, so such a file is ignored and replaced by a new issuance):
 //! * `account.json`: `directory_url`, `account_uri`, `sealed_credentials` (base64 of the
 //!   keyservice ciphertext of the ACME library's account credentials, which hold the
 //!   account key).
@@ -17,7 +18,7 @@ use std::path::{Path, PathBuf};
 
 use base64::Engine as _;
 use base64::engine::general_purpose::STANDARD as B64;
-use keyservice_api::DerivationPath;
+use keyservice_api::{DerivationPath, ServicePurpose};
 use serde::{Deserialize, Serialize};
 use sha3::{Digest, Keccak256};
 use zeroize::Zeroizing;
@@ -25,21 +26,21 @@ use zeroize::Zeroizing;
 use super::AcmeError;
 use crate::keys::Keys;
 
-const FORMAT_VERSION: u32 = 1;
+const FORMAT_VERSION: u32 = 2;
 
-/// The keyservice key sealing the ACME account credentials.
-pub(super) fn account_seal_path() -> DerivationPath {
+/// The wallet-namespace path that sealed the ACME account credentials in format 1.
+fn account_seal_path() -> DerivationPath {
     seal_path(b"appliance/acme/account-key/v1")
 }
 
-/// The keyservice key sealing the certificate's private key.
-pub(super) fn cert_seal_path() -> DerivationPath {
+/// The wallet-namespace path that sealed the certificate's private key in format 1.
+fn cert_seal_path() -> DerivationPath {
     seal_path(b"appliance/acme/cert-key/v1")
 }
 
-/// Whether `path` is one of the service's own sealing keys. Such a path shares the wallet
-/// namespace in keyservice, so it must never become anybody's wallet (an on-chain
-/// `registerWalletDerivation` naming it is refused by the indexer).
+/// Whether `path` is one of the service's former sealing paths (format 1). keyservice
+/// refuses them in every wallet operation; they must never become anybody's wallet either
+/// (an on-chain `registerWalletDerivation` naming one is refused by the indexer).
 pub(crate) fn is_service_path(path: &DerivationPath) -> bool {
     [account_seal_path(), cert_seal_path()]
         .iter()
@@ -77,11 +78,11 @@ impl SealedStore {
         Self { dir, keys }
     }
 
-    async fn seal(&self, path: &DerivationPath, secret: &[u8]) -> Result<String, AcmeError> {
+    async fn seal(&self, purpose: ServicePurpose, secret: &[u8]) -> Result<String, AcmeError> {
         let sealed = self
             .keys
             .client()
-            .encrypt(path, secret)
+            .service_seal(purpose, secret)
             .await
             .map_err(AcmeError::Keyservice)?;
         Ok(B64.encode(sealed))
@@ -89,19 +90,17 @@ impl SealedStore {
 
     async fn unseal(
         &self,
-        path: &DerivationPath,
+        purpose: ServicePurpose,
         sealed: &str,
     ) -> Result<Zeroizing<Vec<u8>>, AcmeError> {
         let sealed = B64
             .decode(sealed)
             .map_err(|e| AcmeError::Storage(format!("sealed value is not base64: {e}")))?;
-        let plain = self
-            .keys
+        self.keys
             .client()
-            .decrypt(path, &sealed)
+            .service_unseal(purpose, &sealed)
             .await
-            .map_err(AcmeError::Keyservice)?;
-        Ok(Zeroizing::new(plain))
+            .map_err(AcmeError::Keyservice)
     }
 
     /// The stored account for `directory_url`, unsealed (the credentials JSON).
@@ -116,7 +115,7 @@ impl SealedStore {
             return Ok(None);
         }
         let credentials = self
-            .unseal(&account_seal_path(), &file.sealed_credentials)
+            .unseal(ServicePurpose::AcmeAccount, &file.sealed_credentials)
             .await?;
         Ok(Some((file.account_uri, credentials)))
     }
@@ -131,7 +130,9 @@ impl SealedStore {
             version: FORMAT_VERSION,
             directory_url: directory_url.to_owned(),
             account_uri: account_uri.to_owned(),
-            sealed_credentials: self.seal(&account_seal_path(), credentials_json).await?,
+            sealed_credentials: self
+                .seal(ServicePurpose::AcmeAccount, credentials_json)
+                .await?,
         };
         write_json(&self.dir, "account.json", &file)
     }
@@ -156,7 +157,9 @@ impl SealedStore {
         if file.version != FORMAT_VERSION || file.domains != domains {
             return Ok(None);
         }
-        let key = self.unseal(&cert_seal_path(), &file.sealed_key).await?;
+        let key = self
+            .unseal(ServicePurpose::AcmeCertificate, &file.sealed_key)
+            .await?;
         Ok(Some((file.chain_pem, key)))
     }
 
@@ -170,7 +173,7 @@ impl SealedStore {
             version: FORMAT_VERSION,
             domains: domains.to_vec(),
             chain_pem: chain_pem.to_owned(),
-            sealed_key: self.seal(&cert_seal_path(), key_der).await?,
+            sealed_key: self.seal(ServicePurpose::AcmeCertificate, key_der).await?,
         };
         write_json(&self.dir, "certificate.json", &file)
     }
@@ -240,7 +243,7 @@ mod tests {
                 .is_none()
         );
         let file = AccountFile {
-            version: 1,
+            version: FORMAT_VERSION,
             directory_url: "u".into(),
             account_uri: "a".into(),
             sealed_credentials: "s".into(),

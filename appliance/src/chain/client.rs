@@ -1,5 +1,6 @@
 //! JSON-RPC access and payer-signed EIP-1559 transactions. The payer keys never leave
-//! keyservice: a transaction's signing hash goes there and the signature comes back.
+//! keyservice: the unsigned transaction goes there (which checks it against its payer
+//! policy: chain id, destination contract, no value) and the signature comes back.
 
 use std::time::Duration;
 
@@ -164,8 +165,13 @@ impl ChainClient {
             access_list: Default::default(),
             input: data,
         };
-        let digest = tx.signature_hash();
-        let sig = self.keys.client().payer_sign(payer, &digest.0).await?;
+        let mut unsigned = Vec::with_capacity(tx.input.len() + 128);
+        tx.encode_for_signing(&mut unsigned);
+        let sig = self
+            .keys
+            .client()
+            .payer_sign_transaction(payer, &unsigned)
+            .await?;
         let signature = alloy::primitives::Signature::from_bytes_and_parity(
             &sig.as_bytes()[..64],
             sig.v() == 28,

@@ -25,11 +25,12 @@ use crate::codec::{self, FrameHeader};
 use crate::error::KeyError;
 use crate::protocol::{
     ErrorCode, HEADER_LEN, MAX_CID_LEN, MAX_FRAME_LEN, MAX_PLAINTEXT_LEN, MAX_RANDOM_BYTES,
-    NONCE_LEN, Op, PROTOCOL_VERSION, Request, Response, TAG_LEN,
+    MAX_SERVICE_PLAINTEXT_LEN, MAX_UNSIGNED_TX_LEN, NONCE_LEN, Op, PROTOCOL_VERSION, Request,
+    Response, TAG_LEN,
 };
 use crate::types::{
-    Address, DerivationPath, NewWallet, Payer, PayerList, SecretBytes, SecretKey32, ServiceStatus,
-    Signature, WalletInfo,
+    Address, DerivationPath, NewWallet, Payer, PayerList, SecretBytes, SecretKey32, ServicePurpose,
+    ServiceStatus, Signature, WalletInfo,
 };
 
 /// Client tuning. The defaults suit an appliance on the same host.
@@ -340,17 +341,77 @@ impl KeyClient {
         }
     }
 
-    /// Signs a 32-byte transaction hash with a payer wallet.
-    pub async fn payer_sign(
+    /// Signs an unsigned transaction with a payer wallet. `unsigned_tx` is its signing
+    /// preimage (alloy: `SignableTransaction::encode_for_signing`); the keyservice decodes
+    /// it, checks it against its payer policy (chain id, destination contract, no value,
+    /// fee cap; see `keyservice/README.md`) and signs its keccak256. A transaction the
+    /// policy forbids fails with [`KeyError::Rejected`] and [`ErrorCode::Refused`].
+    pub async fn payer_sign_transaction(
         &self,
         payer: Payer,
-        tx_hash: &[u8; 32],
+        unsigned_tx: &[u8],
     ) -> Result<Signature, KeyError> {
-        let req = Request::PayerSign {
+        if unsigned_tx.is_empty() || unsigned_tx.len() > MAX_UNSIGNED_TX_LEN {
+            return Err(KeyError::InvalidArgument(format!(
+                "an unsigned transaction is 1..={MAX_UNSIGNED_TX_LEN} bytes, got {}",
+                unsigned_tx.len()
+            )));
+        }
+        let req = Request::PayerSignTransaction {
             payer,
-            digest: *tx_hash,
+            tx: unsigned_tx.to_vec(),
         };
-        expect_signature(Op::PayerSign, self.call(req).await?)
+        expect_signature(Op::PayerSignTransaction, self.call(req).await?)
+    }
+
+    /// Seals `plaintext` under the service-owned key of `purpose` (AES-256-GCM); returns
+    /// `nonce(12) ‖ ciphertext ‖ tag(16)`. No wallet operation reaches these keys.
+    pub async fn service_seal(
+        &self,
+        purpose: ServicePurpose,
+        plaintext: &[u8],
+    ) -> Result<Vec<u8>, KeyError> {
+        if plaintext.len() > MAX_SERVICE_PLAINTEXT_LEN {
+            return Err(KeyError::InvalidArgument(format!(
+                "plaintext is {} bytes; the limit is {MAX_SERVICE_PLAINTEXT_LEN}",
+                plaintext.len()
+            )));
+        }
+        let req = Request::ServiceSeal {
+            purpose,
+            plaintext: plaintext.to_vec(),
+        };
+        match self.call(req).await? {
+            Response::Ciphertext(c) => Ok(c),
+            other => Err(unexpected(Op::ServiceSeal, &other)),
+        }
+    }
+
+    /// Inverse of [`Self::service_seal`] for the same purpose;
+    /// [`KeyError::DecryptFailed`] if anything was modified or the purpose differs.
+    pub async fn service_unseal(
+        &self,
+        purpose: ServicePurpose,
+        sealed: &[u8],
+    ) -> Result<Zeroizing<Vec<u8>>, KeyError> {
+        if sealed.len() < NONCE_LEN + TAG_LEN
+            || sealed.len() > MAX_SERVICE_PLAINTEXT_LEN + NONCE_LEN + TAG_LEN
+        {
+            return Err(KeyError::InvalidArgument(format!(
+                "sealed value is {} bytes; expected {}..={}",
+                sealed.len(),
+                NONCE_LEN + TAG_LEN,
+                MAX_SERVICE_PLAINTEXT_LEN + NONCE_LEN + TAG_LEN
+            )));
+        }
+        let req = Request::ServiceUnseal {
+            purpose,
+            ciphertext: sealed.to_vec(),
+        };
+        match self.call(req).await? {
+            Response::Plaintext(p) => Ok(Zeroizing::new(p)),
+            other => Err(unexpected(Op::ServiceUnseal, &other)),
+        }
     }
 
     /// `n` (1..=64) bytes from the keyservice's OS CSPRNG.

@@ -41,4 +41,16 @@ impl KeyError {
     pub fn is_unavailable(&self) -> bool {
         matches!(self, Self::Unavailable { .. } | Self::Timeout(_))
     }
+
+    /// True when the keyservice understood the request and its boundary forbids it
+    /// ([`ErrorCode::Refused`]): retrying will not help.
+    pub fn is_refused(&self) -> bool {
+        matches!(
+            self,
+            Self::Rejected {
+                code: ErrorCode::Refused,
+                ..
+            }
+        )
+    }
 }

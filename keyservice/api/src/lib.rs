@@ -25,10 +25,11 @@ pub mod types;
 pub use client::{ClientConfig, KeyClient};
 pub use error::KeyError;
 pub use protocol::{
-    ErrorCode, MAX_FRAME_LEN, MAX_PLAINTEXT_LEN, MAX_RANDOM_BYTES, PROTOCOL_VERSION,
+    ErrorCode, MAX_FRAME_LEN, MAX_PLAINTEXT_LEN, MAX_RANDOM_BYTES, MAX_SERVICE_PLAINTEXT_LEN,
+    MAX_UNSIGNED_TX_LEN, PROTOCOL_VERSION,
 };
 pub use types::{
     Address, ComposeHash, DerivationPath, NewWallet, ParseError, Payer, PayerList, PkpId,
-    PlatformKind, PublicKey, SecretBytes, SecretKey32, ServiceStatus, Signature, WalletInfo,
-    keccak256,
+    PlatformKind, PublicKey, SecretBytes, SecretKey32, ServicePurpose, ServiceStatus, Signature,
+    WalletInfo, keccak256,
 };

@@ -17,8 +17,15 @@
 //! | 0x09 | `Encrypt` | `path:32 ‖ plaintext…` | `nonce:12 ‖ ciphertext ‖ tag:16` |
 //! | 0x0A | `Decrypt` | `path:32 ‖ nonce:12 ‖ ciphertext ‖ tag:16` | `plaintext…` |
 //! | 0x0B | `Payers` | — | `n:u32 ‖ n × address:20 ‖ admin:20` |
-//! | 0x0C | `PayerSign` | `kind:u8 (0 api, 1 admin) ‖ index:u32 ‖ digest:32` | `sig:65` |
+//! | 0x0C | — | retired (`PayerSign` of a bare digest): answered `UnknownOperation` | |
 //! | 0x0D | `RandomBytes` | `n:u8 (1..=64)` | `n bytes` |
+//! | 0x0E | `PayerSignTransaction` | `kind:u8 (0 api, 1 admin) ‖ index:u32 ‖ unsigned_tx…` | `sig:65` |
+//! | 0x0F | `ServiceSeal` | `purpose:u8 ‖ plaintext…` | `nonce:12 ‖ ciphertext ‖ tag:16` |
+//! | 0x10 | `ServiceUnseal` | `purpose:u8 ‖ nonce:12 ‖ ciphertext ‖ tag:16` | `plaintext…` |
+//!
+//! `unsigned_tx` is the transaction's signing preimage (EIP-1559: `0x02 ‖ rlp(fields)`;
+//! legacy: the EIP-155 `rlp(fields ‖ chain_id ‖ 0 ‖ 0)`); the keyservice decodes it, checks
+//! it against its payer policy and signs its keccak256. `purpose` is a [`ServicePurpose`].
 //!
 //! `pubkey` is uncompressed (`0x04 ‖ x ‖ y`); `sig` is `r ‖ s ‖ v` with low `s` and
 //! `v ∈ {27, 28}`; `cid` is UTF-8 (1..=512 bytes). A response with `status ≠ 0` carries a
@@ -30,7 +37,7 @@ use zeroize::Zeroizing;
 
 use crate::types::{
     Address, ComposeHash, DerivationPath, Payer, PayerList, PlatformKind, PublicKey, SecretBytes,
-    SecretKey32, ServiceStatus, Signature,
+    SecretKey32, ServicePurpose, ServiceStatus, Signature,
 };
 
 /// Protocol version carried in every frame header.
@@ -45,6 +52,10 @@ pub const NONCE_LEN: usize = 12;
 pub const TAG_LEN: usize = 16;
 /// Largest plaintext an `Encrypt` request can carry (the request frame is the bound).
 pub const MAX_PLAINTEXT_LEN: usize = MAX_FRAME_LEN - HEADER_LEN - 32 - NONCE_LEN - TAG_LEN;
+/// Largest plaintext a `ServiceSeal` request can carry.
+pub const MAX_SERVICE_PLAINTEXT_LEN: usize = MAX_FRAME_LEN - HEADER_LEN - 1 - NONCE_LEN - TAG_LEN;
+/// Largest unsigned transaction a `PayerSignTransaction` request can carry.
+pub const MAX_UNSIGNED_TX_LEN: usize = MAX_FRAME_LEN - HEADER_LEN - 5;
 /// Largest `RandomBytes` request.
 pub const MAX_RANDOM_BYTES: usize = 64;
 /// Largest action CID, in bytes.
@@ -65,8 +76,12 @@ pub enum Op {
     Encrypt = 0x09,
     Decrypt = 0x0A,
     Payers = 0x0B,
-    PayerSign = 0x0C,
+    // 0x0C was `PayerSign` (a payer signing any digest); retired so that no request can
+    // make a payer sign anything but a checked transaction. Never reuse the number.
     RandomBytes = 0x0D,
+    PayerSignTransaction = 0x0E,
+    ServiceSeal = 0x0F,
+    ServiceUnseal = 0x10,
 }
 
 impl Op {
@@ -83,8 +98,10 @@ impl Op {
             0x09 => Self::Encrypt,
             0x0A => Self::Decrypt,
             0x0B => Self::Payers,
-            0x0C => Self::PayerSign,
             0x0D => Self::RandomBytes,
+            0x0E => Self::PayerSignTransaction,
+            0x0F => Self::ServiceSeal,
+            0x10 => Self::ServiceUnseal,
             _ => return None,
         })
     }
@@ -112,6 +129,9 @@ pub enum ErrorCode {
     Busy = 7,
     /// A bug or an unexpected condition inside the keyservice.
     Internal = 8,
+    /// Well-formed, but the keyservice's boundary forbids it: a service-owned path through
+    /// a wallet operation, a payer transaction its policy does not allow.
+    Refused = 9,
     /// A status byte this client does not know.
     Unknown = 255,
 }
@@ -127,6 +147,7 @@ impl ErrorCode {
             6 => Self::InvalidArgument,
             7 => Self::Busy,
             8 => Self::Internal,
+            9 => Self::Refused,
             _ => Self::Unknown,
         }
     }
@@ -143,6 +164,7 @@ impl fmt::Display for ErrorCode {
             Self::InvalidArgument => "invalid argument",
             Self::Busy => "busy",
             Self::Internal => "internal error",
+            Self::Refused => "refused by policy",
             Self::Unknown => "unknown error",
         };
         f.write_str(s)
@@ -192,12 +214,21 @@ pub enum Request {
         ciphertext: Vec<u8>,
     },
     Payers,
-    PayerSign {
+    /// `tx` is the unsigned transaction's signing preimage (see the module docs).
+    PayerSignTransaction {
         payer: Payer,
-        digest: [u8; 32],
+        tx: Vec<u8>,
     },
     RandomBytes {
         n: u8,
+    },
+    ServiceSeal {
+        purpose: ServicePurpose,
+        plaintext: Vec<u8>,
+    },
+    ServiceUnseal {
+        purpose: ServicePurpose,
+        ciphertext: Vec<u8>,
     },
 }
 
@@ -298,6 +329,10 @@ impl<'a> Reader<'a> {
             .map_err(|_| self.err("CID is not UTF-8"))
     }
 
+    fn purpose(&mut self) -> Result<ServicePurpose, DecodeError> {
+        ServicePurpose::from_u8(self.u8()?).ok_or_else(|| self.err("unknown service purpose"))
+    }
+
     fn public_key(&mut self) -> Result<PublicKey, DecodeError> {
         PublicKey::from_uncompressed(self.array()?)
             .map_err(|_| self.err("public key is not uncompressed"))
@@ -335,8 +370,10 @@ impl Request {
             Self::Encrypt { .. } => Op::Encrypt,
             Self::Decrypt { .. } => Op::Decrypt,
             Self::Payers => Op::Payers,
-            Self::PayerSign { .. } => Op::PayerSign,
+            Self::PayerSignTransaction { .. } => Op::PayerSignTransaction,
             Self::RandomBytes { .. } => Op::RandomBytes,
+            Self::ServiceSeal { .. } => Op::ServiceSeal,
+            Self::ServiceUnseal { .. } => Op::ServiceUnseal,
         }
     }
 
@@ -367,16 +404,27 @@ impl Request {
                 buf.extend_from_slice(&path.0);
                 buf.extend_from_slice(data);
             }
-            Self::PayerSign { payer, digest } => {
+            Self::PayerSignTransaction { payer, tx } => {
                 let (kind, index) = match payer {
                     Payer::Api(i) => (0u8, *i),
                     Payer::Admin => (1u8, 0),
                 };
                 buf.push(kind);
                 buf.extend_from_slice(&index.to_be_bytes());
-                buf.extend_from_slice(digest);
+                buf.extend_from_slice(tx);
             }
             Self::RandomBytes { n } => buf.push(*n),
+            Self::ServiceSeal {
+                purpose,
+                plaintext: data,
+            }
+            | Self::ServiceUnseal {
+                purpose,
+                ciphertext: data,
+            } => {
+                buf.push(*purpose as u8);
+                buf.extend_from_slice(data);
+            }
         }
     }
 
@@ -418,20 +466,37 @@ impl Request {
                 }
                 Self::Decrypt { path, ciphertext }
             }
-            Op::PayerSign => {
+            Op::PayerSignTransaction => {
                 let kind = r.u8()?;
                 let index = r.u32()?;
-                let payer = match kind {
-                    0 => Payer::Api(index),
-                    1 => Payer::Admin,
+                let payer = match (kind, index) {
+                    (0, i) => Payer::Api(i),
+                    (1, 0) => Payer::Admin,
+                    (1, _) => return Err(r.err("the admin payer has index 0")),
                     _ => return Err(r.err("payer kind must be 0 (api) or 1 (admin)")),
                 };
-                Self::PayerSign {
-                    payer,
-                    digest: r.array()?,
+                let tx = r.rest().to_vec();
+                if tx.is_empty() {
+                    return Err(r.err("empty transaction"));
                 }
+                Self::PayerSignTransaction { payer, tx }
             }
             Op::RandomBytes => Self::RandomBytes { n: r.u8()? },
+            Op::ServiceSeal => Self::ServiceSeal {
+                purpose: r.purpose()?,
+                plaintext: r.rest().to_vec(),
+            },
+            Op::ServiceUnseal => {
+                let purpose = r.purpose()?;
+                let ciphertext = r.rest().to_vec();
+                if ciphertext.len() < NONCE_LEN + TAG_LEN {
+                    return Err(r.err("ciphertext shorter than nonce and tag"));
+                }
+                Self::ServiceUnseal {
+                    purpose,
+                    ciphertext,
+                }
+            }
         };
         r.finish()?;
         Ok(req)
@@ -494,7 +559,7 @@ impl Response {
                 public_key: r.public_key()?,
             },
             Op::WalletPublicKey | Op::ActionPublicKey => Self::PublicKey(r.public_key()?),
-            Op::WalletSign | Op::ActionSign | Op::PayerSign => {
+            Op::WalletSign | Op::ActionSign | Op::PayerSignTransaction => {
                 let sig = Signature(r.array()?);
                 if !matches!(sig.v(), 27 | 28) {
                     return Err(r.err("signature v must be 27 or 28"));
@@ -506,14 +571,14 @@ impl Response {
                 bytes.copy_from_slice(r.take(32)?);
                 Self::SecretKey(SecretKey32::from_zeroizing(bytes))
             }
-            Op::Encrypt => {
+            Op::Encrypt | Op::ServiceSeal => {
                 let d = r.rest();
                 if d.len() < NONCE_LEN + TAG_LEN {
                     return Err(r.err("ciphertext shorter than nonce and tag"));
                 }
                 Self::Ciphertext(d.to_vec())
             }
-            Op::Decrypt => Self::Plaintext(r.rest().to_vec()),
+            Op::Decrypt | Op::ServiceUnseal => Self::Plaintext(r.rest().to_vec()),
             Op::Payers => {
                 let n = r.u32()? as usize;
                 if n > MAX_FRAME_LEN / Address::LEN {
@@ -548,7 +613,14 @@ mod tests {
         for cut in 0..buf.len() {
             let _ = Request::decode(req.op(), &buf[..cut]);
         }
-        let open_ended = matches!(req, Request::Encrypt { .. } | Request::Decrypt { .. });
+        let open_ended = matches!(
+            req,
+            Request::Encrypt { .. }
+                | Request::Decrypt { .. }
+                | Request::PayerSignTransaction { .. }
+                | Request::ServiceSeal { .. }
+                | Request::ServiceUnseal { .. }
+        );
         buf.push(0);
         if !open_ended {
             assert!(
@@ -574,21 +646,40 @@ mod tests {
             path,
             ciphertext: vec![0; 40],
         });
-        round_trip(Request::PayerSign {
+        round_trip(Request::PayerSignTransaction {
             payer: Payer::Api(7),
-            digest: [2; 32],
+            tx: vec![2, 0xc0],
         });
-        round_trip(Request::PayerSign {
+        round_trip(Request::PayerSignTransaction {
             payer: Payer::Admin,
-            digest: [2; 32],
+            tx: vec![0xc0],
         });
         round_trip(Request::RandomBytes { n: 32 });
+        round_trip(Request::ServiceSeal {
+            purpose: ServicePurpose::AcmeAccount,
+            plaintext: vec![1, 2, 3],
+        });
+        round_trip(Request::ServiceUnseal {
+            purpose: ServicePurpose::AcmeCertificate,
+            ciphertext: vec![0; 28],
+        });
+    }
+
+    #[test]
+    fn retired_and_unknown_values_do_not_decode() {
+        // 0x0C was PayerSign (any digest): no request can name it any more.
+        assert_eq!(Op::from_u8(0x0C), None);
+        let mut bad_purpose = vec![0u8];
+        bad_purpose.extend_from_slice(&[0; 28]);
+        assert!(Request::decode(Op::ServiceSeal, &bad_purpose).is_err());
+        assert!(Request::decode(Op::PayerSignTransaction, &[1, 0, 0, 0, 1, 0xc0]).is_err());
+        assert!(Request::decode(Op::PayerSignTransaction, &[0, 0, 0, 0, 0]).is_err());
     }
 
     #[test]
     fn every_op_survives_garbage() {
-        for op in 1..=0x0D {
-            let op = Op::from_u8(op).unwrap();
+        for op in 1..=0x10 {
+            let Some(op) = Op::from_u8(op) else { continue };
             for len in [0usize, 1, 5, 31, 33, 64, 100] {
                 let junk: Vec<u8> = (0..len).map(|i| (i * 37 + 11) as u8).collect();
                 let _ = Request::decode(op, &junk);

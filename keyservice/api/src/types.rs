@@ -379,6 +379,36 @@ pub enum Payer {
     Admin,
 }
 
+/// What a service-owned sealing key is for. A closed set: each purpose has its own key,
+/// derived apart from every wallet, action and payer key, and reachable only through
+/// `ServiceSeal` / `ServiceUnseal` (never through a wallet operation or an export).
+#[derive(Clone, Copy, PartialEq, Eq, Hash, Debug)]
+#[repr(u8)]
+pub enum ServicePurpose {
+    /// The ACME account credentials (`acme/account.json`).
+    AcmeAccount = 1,
+    /// The TLS certificate's private key (`acme/certificate.json`).
+    AcmeCertificate = 2,
+}
+
+impl ServicePurpose {
+    pub const fn from_u8(b: u8) -> Option<Self> {
+        match b {
+            1 => Some(Self::AcmeAccount),
+            2 => Some(Self::AcmeCertificate),
+            _ => None,
+        }
+    }
+
+    /// The name in the key derivation (`keyservice/v1/service-seal`, data = this).
+    pub const fn label(&self) -> &'static str {
+        match self {
+            Self::AcmeAccount => "acme-account",
+            Self::AcmeCertificate => "acme-certificate",
+        }
+    }
+}
+
 /// Addresses of all payer wallets.
 #[derive(Clone, PartialEq, Eq, Debug)]
 pub struct PayerList {

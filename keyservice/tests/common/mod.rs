@@ -30,6 +30,8 @@ pub struct Env {
     pub dev_secret: PathBuf,
     /// Extra `run` arguments (platform selection); dev by default.
     pub platform_args: Vec<OsString>,
+    /// More `run` arguments (payer policy); by default the tests' chain, 31337.
+    pub run_extra: Vec<OsString>,
 }
 
 impl Env {
@@ -56,6 +58,7 @@ impl Env {
             compose_file,
             dev_secret,
             platform_args,
+            run_extra: vec!["--chain-id".into(), "31337".into()],
             dir,
         }
     }
@@ -94,6 +97,7 @@ impl Env {
             "4".into(),
         ];
         args.extend(self.platform_args.iter().cloned());
+        args.extend(self.run_extra.iter().cloned());
         args
     }
 
@@ -187,6 +191,37 @@ impl Env {
         v.sort();
         v
     }
+}
+
+/// The signing preimage of an EIP-1559 transaction from the tests' chain (31337): a call
+/// to `to` (or a creation) with `value` wei and `input`, at `nonce`, modest fees.
+pub fn eip1559(
+    to: Option<[u8; 20]>,
+    value: u64,
+    input: Vec<u8>,
+    nonce: u64,
+) -> alloy::consensus::TxEip1559 {
+    use alloy::primitives::{Address as A, TxKind, U256};
+    alloy::consensus::TxEip1559 {
+        chain_id: 31337,
+        nonce,
+        gas_limit: 200_000,
+        max_fee_per_gas: 2_000_000_000,
+        max_priority_fee_per_gas: 1_000_000_000,
+        to: to.map_or(TxKind::Create, |a| TxKind::Call(A::from(a))),
+        value: U256::from(value),
+        access_list: Default::default(),
+        input: input.into(),
+    }
+}
+
+/// `encode_for_signing` of any alloy transaction.
+pub fn preimage(
+    tx: &impl alloy::consensus::SignableTransaction<alloy::primitives::Signature>,
+) -> Vec<u8> {
+    let mut buf = Vec::new();
+    tx.encode_for_signing(&mut buf);
+    buf
 }
 
 /// A running keyservice; killed on drop.
