@@ -55,7 +55,6 @@ pub fn processes_matching(needles: &[&str]) -> Vec<u32> {
     out
 }
 
-/// Polls `check` every 50 ms until it is true or `limit` passes.
 /// As [`eventually`], with an async check (polled every 100 ms).
 pub async fn eventually_async<F, Fut>(limit: Duration, mut check: F) -> bool
 where
@@ -72,6 +71,7 @@ where
     check().await
 }
 
+/// Polls `check` every 50 ms until it is true or `limit` passes; returns its last answer.
 pub async fn eventually(limit: Duration, mut check: impl FnMut() -> bool) -> bool {
     let deadline = std::time::Instant::now() + limit;
     while std::time::Instant::now() < deadline {

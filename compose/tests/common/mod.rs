@@ -63,4 +63,6 @@ pub fn keyservice_bin() -> PathBuf {
 }
 
 /// The anvil binary `scripts/setup` installs.
-pub use test_support::tools::anvil_binary;
+pub fn anvil_binary() -> PathBuf {
+    test_support::tools::anvil_binary()
+}
