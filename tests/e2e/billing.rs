@@ -11,8 +11,8 @@ use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use e2e::{Appliance, Launch};
-use test_support::tools::venv_bin;
 use serde_json::{Value, json};
+use test_support::tools::venv_bin;
 
 const SECRET_KEY: &str = "sk_test_billing0123456789secret";
 const PUBLISHABLE_KEY: &str = "pk_test_billing0123456789";
