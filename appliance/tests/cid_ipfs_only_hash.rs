@@ -1,13 +1,11 @@
 //! Cross-checks `appliance::cid::cid_v0` against the real npm `ipfs-only-hash@4.0.0`, run by
-//! node from the tools cache that `scripts/setup` fills
-//! (`${APPLIANCE_TOOLS_DIR:-$HOME/.cache/appliance-tools}/node/node_modules`).
+//! node from the tools cache that `scripts/setup` fills (see the `test-support` crate).
 //!
 //! The sizes cover the empty input, one chunk, the chunk boundary, a full first level
 //! (174 chunks), a two-level DAG whose last batch holds a single node, and three top-level
 //! children. All inputs are slices of one buffer, built and written once.
 
 use std::io::Write as _;
-use std::path::PathBuf;
 use std::process::Command;
 
 use appliance::cid::cid_v0;
@@ -36,42 +34,6 @@ const slices = JSON.parse(process.argv[3]);
 });
 "#;
 
-fn node_modules() -> PathBuf {
-    let tools = match std::env::var_os("APPLIANCE_TOOLS_DIR") {
-        Some(dir) if !dir.is_empty() => PathBuf::from(dir),
-        _ => {
-            let home = std::env::var_os("HOME").unwrap_or_else(|| {
-                panic!("HOME is not set: set APPLIANCE_TOOLS_DIR and run scripts/setup")
-            });
-            PathBuf::from(home).join(".cache").join("appliance-tools")
-        }
-    };
-    tools.join("node").join("node_modules")
-}
-
-/// Fails (never skips) when the package is not installed at the pinned version.
-fn require_package(modules: &std::path::Path) {
-    let manifest = modules.join(PACKAGE).join("package.json");
-    let text = std::fs::read_to_string(&manifest).unwrap_or_else(|err| {
-        panic!(
-            "{PACKAGE}@{VERSION} is not installed ({}: {err}); run scripts/setup",
-            manifest.display()
-        )
-    });
-    let json: serde_json::Value = serde_json::from_str(&text).unwrap_or_else(|err| {
-        panic!(
-            "{} is not JSON ({err}); run scripts/setup",
-            manifest.display()
-        )
-    });
-    assert_eq!(
-        json["version"].as_str(),
-        Some(VERSION),
-        "{} is not {PACKAGE}@{VERSION}; run scripts/setup",
-        manifest.display()
-    );
-}
-
 /// splitmix64 bytes from a fixed seed: varied, reproducible content.
 fn pseudo_random(len: usize, mut seed: u64) -> Vec<u8> {
     let mut out = Vec::with_capacity(len + 8);
@@ -88,8 +50,9 @@ fn pseudo_random(len: usize, mut seed: u64) -> Vec<u8> {
 
 #[test]
 fn cid_v0_matches_ipfs_only_hash() {
-    let modules = node_modules();
-    require_package(&modules);
+    // Fails (never skips) when the package is not installed at the pinned version.
+    test_support::tools::node_package(PACKAGE, VERSION);
+    let modules = test_support::tools::node_modules();
 
     let random_len = 2 * LINKS * CHUNK + 3;
     let repeated_len = 2 * CHUNK + 1;

@@ -4,9 +4,6 @@
 
 mod common;
 
-use std::path::PathBuf;
-
-use alloy::node_bindings::Anvil;
 use alloy::primitives::B256;
 use alloy::providers::ProviderBuilder;
 use alloy::signers::local::PrivateKeySigner;
@@ -15,29 +12,9 @@ use common::*;
 use evidence::check::{Options, Status, run};
 use evidence::verify::Policy;
 
-fn anvil_binary() -> PathBuf {
-    let tools = std::env::var_os("APPLIANCE_TOOLS_DIR")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| {
-            PathBuf::from(std::env::var_os("HOME").expect("HOME")).join(".cache/appliance-tools")
-        });
-    let path = tools.join("node/node_modules/@foundry-rs/anvil-linux-amd64/bin/anvil");
-    assert!(
-        path.is_file(),
-        "anvil missing at {}: run scripts/setup",
-        path.display()
-    );
-    path
-}
-
 #[tokio::test]
 async fn governance_check_asks_the_contract_at_app_id_for_the_compose_hash() {
-    let anvil = Anvil::new()
-        .path(anvil_binary())
-        .host("127.0.0.1")
-        .port(0u16)
-        .try_spawn()
-        .unwrap();
+    let anvil = test_support::anvil::spawn();
     let signer = PrivateKeySigner::from(anvil.keys()[0].clone());
     let provider = ProviderBuilder::new()
         .wallet(signer)

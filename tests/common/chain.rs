@@ -1,9 +1,9 @@
-//! A real anvil chain for the end-to-end tests: the binary `scripts/setup` installs, dev
+//! A real anvil chain for the end-to-end tests (the binary `scripts/setup` installs), dev
 //! account wallets, and an appliance mirroring to a freshly deployed `AccountConfig`.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
-use alloy::node_bindings::{Anvil, AnvilInstance};
+use alloy::node_bindings::AnvilInstance;
 use alloy::primitives::{Address, U256, keccak256};
 use alloy::providers::{DynProvider, Provider, ProviderBuilder};
 use alloy::signers::local::PrivateKeySigner;
@@ -13,25 +13,11 @@ use serde_json::Value;
 
 use crate::{Appliance, Launch};
 
-/// The anvil binary `scripts/setup` installs (npm `@foundry-rs/anvil-linux-amd64`).
-pub fn anvil_path() -> PathBuf {
-    let path = crate::tools_dir().join("node/node_modules/@foundry-rs/anvil-linux-amd64/bin/anvil");
-    assert!(
-        path.is_file(),
-        "anvil missing at {}: run scripts/setup",
-        path.display()
-    );
-    path
-}
+pub use test_support::tools::anvil_binary;
 
 /// A fresh anvil on a free loopback port, stopped when dropped.
 pub fn anvil() -> AnvilInstance {
-    Anvil::new()
-        .path(anvil_path())
-        .host("127.0.0.1")
-        .port(0u16)
-        .try_spawn()
-        .expect("anvil starts")
+    test_support::anvil::spawn()
 }
 
 /// A provider signing with anvil dev account `i`.

@@ -6,14 +6,13 @@
 //! ACME listener with a certificate from a throw-away CA (`ca_file`, the appliance's
 //! `acme.ca_bundle`).
 
-#![allow(clippy::unwrap_used, clippy::expect_used)]
-
 use std::net::TcpListener;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
 use serde_json::json;
+use test_support::tools::pebble_tool;
 
 /// A port free right now on 127.0.0.1.
 pub fn free_port() -> u16 {
@@ -22,16 +21,6 @@ pub fn free_port() -> u16 {
         .local_addr()
         .unwrap()
         .port()
-}
-
-fn tool(name: &str) -> PathBuf {
-    for dir in ["/usr/bin", "/usr/local/bin"] {
-        let path = Path::new(dir).join(name);
-        if path.exists() {
-            return path;
-        }
-    }
-    panic!("{name} is not installed: run scripts/setup (it installs Debian's pebble package)");
 }
 
 /// How to run Pebble.
@@ -147,7 +136,7 @@ impl Pebble {
                 .dns_management_url
                 .trim_start_matches("http://")
                 .to_owned();
-            let child = Command::new(tool("pebble-challtestsrv"))
+            let child = Command::new(pebble_tool("pebble-challtestsrv"))
                 .args(["-dns01", &self.dns_addr])
                 .args(["-management", &dns_management])
                 .args(["-http01", "", "-https01", "", "-tlsalpn01", ""])
@@ -164,7 +153,7 @@ impl Pebble {
             .append(true)
             .open(self.dir.path().join("pebble.log"))
             .unwrap();
-        let mut cmd = Command::new(tool("pebble"));
+        let mut cmd = Command::new(pebble_tool("pebble"));
         cmd.arg("-config")
             .arg(self.dir.path().join("pebble.json"))
             .args(["-dnsserver", &self.dns_addr])

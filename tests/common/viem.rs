@@ -24,7 +24,7 @@ account.signTypedData({
 
 fn run(key: &str, typed_data: &Value) -> Value {
     let arg = json!({"key": key, "typed_data": typed_data}).to_string();
-    serde_json::from_str(&crate::node_eval(SIGN_JS, &[&arg])).expect("viem's output")
+    serde_json::from_str(&test_support::node::node_eval(SIGN_JS, &[&arg])).expect("viem's output")
 }
 
 /// viem's signature of `typed_data` by `key`, exactly as given.
@@ -39,7 +39,7 @@ pub fn sign_typed_data(key: &str, typed_data: &Value) -> String {
 pub fn address(key: &str) -> String {
     let script = "const { privateKeyToAccount } = require('viem/accounts'); \
                   process.stdout.write(privateKeyToAccount(process.argv[1]).address);";
-    crate::node_eval(script, &[key])
+    test_support::node::node_eval(script, &[key])
 }
 
 /// The spec's envelope for `primary`, as a wallet library sends it (numbers).

@@ -4,7 +4,6 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use std::path::PathBuf;
 use std::process::Command;
 
 use boa_engine::builtins::promise::PromiseState;
@@ -16,31 +15,8 @@ const CASES_FILE: &str = concat!(
 );
 const MARKER: &str = "\n@@ETHERS-DIFFERENTIAL-RESULT@@\n";
 
-fn tools_dir() -> PathBuf {
-    match std::env::var_os("APPLIANCE_TOOLS_DIR") {
-        Some(d) if !d.is_empty() => PathBuf::from(d),
-        _ => {
-            let home = std::env::var_os("HOME").expect("HOME is not set");
-            PathBuf::from(home).join(".cache/appliance-tools")
-        }
-    }
-}
-
 fn run_node() -> Vec<String> {
-    let ethers_dir = tools_dir().join("node/node_modules/ethers");
-    let pkg = ethers_dir.join("package.json");
-    let text = std::fs::read_to_string(&pkg).unwrap_or_else(|e| {
-        panic!(
-            "the npm package ethers@5.7.2 is missing ({}: {e}); run scripts/setup to install it",
-            pkg.display()
-        )
-    });
-    let meta: serde_json::Value = serde_json::from_str(&text).expect("ethers package.json");
-    assert_eq!(
-        meta["version"], "5.7.2",
-        "the tools cache has ethers {} instead of 5.7.2; run scripts/setup",
-        meta["version"]
-    );
+    let ethers_dir = test_support::tools::node_package("ethers", "5.7.2");
     let wrapper = format!(
         "const fs = require('fs');\
          globalThis.ethers = require(process.env.ETHERS_DIR);\

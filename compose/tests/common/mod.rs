@@ -1,5 +1,6 @@
 //! Helpers of the compose-pin integration tests: the real binaries (compose-pin from
-//! Cargo, keyservice from the same target directory) and anvil from `scripts/setup`.
+//! Cargo, keyservice from the same target directory) and anvil from `scripts/setup`
+//! (found by the `test-support` crate).
 #![allow(dead_code, clippy::unwrap_used, clippy::expect_used)]
 
 use std::path::{Path, PathBuf};
@@ -61,19 +62,7 @@ pub fn keyservice_bin() -> PathBuf {
     bin
 }
 
-/// Where `scripts/setup` installs its tools.
+/// The anvil binary `scripts/setup` installs.
 pub fn anvil_binary() -> PathBuf {
-    let tools = match std::env::var_os("APPLIANCE_TOOLS_DIR") {
-        Some(dir) => PathBuf::from(dir),
-        None => {
-            PathBuf::from(std::env::var_os("HOME").expect("HOME")).join(".cache/appliance-tools")
-        }
-    };
-    let path = tools.join("node/node_modules/@foundry-rs/anvil-linux-amd64/bin/anvil");
-    assert!(
-        path.is_file(),
-        "anvil not found at {}: run scripts/setup",
-        path.display()
-    );
-    path
+    test_support::tools::anvil_binary()
 }

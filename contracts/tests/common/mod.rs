@@ -4,40 +4,15 @@
 //! event.
 #![allow(dead_code, reason = "each test binary uses a subset")]
 
-use std::path::PathBuf;
-
 use alloy::{
     contract::{CallBuilder, CallDecoder},
-    node_bindings::{Anvil, AnvilInstance},
+    node_bindings::AnvilInstance,
     primitives::{Address, U256, keccak256},
     providers::{DynProvider, Provider, ProviderBuilder},
     rpc::types::TransactionReceipt,
     signers::local::PrivateKeySigner,
     sol_types::{SolEvent, SolInterface},
 };
-
-/// Where `scripts/setup` installs its tools.
-pub fn tools_dir() -> PathBuf {
-    match std::env::var_os("APPLIANCE_TOOLS_DIR") {
-        Some(dir) => PathBuf::from(dir),
-        None => {
-            let home = std::env::var_os("HOME").unwrap_or_else(|| {
-                panic!("HOME is not set: set APPLIANCE_TOOLS_DIR and run scripts/setup")
-            });
-            PathBuf::from(home).join(".cache/appliance-tools")
-        }
-    }
-}
-
-pub fn anvil_binary() -> PathBuf {
-    let path = tools_dir().join("node/node_modules/@foundry-rs/anvil-linux-amd64/bin/anvil");
-    assert!(
-        path.is_file(),
-        "anvil not found at {}: run scripts/setup (it installs @foundry-rs/anvil-linux-amd64)",
-        path.display()
-    );
-    path
-}
 
 /// A running anvil (stopped on drop) and a signing provider per dev account.
 pub struct Chain {
@@ -55,12 +30,7 @@ pub const OTHER_ADMIN: usize = 4;
 impl Chain {
     /// Starts anvil on 127.0.0.1 at a port it picks itself.
     pub fn start() -> Self {
-        let anvil = Anvil::new()
-            .path(anvil_binary())
-            .host("127.0.0.1")
-            .port(0u16)
-            .try_spawn()
-            .unwrap_or_else(|e| panic!("starting anvil failed: {e}"));
+        let anvil = test_support::anvil::spawn();
         let providers = anvil
             .keys()
             .iter()

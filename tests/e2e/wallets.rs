@@ -16,7 +16,7 @@ use sha3::{Digest, Keccak256};
 const WALLET_FIELDS: [&str; 5] = ["description", "id", "name", "pkp_id", "wallet_address"];
 
 /// The account wallet's derivation path, from its documented formula (as in
-/// tests/keyservice.rs).
+/// tests/e2e/keyservice.rs).
 fn account_wallet_path(api_key: &str) -> DerivationPath {
     let raw = base64::engine::general_purpose::STANDARD
         .decode(api_key)

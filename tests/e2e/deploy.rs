@@ -9,11 +9,11 @@ use std::path::Path;
 use std::process::Command;
 use std::time::Duration;
 
-use alloy::node_bindings::{Anvil, AnvilInstance};
+use alloy::node_bindings::AnvilInstance;
 use alloy::primitives::{Address, U256};
 use alloy::providers::{Provider, ProviderBuilder};
 use chain_contracts::{IAccountConfig, IAppGovernance, artifacts};
-use e2e::chain::{anvil_path, key_hash};
+use e2e::chain::{anvil, anvil_binary, key_hash};
 use e2e::{Appliance, KeyService, Launch, eventually, eventually_async, processes_matching};
 use serde_json::{Value, json};
 
@@ -76,12 +76,7 @@ async fn group_on_chain(rpc: &str, contract: Address, key: &str, group_id: u64) 
 
 #[tokio::test]
 async fn deploy_writes_a_config_that_serve_mirrors_to() {
-    let anvil: AnvilInstance = Anvil::new()
-        .path(anvil_path())
-        .host("127.0.0.1")
-        .port(0u16)
-        .try_spawn()
-        .unwrap();
+    let anvil: AnvilInstance = anvil();
     let rpc = anvil.endpoint();
     let dir = tempfile::tempdir().unwrap();
     let ks = KeyService::start(
@@ -266,7 +261,7 @@ async fn dev_runs_its_own_chain_and_reuses_its_contracts() {
     let env = vec![
         (
             "APPLIANCE_CHAIN__DEV_ANVIL".to_string(),
-            anvil_path().display().to_string(),
+            anvil_binary().display().to_string(),
         ),
         (
             "APPLIANCE_CHAIN__POLL_INTERVAL_MS".to_string(),

@@ -61,18 +61,7 @@ fn validator() -> PathBuf {
     if let Ok(path) = std::env::var("OPENAPI_SPEC_VALIDATOR") {
         return PathBuf::from(path);
     }
-    let tools = std::env::var("APPLIANCE_TOOLS_DIR")
-        .map(PathBuf::from)
-        .unwrap_or_else(|_| {
-            PathBuf::from(std::env::var("HOME").unwrap_or_default()).join(".cache/appliance-tools")
-        });
-    let path = tools.join("venv/bin/openapi-spec-validator");
-    assert!(
-        path.exists(),
-        "{} is missing: run scripts/setup (it installs the test tools)",
-        path.display()
-    );
-    path
+    test_support::tools::venv_bin("openapi-spec-validator")
 }
 
 #[tokio::test]

@@ -11,7 +11,6 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::Duration;
 
-use alloy::node_bindings::Anvil;
 use alloy::primitives::B256;
 use alloy::providers::ProviderBuilder;
 use alloy::signers::local::PrivateKeySigner;
@@ -147,12 +146,7 @@ fn write(dir: &Path, name: &str, text: &str) -> PathBuf {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn evidence_verify_passes_then_fails_the_named_checks() {
     // The governance contract on anvil.
-    let anvil = Anvil::new()
-        .path(e2e::chain::anvil_path())
-        .host("127.0.0.1")
-        .port(0u16)
-        .try_spawn()
-        .unwrap();
+    let anvil = e2e::chain::anvil();
     let owner = PrivateKeySigner::from(anvil.keys()[0].clone());
     let chain = ProviderBuilder::new()
         .wallet(owner)

@@ -374,7 +374,7 @@ const MAX_CODE: usize = 1024 * 1024;
 #[tokio::test]
 async fn get_lit_action_ipfs_id_matches_the_vectors() {
     let app = Appliance::start().await;
-    let vectors: Vectors = serde_json::from_str(include_str!("vectors/cids.json")).unwrap();
+    let vectors: Vectors = serde_json::from_str(include_str!("../vectors/cids.json")).unwrap();
     let mut checked = 0;
     for v in &vectors.vectors {
         let code = v.code();

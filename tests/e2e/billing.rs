@@ -10,8 +10,9 @@ use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use e2e::{Appliance, Launch, tools_dir};
+use e2e::{Appliance, Launch};
 use serde_json::{Value, json};
+use test_support::tools::venv_bin;
 
 const SECRET_KEY: &str = "sk_test_billing0123456789secret";
 const PUBLISHABLE_KEY: &str = "pk_test_billing0123456789";
@@ -38,12 +39,7 @@ struct LocalStripe {
 
 impl LocalStripe {
     fn start() -> Self {
-        let python = tools_dir().join("venv/bin/python");
-        assert!(
-            python.exists(),
-            "{} is missing: run scripts/setup (it installs localstripe)",
-            python.display()
-        );
+        let python = venv_bin("python");
         let mut child = Command::new(python)
             .args(["-c", LAUNCHER])
             .stdin(Stdio::null())

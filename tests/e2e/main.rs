@@ -1,0 +1,25 @@
+//! The end-to-end tests, one module per area, linked into one test binary (one link
+//! instead of seventeen). Each test's full name starts with its area, so
+//! `cargo test -p e2e billing::` runs the billing tests only; `tests/README.md` lists
+//! the areas.
+//!
+//! The harness they share (processes, HTTPS client, chain, Pebble, viem) is the `e2e`
+//! library in `tests/common/`.
+
+mod accounts;
+mod acme;
+mod actions;
+mod billing;
+mod chain_mirror;
+mod deploy;
+mod durability;
+mod evidence_e2e;
+mod execution;
+mod groups;
+mod http_conventions;
+mod keyservice;
+mod openapi;
+mod permissions;
+mod signatures;
+mod usage_keys;
+mod wallets;

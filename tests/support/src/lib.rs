@@ -1,0 +1,12 @@
+//! Helpers shared by the tests of every crate in the workspace: the one place that knows
+//! where `scripts/setup` installs the test tools ([`tools`]), a node runner that can load
+//! those npm packages ([`node`]) and, with the `anvil` feature, a local chain ([`anvil`]).
+//!
+//! Every helper fails loudly (with the command that fixes it) instead of skipping a test.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+#[cfg(feature = "anvil")]
+pub mod anvil;
+pub mod node;
+pub mod tools;
