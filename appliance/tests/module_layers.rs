@@ -54,14 +54,14 @@ fn rust_files(dir: &Path) -> Vec<PathBuf> {
 fn child_modules(dir: &Path) -> BTreeMap<String, Vec<PathBuf>> {
     let mut out: BTreeMap<String, Vec<PathBuf>> = BTreeMap::new();
     for path in rust_files(dir) {
-        let rel = path.strip_prefix(dir).expect("below dir");
+        let Ok(rel) = path.strip_prefix(dir) else {
+            continue;
+        };
         let mut parts = rel.components();
-        let first = parts
-            .next()
-            .expect("a component")
-            .as_os_str()
-            .to_string_lossy()
-            .into_owned();
+        let Some(first) = parts.next() else {
+            continue;
+        };
+        let first = first.as_os_str().to_string_lossy().into_owned();
         let name = match first.strip_suffix(".rs") {
             Some("mod") => continue,
             Some(stem) => stem.to_owned(),
