@@ -1,31 +1,39 @@
 //! The confidential-VM key appliance: the HTTPS front end.
 //!
-//! Map: `config` (one typed configuration), `server` + `tls` (the TLS accept loop),
-//! `http` (router, middleware, extractors), `api` (handlers by domain), `authz` (the
-//! pure permission model), `store` (SQLite), `secrets` (API keys), `keys` + `supervisor`
-//! (the keyservice connection, and its child process in dev), `wallet` (the account
-//! wallet's path), `error` (the one mapping of errors to HTTP).
+//! Map (follow one request in `docs/architecture.md`):
+//! * transport: `server` (the TLS accept loop), `tls` (certificates), `acme`, `http`
+//!   (middleware, authentication in `http::auth`, billed calls in `http::billed`, body
+//!   extractors), `state` (what handlers reach);
+//! * the API: `api` (handlers by domain and the route table), `authz` (the pure
+//!   permission model), `error` (the one mapping of errors to HTTP), `openapi`;
+//! * domain: `store` (SQLite), `billing` (prices, Stripe, action credit), `execution`
+//!   (running actions: the service, the worker pool and host calls), `chain` (the
+//!   relayer, the indexer and contract deployment), `attest` (quotes and evidence files),
+//!   `typed_data` (EIP-712), `cid`, `api_keys` (account and usage keys), `wallet`
+//!   (the account wallet's path, wallet references);
+//! * keys: `keyservice_client` (the connection to the keyservice process);
+//! * commands and modes: `config`, `deploy_command` (`appliance deploy`), `dev`
+//!   (development mode only: the keyservice child, the local chain, the child guard).
 
 pub mod acme;
 pub mod api;
+pub mod api_keys;
 pub mod attest;
 pub mod authz;
 pub mod billing;
 pub mod chain;
 pub mod cid;
 pub mod config;
-pub mod deploy;
+pub mod deploy_command;
+pub mod dev;
 pub mod error;
 pub mod execution;
-pub mod guard;
 pub mod http;
-pub mod keys;
+pub mod keyservice_client;
 pub mod openapi;
-pub mod secrets;
 pub mod server;
 pub mod state;
 pub mod store;
-pub mod supervisor;
 pub mod tls;
 pub mod typed_data;
 pub mod wallet;
@@ -95,11 +103,11 @@ pub struct Running {
     evidence_task: JoinHandle<()>,
     stop: oneshot::Sender<()>,
     task: JoinHandle<()>,
-    supervisor: Option<supervisor::Supervisor>,
+    supervisor: Option<dev::keyservice_child::Supervisor>,
     /// The chain relayer and indexer (stopped on drop).
     _followers: Option<chain::Followers>,
     /// `appliance dev`'s local chain (anvil).
-    dev_chain: Option<chain::dev::DevChain>,
+    dev_chain: Option<dev::chain::DevChain>,
 }
 
 impl Running {
@@ -160,7 +168,7 @@ async fn start_with(mut config: Config, dev_anvil: Option<PathBuf>) -> Result<Ru
     let (keys, supervisor) = start_keyservice(&config).await?;
     let dev_chain = match dev_anvil {
         Some(anvil) => Some(
-            chain::dev::start(&mut config.chain, &config.data_dir, &keys, anvil)
+            dev::chain::start(&mut config.chain, &config.data_dir, &keys, anvil)
                 .await
                 .map_err(|e| StartError::Chain(e.to_string()))?,
         ),
@@ -272,7 +280,7 @@ async fn start_with(mut config: Config, dev_anvil: Option<PathBuf>) -> Result<Ru
 /// certificate set up above is served until the first issuance.
 async fn start_acme(
     config: &Config,
-    keys: &keys::Keys,
+    keys: &keyservice_client::Keys,
     certs: &Arc<tls::CertResolver>,
 ) -> Result<Option<acme::AcmeService>, StartError> {
     if !config.acme.enabled() {
@@ -304,7 +312,7 @@ async fn start_acme(
 fn start_chain_followers(
     config: &Config,
     store: &Store,
-    keys: &keys::Keys,
+    keys: &keyservice_client::Keys,
 ) -> Result<Option<chain::Followers>, StartError> {
     let chain = &config.chain;
     let (Some(rpc_url), Some(contract)) = (&chain.rpc_url, chain.account_config_address) else {
@@ -331,9 +339,16 @@ fn start_chain_followers(
 /// operations answer 503.
 pub(crate) async fn start_keyservice(
     config: &Config,
-) -> Result<(keys::Keys, Option<supervisor::Supervisor>), StartError> {
+) -> Result<
+    (
+        keyservice_client::Keys,
+        Option<dev::keyservice_child::Supervisor>,
+    ),
+    StartError,
+> {
     let ks = &config.keyservice;
-    let keys = keys::Keys::new(&ks.socket, Duration::from_millis(ks.request_timeout_ms));
+    let keys =
+        keyservice_client::Keys::new(&ks.socket, Duration::from_millis(ks.request_timeout_ms));
     if !ks.spawn {
         if let Err(err) = keys.check().await {
             tracing::warn!(error = %err, "keyservice is not reachable yet; key operations answer 503 until it is");
@@ -343,17 +358,19 @@ pub(crate) async fn start_keyservice(
     let binary = ks
         .binary
         .clone()
-        .or_else(supervisor::default_binary)
+        .or_else(dev::keyservice_child::default_binary)
         .unwrap_or_else(|| PathBuf::from("keyservice"));
     let compose_file = ks
         .compose_file
         .clone()
         .unwrap_or_else(|| config.data_dir.join("app-compose.json"));
-    supervisor::ensure_dev_compose(&compose_file).map_err(|source| StartError::DataDir {
-        path: compose_file.clone(),
-        source,
+    dev::keyservice_child::ensure_dev_compose(&compose_file).map_err(|source| {
+        StartError::DataDir {
+            path: compose_file.clone(),
+            source,
+        }
     })?;
-    let spec = supervisor::ChildSpec {
+    let spec = dev::keyservice_child::ChildSpec {
         binary: binary.clone(),
         socket: ks.socket.clone(),
         state_dir: ks
@@ -369,9 +386,11 @@ pub(crate) async fn start_keyservice(
             .map(|a| a.to_string())
             .collect(),
     };
-    let supervisor = supervisor::Supervisor::start(spec)
+    let supervisor = dev::keyservice_child::Supervisor::start(spec)
         .map_err(|source| StartError::KeyserviceSpawn { binary, source })?;
-    if let Err(err) = supervisor::wait_ready(Duration::from_secs(20), || keys.check()).await {
+    if let Err(err) =
+        dev::keyservice_child::wait_ready(Duration::from_secs(20), || keys.check()).await
+    {
         supervisor.shutdown().await;
         return Err(StartError::KeyserviceNotReady {
             socket: ks.socket.clone(),

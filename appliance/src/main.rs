@@ -131,7 +131,7 @@ async fn run(config: Config, dev: bool) -> ExitCode {
             tracing::info!("chain.rpc_url is set: no local chain");
             None
         } else {
-            appliance::chain::dev::resolve_anvil(config.chain.dev_anvil.as_deref())
+            appliance::dev::chain::resolve_anvil(config.chain.dev_anvil.as_deref())
         };
         appliance::start_dev(config, anvil).await
     } else {
@@ -168,9 +168,9 @@ async fn run(config: Config, dev: bool) -> ExitCode {
     ExitCode::SUCCESS
 }
 
-async fn deploy(args: appliance::deploy::DeployArgs) -> ExitCode {
+async fn deploy(args: appliance::deploy_command::DeployArgs) -> ExitCode {
     init_logging(&Config::default());
-    match appliance::deploy::run(&args).await {
+    match appliance::deploy_command::run(&args).await {
         Ok(d) => {
             let mut out = std::io::stdout().lock();
             let _ = writeln!(
@@ -189,7 +189,7 @@ async fn deploy(args: appliance::deploy::DeployArgs) -> ExitCode {
         Err(err) => {
             let _ = writeln!(std::io::stderr(), "appliance deploy: {err}");
             match err {
-                appliance::deploy::DeployCmdError::Config(_) => ExitCode::from(2),
+                appliance::deploy_command::DeployCmdError::Config(_) => ExitCode::from(2),
                 _ => ExitCode::FAILURE,
             }
         }
@@ -218,7 +218,7 @@ fn main() -> ExitCode {
         Command::ChildGuard { mut command } => {
             let program = command.remove(0);
             return block_on(async move {
-                match appliance::guard::run(program, command).await {
+                match appliance::dev::child_guard::run(program, command).await {
                     Ok(code) => ExitCode::from(u8::try_from(code).unwrap_or(1)),
                     Err(err) => {
                         let _ = writeln!(std::io::stderr(), "appliance child-guard: {err}");
@@ -236,7 +236,7 @@ fn main() -> ExitCode {
             governance_owner,
             receipt_timeout_secs,
         } => {
-            return block_on(deploy(appliance::deploy::DeployArgs {
+            return block_on(deploy(appliance::deploy_command::DeployArgs {
                 rpc_url: rpc,
                 config_path: config,
                 chain_id,

@@ -4,8 +4,8 @@
 use std::sync::Arc;
 
 use crate::config::Config;
-use crate::keys::Keys;
 use crate::execution::Executor;
+use crate::keyservice_client::Keys;
 use crate::store::Store;
 
 /// What every handler can reach.

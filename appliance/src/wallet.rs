@@ -12,7 +12,7 @@ use keyservice_api::types::parse_hex_array;
 use keyservice_api::{Address, DerivationPath, PkpId};
 use sha3::{Digest, Keccak256};
 
-use crate::secrets::KeyHash;
+use crate::api_keys::KeyHash;
 use crate::store::WalletRef;
 
 const DOMAIN: &[u8] = b"appliance/account-wallet/v1";

@@ -27,7 +27,7 @@ use tokio::task::JoinHandle;
 use utoipa::ToSchema;
 
 use crate::config::{AcmeChallenge, AcmeConfig};
-use crate::keys::Keys;
+use crate::keyservice_client::Keys;
 use crate::tls::{self, CertResolver};
 
 use self::http::{AcmeHttp, Http01Tokens};

@@ -24,7 +24,7 @@ use sha3::{Digest, Keccak256};
 use zeroize::Zeroizing;
 
 use super::AcmeError;
-use crate::keys::Keys;
+use crate::keyservice_client::Keys;
 
 const FORMAT_VERSION: u32 = 2;
 

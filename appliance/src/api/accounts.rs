@@ -8,11 +8,11 @@ use utoipa::ToSchema;
 use super::{
     BodyErrors, MAX_DESCRIPTION_LEN, MAX_EMAIL_LEN, MAX_NAME_LEN, ServerErrors, check_text,
 };
+use crate::api_keys::ApiSecret;
 use crate::error::{ApiError, ErrorBody};
 use crate::http::auth::SentKey;
 use crate::http::billed::StartingCredit;
 use crate::http::extract::JsonBody;
-use crate::secrets::ApiSecret;
 use crate::state::AppState;
 use crate::store::{NewAccount, WalletIdentity};
 use crate::wallet::account_wallet_path;

@@ -13,10 +13,10 @@ use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
 
 use super::{BodyErrors, ServerErrors};
+use crate::api_keys::ApiSecret;
 use crate::error::{ApiError, ErrorBody};
 use crate::http::auth::ApiModeMasterKey;
 use crate::http::extract::JsonBody;
-use crate::secrets::ApiSecret;
 use crate::state::AppState;
 use crate::store::{Conversion, WalletIdentity, now_unix};
 use crate::typed_data::{self, Flow, TypedDataError, Verified};

@@ -9,11 +9,11 @@ use super::{
     AuthErrors, BodyErrors, MAX_DESCRIPTION_LEN, MAX_GROUP_IDS, MAX_NAME_LEN, ServerErrors,
     Success, WireU64, check_text,
 };
+use crate::api_keys::{ApiSecret, KeyHash, key_hash_from_reference};
 use crate::authz::{GroupSet, Operation, Permissions, authorize};
 use crate::error::{ApiError, ErrorBody};
 use crate::http::billed::Billed;
 use crate::http::extract::{Auth, JsonBody, Paging};
-use crate::secrets::{ApiSecret, KeyHash, key_hash_from_reference};
 use crate::state::AppState;
 use crate::store::{NewUsageKey, UsageKeyRecord};
 

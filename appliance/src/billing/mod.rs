@@ -24,8 +24,8 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use crate::api_keys::KeyHash;
 use crate::config::BillingConfig;
-use crate::secrets::KeyHash;
 use crate::store::{AccountId, Charge, Credited, InitialCredit, Store, StoreError};
 use stripe::{StripeClient, StripeError};
 

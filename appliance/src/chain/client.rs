@@ -13,7 +13,7 @@ use alloy::transports::{RpcError, TransportErrorKind};
 use keyservice_api::Payer;
 
 use super::ChainError;
-use crate::keys::Keys;
+use crate::keyservice_client::Keys;
 
 /// Fee parameters of an EIP-1559 transaction.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

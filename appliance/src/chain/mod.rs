@@ -6,8 +6,7 @@
 //! relayer and the indexer run in the background and catch up after outages.
 
 pub mod client;
-pub mod deploy;
-pub mod dev;
+pub mod contract_deployment;
 pub mod indexer;
 pub mod relayer;
 

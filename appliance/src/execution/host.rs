@@ -9,7 +9,7 @@ use keyservice_api::{DerivationPath, KeyError};
 use serde_json::Value;
 
 use super::fetch::Fetcher;
-use crate::keys::Keys;
+use crate::keyservice_client::Keys;
 use crate::store::{AccountId, Store, WalletRef, WalletScope};
 use crate::wallet::parse_wallet_ref;
 

@@ -21,7 +21,7 @@ use crate::authz::{self, Credential, Denied, ExecutionGrant};
 use crate::billing::{Billing, BillingError};
 use crate::cid;
 use crate::config::ActionsConfig;
-use crate::keys::Keys;
+use crate::keyservice_client::Keys;
 use crate::store::{AccountId, CidHash, Store, StoreError, WalletScope};
 use code::{Gateway, GatewayError};
 use fetch::{FetchLimits, Fetcher};

@@ -20,9 +20,9 @@ use http::request::Parts;
 use http::{HeaderMap, header};
 use serde::Deserialize;
 
+use crate::api_keys::{ApiSecret, KeyHash};
 use crate::authz::{Credential, Permissions};
 use crate::error::ApiError;
-use crate::secrets::{ApiSecret, KeyHash};
 use crate::state::AppState;
 use crate::store::{AccountId, AccountMode, ResolvedKey};
 use crate::typed_data::{self, Flow, TypedDataError, Verified};

@@ -6,7 +6,7 @@ use rusqlite::{Connection, OptionalExtension, params};
 use super::base::{AccountId, AccountMode, ResolvedKey, WalletIdentity, is_unique_violation};
 use super::ledger::InitialCredit;
 use super::{Result, Store, StoreError, now_unix, outbox, usage_keys, wallets};
-use crate::secrets::KeyHash;
+use crate::api_keys::KeyHash;
 
 /// What `new_account` stores: the account and its own wallet.
 #[derive(Debug, Clone)]

@@ -7,8 +7,8 @@ use keyservice_api::{Address, DerivationPath, PkpId};
 use rusqlite::{Connection, OptionalExtension, params};
 
 use super::{Result, StoreError};
+use crate::api_keys::KeyHash;
 use crate::authz::{GroupId, Permissions};
-use crate::secrets::KeyHash;
 
 /// The store's id of an account. Never shown to clients.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]

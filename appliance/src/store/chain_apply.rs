@@ -15,8 +15,8 @@ use super::base::{AccountId, AccountMode, WalletIdentity};
 use super::outbox::set_cursor;
 use super::wallets::{self, WalletRef};
 use super::{Result, Store, now_unix, usage_keys};
+use crate::api_keys::KeyHash;
 use crate::authz::{GroupSet, Permissions};
-use crate::secrets::KeyHash;
 use keyservice_api::PkpId;
 
 /// What changed on chain.
@@ -392,8 +392,8 @@ impl Store {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::api_keys::KeyHash;
     use crate::authz::{GroupId, GroupSet, Permissions};
-    use crate::secrets::KeyHash;
     use crate::store::outbox::OutboxEntry;
     use crate::store::{
         Charge, GroupSpec, InitialCredit, NewAccount, NewUsageKey, Permitted, ResolvedKey,

@@ -8,7 +8,7 @@ use rusqlite::{OptionalExtension, params};
 
 use super::base::{AccountId, AccountMode, account_head, key_hash_from};
 use super::{Result, Store, StoreError, outbox, signature_replay};
-use crate::secrets::KeyHash;
+use crate::api_keys::KeyHash;
 use crate::typed_data::Verified;
 
 /// An account's master key, whatever the account's mode.

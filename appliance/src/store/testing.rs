@@ -3,7 +3,7 @@
 use keyservice_api::{Address, DerivationPath, PkpId};
 
 use super::{AccountId, InitialCredit, NewAccount, Store, WalletIdentity};
-use crate::secrets::KeyHash;
+use crate::api_keys::KeyHash;
 
 /// A fresh store in a temporary directory (kept alive by the returned guard).
 pub(super) fn open_store() -> (tempfile::TempDir, Store) {

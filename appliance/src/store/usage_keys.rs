@@ -11,8 +11,8 @@ use super::base::{
 };
 use super::ledger::Charge;
 use super::{Page, Result, Store, StoreError, now_unix, outbox};
+use crate::api_keys::KeyHash;
 use crate::authz::{GroupSet, Permissions};
-use crate::secrets::KeyHash;
 
 #[derive(Debug, Clone)]
 pub struct NewUsageKey {

@@ -128,7 +128,7 @@ pub(crate) async fn keep_running<F, Fut>(
                     child = None;
                 }
                 _ = stopped.changed() => {
-                    crate::guard::terminate(running, grace).await;
+                    crate::dev::child_guard::terminate(running, grace).await;
                     return;
                 }
             }

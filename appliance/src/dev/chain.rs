@@ -20,10 +20,12 @@ use tokio::process::{Child, ChildStdout, Command};
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
 
-use super::ChainClient;
-use super::deploy::{DeployPlan, DeploySigner, contracts_in_place, deploy_contracts};
+use crate::chain::ChainClient;
+use crate::chain::contract_deployment::{
+    DeployPlan, DeploySigner, contracts_in_place, deploy_contracts,
+};
 use crate::config::ChainConfig;
-use crate::keys::Keys;
+use crate::keyservice_client::Keys;
 
 /// Balance every payer is given on the dev chain (10 000 ETH).
 const DEV_BALANCE_WEI: u128 = 10_000 * 10u128.pow(18);
@@ -45,9 +47,9 @@ pub enum DevChainError {
     #[error("anvil ({binary}) did not start: {reason}")]
     Start { binary: PathBuf, reason: String },
     #[error(transparent)]
-    Chain(#[from] super::ChainError),
+    Chain(#[from] crate::chain::ChainError),
     #[error("deploying the contracts: {0}")]
-    Deploy(#[from] super::deploy::DeployError),
+    Deploy(#[from] crate::chain::contract_deployment::DeployError),
 }
 
 /// Which anvil `appliance dev` should run: `chain.dev_anvil` if set (an empty value turns
@@ -286,7 +288,7 @@ async fn prepare(
         .client()
         .payers()
         .await
-        .map_err(super::ChainError::from)?;
+        .map_err(crate::chain::ChainError::from)?;
     let api_payers: Vec<Address> = payers.api.iter().map(|a| Address::from(a.0)).collect();
     let admin = Address::from(payers.admin.0);
     for payer in api_payers.iter().chain([&admin]) {
@@ -297,7 +299,7 @@ async fn prepare(
                 (*payer, U256::from(DEV_BALANCE_WEI)),
             )
             .await
-            .map_err(super::client::rpc_error)?;
+            .map_err(crate::chain::client::rpc_error)?;
     }
     chain.rpc_url = Some(rpc_url.to_owned());
     if chain.account_config_address.is_some() {
@@ -371,6 +373,12 @@ async fn supervise(spec: AnvilSpec, first: Child, port: u16, stopped: watch::Rec
             .map(|(child, _)| child)
             .map_err(|e| e.to_string())
     };
-    crate::supervisor::keep_running("anvil", first, Duration::from_secs(10), respawn, stopped)
-        .await;
+    crate::dev::keyservice_child::keep_running(
+        "anvil",
+        first,
+        Duration::from_secs(10),
+        respawn,
+        stopped,
+    )
+    .await;
 }

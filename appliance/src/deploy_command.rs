@@ -14,7 +14,9 @@ use alloy::primitives::Address;
 use alloy::signers::local::PrivateKeySigner;
 use keyservice_api::Payer;
 
-use crate::chain::deploy::{DeployError, DeployPlan, DeploySigner, Deployed, deploy_contracts};
+use crate::chain::contract_deployment::{
+    DeployError, DeployPlan, DeploySigner, Deployed, deploy_contracts,
+};
 use crate::chain::{ChainClient, ChainError};
 use crate::config::{Config, ConfigError};
 
@@ -126,7 +128,7 @@ pub async fn run(args: &DeployArgs) -> Result<Deployed, DeployCmdError> {
 
 async fn deploy_with(
     config: &Config,
-    keys: &crate::keys::Keys,
+    keys: &crate::keyservice_client::Keys,
     signer: DeploySigner,
     args: &DeployArgs,
 ) -> Result<Deployed, DeployCmdError> {

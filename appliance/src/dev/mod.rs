@@ -1,0 +1,14 @@
+//! Development mode only (`appliance dev`, or `keyservice.spawn` in a test configuration):
+//! nothing here runs in a production deployment, where keyservice is its own container
+//! and the chain is a real RPC endpoint.
+//!
+//! * `keyservice_child`: keyservice as a supervised child process (restarted if it dies,
+//!   stopped with the appliance), and the restart loop the dev chain shares.
+//! * `chain`: a local anvil with its state in the data directory, funded payers and the
+//!   contracts deployed once.
+//! * `child_guard`: `appliance child-guard`, which stops a helper (anvil) when the
+//!   appliance goes away, even after `kill -9`.
+
+pub mod chain;
+pub mod child_guard;
+pub mod keyservice_child;
