@@ -385,9 +385,9 @@ pub enum Payer {
 #[derive(Clone, Copy, PartialEq, Eq, Hash, Debug)]
 #[repr(u8)]
 pub enum ServicePurpose {
-    /// The ACME account credentials (`acme/account.json`).
+    /// The ACME account credentials (`<data_dir>/acme/account.json`).
     AcmeAccount = 1,
-    /// The TLS certificate's private key (`acme/certificate.json`).
+    /// The TLS certificate's private key (`<data_dir>/acme/certificate.json`).
     AcmeCertificate = 2,
 }
 
@@ -400,7 +400,7 @@ impl ServicePurpose {
         }
     }
 
-    /// The name in the key derivation (`keyservice/v1/service-seal`, data = this).
+    /// The name in the key derivation (`"keyservice/v1/service-seal"`, data = this).
     pub const fn label(&self) -> &'static str {
         match self {
             Self::AcmeAccount => "acme-account",

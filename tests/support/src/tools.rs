@@ -1,7 +1,7 @@
 //! Where the test tools live. `scripts/setup` fills one cache directory,
 //! `$APPLIANCE_TOOLS_DIR` or else `~/.cache/appliance-tools` (the same default as
-//! `appliance dev` uses for its anvil): npm packages under `node/`, PyPI packages in a
-//! virtualenv under `venv/`. Pebble comes from Debian and lives on the system.
+//! `appliance dev` uses for its anvil): npm packages under `<tools>/node/`, PyPI packages in a
+//! virtualenv under `<tools>/venv/`. Pebble comes from Debian and lives on the system.
 
 use std::path::{Path, PathBuf};
 
