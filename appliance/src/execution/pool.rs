@@ -217,10 +217,15 @@ async fn spawn(spec: &WorkerSpec) -> Result<Worker, String> {
         .current_dir(&spec.cwd)
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
-        .stderr(Stdio::inherit())
+        // A pipe, not the appliance's own stderr: the worker's lock-down sets
+        // RLIMIT_FSIZE to 0, so it could not write to a stderr that is a regular file.
+        .stderr(Stdio::piped())
         .kill_on_drop(true)
         .spawn()
         .map_err(|e| format!("cannot start {}: {e}", spec.binary.display()))?;
+    if let Some(stderr) = child.stderr.take() {
+        tokio::spawn(forward_stderr(stderr, child.id()));
+    }
     let (Some(stdin), Some(stdout)) = (child.stdin.take(), child.stdout.take()) else {
         return Err("the worker's pipes are missing".into());
     };
@@ -234,6 +239,43 @@ async fn spawn(spec: &WorkerSpec) -> Result<Worker, String> {
         Ok(Ok(msg)) => Err(format!("the worker sent {msg:?} instead of ready")),
         Ok(Err(err)) => Err(format!("the worker did not start: {err}")),
         Err(_) => Err("the worker did not become ready in time".into()),
+    }
+}
+
+/// Most lines of a worker's stderr that are logged; a worker is untrusted, so it cannot
+/// flood the appliance's log (the rest is read and dropped).
+const MAX_STDERR_LINES: usize = 64;
+/// Longest stderr line logged, in bytes (longer lines are cut).
+const MAX_STDERR_LINE: usize = 1024;
+
+/// Logs what a worker writes to stderr (its lock-down report, a panic message), bounded
+/// by [`MAX_STDERR_LINES`] and [`MAX_STDERR_LINE`], until the worker exits.
+async fn forward_stderr(stderr: tokio::process::ChildStderr, pid: Option<u32>) {
+    let mut reader = BufReader::new(stderr);
+    let mut chunk = [0u8; 4096];
+    let mut line: Vec<u8> = Vec::new();
+    let mut logged = 0usize;
+    loop {
+        let n = match reader.read(&mut chunk).await {
+            Ok(0) | Err(_) => break,
+            Ok(n) => n,
+        };
+        for &byte in &chunk[..n] {
+            if byte == b'\n' {
+                if logged < MAX_STDERR_LINES {
+                    let text = String::from_utf8_lossy(&line);
+                    tracing::warn!(worker_pid = pid, "action worker: {}", text.trim_end());
+                    logged += 1;
+                }
+                line.clear();
+            } else if line.len() < MAX_STDERR_LINE {
+                line.push(byte);
+            }
+        }
+    }
+    if !line.is_empty() && logged < MAX_STDERR_LINES {
+        let text = String::from_utf8_lossy(&line);
+        tracing::warn!(worker_pid = pid, "action worker: {}", text.trim_end());
     }
 }
 
