@@ -12,8 +12,9 @@ use super::{
 use crate::authz::{GroupId, Operation, authorize};
 use crate::cid;
 use crate::error::{ApiError, ErrorBody};
+use crate::http::auth::Auth;
 use crate::http::billed::Billed;
-use crate::http::extract::{Auth, JsonBody, Paging, QueryParams};
+use crate::http::extract::{JsonBody, Paging, QueryParams};
 use crate::state::AppState;
 use crate::store::ActionRecord;
 

@@ -10,8 +10,9 @@ use utoipa::ToSchema;
 use super::{AuthErrors, BodyErrors, ServerErrors};
 use crate::error::{ApiError, ErrorBody};
 use crate::execution::{self, Caller, ExecContext, Job, Outcome};
-use crate::http::AppState;
-use crate::http::extract::{Auth, JsonBody};
+use crate::http::auth::Auth;
+use crate::http::extract::JsonBody;
+use crate::state::AppState;
 use action_runtime::protocol::ErrorKind;
 
 #[derive(Debug, Deserialize, ToSchema)]

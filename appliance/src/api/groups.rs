@@ -14,8 +14,9 @@ use super::{
 };
 use crate::authz::{GroupId, Operation, authorize};
 use crate::error::{ApiError, ErrorBody};
+use crate::http::auth::Auth;
 use crate::http::billed::Billed;
-use crate::http::extract::{Auth, JsonBody, Paging};
+use crate::http::extract::{JsonBody, Paging};
 use crate::state::AppState;
 use crate::store::{GroupRecord, GroupSpec};
 

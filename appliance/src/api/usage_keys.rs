@@ -12,8 +12,9 @@ use super::{
 use crate::api_keys::{ApiSecret, KeyHash, key_hash_from_reference};
 use crate::authz::{GroupSet, Operation, Permissions, authorize};
 use crate::error::{ApiError, ErrorBody};
+use crate::http::auth::Auth;
 use crate::http::billed::Billed;
-use crate::http::extract::{Auth, JsonBody, Paging};
+use crate::http::extract::{JsonBody, Paging};
 use crate::state::AppState;
 use crate::store::{NewUsageKey, UsageKeyRecord};
 

@@ -10,8 +10,9 @@ use super::{
 };
 use crate::authz::{GroupId, Operation, authorize};
 use crate::error::{ApiError, ErrorBody};
+use crate::http::auth::Auth;
 use crate::http::billed::Billed;
-use crate::http::extract::{Auth, OptionalJsonBody, Paging, QueryParams};
+use crate::http::extract::{OptionalJsonBody, Paging, QueryParams};
 use crate::state::AppState;
 use crate::store::{WalletIdentity, WalletRecord};
 

@@ -255,6 +255,13 @@ async fn forward_stderr(stderr: tokio::process::ChildStderr, pid: Option<u32>) {
     let mut chunk = [0u8; 4096];
     let mut line: Vec<u8> = Vec::new();
     let mut logged = 0usize;
+    let log_line = |line: &[u8], logged: &mut usize| {
+        if *logged < MAX_STDERR_LINES {
+            let text = String::from_utf8_lossy(line);
+            tracing::warn!(worker_pid = pid, "action worker: {}", text.trim_end());
+            *logged += 1;
+        }
+    };
     loop {
         let n = match reader.read(&mut chunk).await {
             Ok(0) | Err(_) => break,
@@ -262,20 +269,15 @@ async fn forward_stderr(stderr: tokio::process::ChildStderr, pid: Option<u32>) {
         };
         for &byte in &chunk[..n] {
             if byte == b'\n' {
-                if logged < MAX_STDERR_LINES {
-                    let text = String::from_utf8_lossy(&line);
-                    tracing::warn!(worker_pid = pid, "action worker: {}", text.trim_end());
-                    logged += 1;
-                }
+                log_line(&line, &mut logged);
                 line.clear();
             } else if line.len() < MAX_STDERR_LINE {
                 line.push(byte);
             }
         }
     }
-    if !line.is_empty() && logged < MAX_STDERR_LINES {
-        let text = String::from_utf8_lossy(&line);
-        tracing::warn!(worker_pid = pid, "action worker: {}", text.trim_end());
+    if !line.is_empty() {
+        log_line(&line, &mut logged);
     }
 }
 

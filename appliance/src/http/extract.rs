@@ -11,7 +11,6 @@ use http::{HeaderMap, header};
 use http_body_util::BodyExt as _;
 use serde::de::DeserializeOwned;
 
-pub use super::auth::Auth;
 use crate::error::ApiError;
 use crate::state::AppState;
 use crate::store::Page;

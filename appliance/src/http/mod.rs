@@ -16,8 +16,7 @@ use tower_http::catch_panic::CatchPanicLayer;
 use utoipa_swagger_ui::SwaggerUi;
 
 use crate::error::ApiError;
-/// Re-exported from its own module (`crate::state`), where `api` and `http` both find it.
-pub use crate::state::AppState;
+use crate::state::AppState;
 
 /// The API's path prefix.
 pub const API_PREFIX: &str = "/core/v1";
