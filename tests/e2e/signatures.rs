@@ -684,9 +684,13 @@ async fn a_front_run_registration_gives_the_attacker_nothing_and_the_minter_ever
         )
         .send()
         .await;
-    let refused = copied
-        .err()
-        .expect("the copied wallet registration was accepted on chain");
+    let refused = match copied {
+        Ok(pending) => panic!(
+            "the copied wallet registration was accepted on chain: {}",
+            pending.tx_hash()
+        ),
+        Err(e) => e,
+    };
     assert!(
         matches!(
             refused.as_decoded_interface_error::<IAccountConfig::IAccountConfigErrors>(),
