@@ -785,7 +785,7 @@ async fn a_chain_secured_usage_key_stops_at_its_on_chain_expiration() {
             .to_owned()
     };
     let (expiring, lasting) = (mint().await, mint().await);
-    const LIFETIME: i64 = 8;
+    const LIFETIME: i64 = 10;
     let expires_at = now() + LIFETIME;
     set_usage_key(
         &owner,
