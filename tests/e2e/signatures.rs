@@ -772,11 +772,14 @@ async fn a_chain_secured_usage_key_stops_at_its_on_chain_expiration() {
         .await
         .unwrap();
     let account = U256::from_be_bytes(keccak256(anvil.addresses()[5].as_slice()).0);
-    let mint = || async {
+    // Two signatures, distinct even within one second (issuedAt differs).
+    let (app_ref, owner_ref) = (&app, &owner_key);
+    let mint = |issued_at: i64| async move {
+        let (app, owner_key) = (app_ref, owner_ref);
         app.post(
             "/add_usage_api_key_with_signature",
             None,
-            signed(&owner_key, "AddUsageApiKey", chain, now()),
+            signed(&owner_key, "AddUsageApiKey", chain, issued_at),
         )
         .await
         .assert_ok()["usage_api_key"]
@@ -784,7 +787,7 @@ async fn a_chain_secured_usage_key_stops_at_its_on_chain_expiration() {
             .unwrap()
             .to_owned()
     };
-    let (expiring, lasting) = (mint().await, mint().await);
+    let (expiring, lasting) = (mint(now()).await, mint(now() - 1).await);
     const LIFETIME: i64 = 10;
     let expires_at = now() + LIFETIME;
     set_usage_key(
