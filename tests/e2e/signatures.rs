@@ -779,7 +779,7 @@ async fn a_chain_secured_usage_key_stops_at_its_on_chain_expiration() {
         app.post(
             "/add_usage_api_key_with_signature",
             None,
-            signed(&owner_key, "AddUsageApiKey", chain, issued_at),
+            signed(owner_key, "AddUsageApiKey", chain, issued_at),
         )
         .await
         .assert_ok()["usage_api_key"]
