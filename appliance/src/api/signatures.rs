@@ -269,3 +269,19 @@ pub async fn convert_to_chain_secured_account(
         Conversion::Replayed => Err(TypedDataError::Replayed.into()),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A minted path begins with its minter's address (what `AccountConfig` checks) and
+    /// the rest is random: two mints for one minter differ.
+    #[test]
+    fn a_minted_path_carries_its_minter() {
+        let minter = Address::repeat_byte(0xab);
+        let (a, b) = (minted_path(minter).unwrap(), minted_path(minter).unwrap());
+        assert_eq!(&a.0[..20], minter.as_slice());
+        assert_eq!(&b.0[..20], minter.as_slice());
+        assert_ne!(a.0[20..], b.0[20..]);
+    }
+}

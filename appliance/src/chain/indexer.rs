@@ -310,3 +310,17 @@ impl Indexer {
         })
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// 0 is "never"; a time is kept as is; one the store cannot hold never comes.
+    #[test]
+    fn on_chain_expiration_maps_to_the_stores() {
+        assert_eq!(expiry(U256::ZERO), None);
+        assert_eq!(expiry(U256::from(1_700_000_000u64)), Some(1_700_000_000));
+        assert_eq!(expiry(U256::MAX), Some(i64::MAX));
+        assert_eq!(expiry(U256::from(u64::MAX)), Some(i64::MAX));
+    }
+}
