@@ -16,7 +16,11 @@ import {IAccountConfig} from "./IAccountConfig.sol";
 /// * apiKeyHash 0 is reserved (views answer 0 for "none"): `newAccount(0, ...)` reverts
 ///   AccountExists(0). Views of an absent usage key, group or wallet return zero values.
 /// * A wallet is registered once; registering it again reverts WalletTaken, even for the
-///   same account.
+///   same account. An unmanaged account registers only derivation paths that carry its
+///   admin in their top 160 bits (the service mints paths that way for the signer).
+/// * Usage keys set by unmanaged accounts live in a per-account map: a hash copied from
+///   another account's pending transaction gives the copier its own record and blocks
+///   nobody.
 /// * Usage key permission lists and group lists are stored as given: their group ids, pkpIds
 ///   and cidHashes are not checked against existing groups, wallets or actions, and removing
 ///   a group, action or usage key does not cascade.
@@ -67,6 +71,8 @@ contract AccountConfig is IAccountConfig {
 
     mapping(uint256 apiKeyHash => Account) private _accounts;
     mapping(uint256 usageKeyHash => UsageKey) private _usageKeys;
+    /// Usage keys set by unmanaged accounts (other than those kept through a conversion).
+    mapping(uint256 apiKeyHash => mapping(uint256 usageKeyHash => UsageKey)) private _chainSecuredUsageKeys;
     mapping(uint256 groupId => Group) private _groups;
     /// Service-chosen ids (below CHAIN_GROUP_ID_BASE) ever used; the contract's own ids are
     /// never reused because `nextChainGroupId` only grows.
@@ -142,9 +148,12 @@ contract AccountConfig is IAccountConfig {
         string calldata description,
         UsageKeyPermissions calldata permissions
     ) external {
-        _writableAccount(apiKeyHash);
+        Account storage account = _writableAccount(apiKeyHash);
         UsageKey storage key = _usageKeys[usageKeyHash];
-        if (key.apiKeyHash != 0 && key.apiKeyHash != apiKeyHash) revert UsageKeyTaken(usageKeyHash);
+        if (key.apiKeyHash != apiKeyHash) {
+            if (key.apiKeyHash != 0) revert UsageKeyTaken(usageKeyHash);
+            if (!account.managed) key = _chainSecuredUsageKeys[apiKeyHash][usageKeyHash];
+        }
         key.apiKeyHash = apiKeyHash;
         key.expiration = expiration;
         key.balance = balance;
@@ -170,7 +179,11 @@ contract AccountConfig is IAccountConfig {
     function removeUsageApiKey(uint256 apiKeyHash, uint256 usageKeyHash) external {
         _writableAccount(apiKeyHash);
         _ownUsageKey(apiKeyHash, usageKeyHash);
-        delete _usageKeys[usageKeyHash];
+        if (_usageKeys[usageKeyHash].apiKeyHash == apiKeyHash) {
+            delete _usageKeys[usageKeyHash];
+        } else {
+            delete _chainSecuredUsageKeys[apiKeyHash][usageKeyHash];
+        }
         emit UsageApiKeyRemoved(apiKeyHash, usageKeyHash);
     }
 
@@ -283,8 +296,11 @@ contract AccountConfig is IAccountConfig {
         string calldata name,
         string calldata description
     ) external {
-        _writableAccount(apiKeyHash);
+        Account storage account = _writableAccount(apiKeyHash);
         if (wallet == address(0)) revert ZeroAddress();
+        if (!account.managed && address(uint160(derivationPath >> 96)) != account.admin) {
+            revert DerivationPathNotOwned(derivationPath, account.admin);
+        }
         Wallet storage entry = _wallets[wallet];
         if (entry.apiKeyHash != 0) revert WalletTaken(wallet);
         entry.apiKeyHash = apiKeyHash;
@@ -334,6 +350,22 @@ contract AccountConfig is IAccountConfig {
     {
         UsageKey storage key = _usageKeys[usageKeyHash];
         return (key.apiKeyHash, key.expiration, key.balance, key.name, key.description, key.permissions);
+    }
+
+    function getAccountUsageApiKey(uint256 apiKeyHash, uint256 usageKeyHash)
+        external
+        view
+        returns (
+            uint256 expiration,
+            uint256 balance,
+            string memory name,
+            string memory description,
+            UsageKeyPermissions memory permissions
+        )
+    {
+        UsageKey storage key = _usageKeys[usageKeyHash];
+        if (apiKeyHash == 0 || key.apiKeyHash != apiKeyHash) key = _chainSecuredUsageKeys[apiKeyHash][usageKeyHash];
+        return (key.expiration, key.balance, key.name, key.description, key.permissions);
     }
 
     function getGroup(uint256 groupId)
@@ -403,7 +435,9 @@ contract AccountConfig is IAccountConfig {
 
     function _ownUsageKey(uint256 apiKeyHash, uint256 usageKeyHash) private view returns (UsageKey storage key) {
         key = _usageKeys[usageKeyHash];
-        if (key.apiKeyHash == 0 || key.apiKeyHash != apiKeyHash) revert UnknownUsageKey(usageKeyHash);
+        if (key.apiKeyHash == apiKeyHash && apiKeyHash != 0) return key;
+        key = _chainSecuredUsageKeys[apiKeyHash][usageKeyHash];
+        if (key.apiKeyHash == 0) revert UnknownUsageKey(usageKeyHash);
     }
 
     function _ownGroup(uint256 apiKeyHash, uint256 groupId) private view returns (Group storage group) {

@@ -18,6 +18,9 @@ pragma solidity ^0.8.24;
 ///                  `addGroup`), which is the only way for an unmanaged account.
 /// * A pkpId or cidHash of 0 in a group's lists permits all wallets / all actions; a groupId
 ///   of 0 in a usage key's permission lists means all of the account's groups.
+/// * derivationPath of a wallet an unmanaged account registers: its top 160 bits are the
+///   account's admin address (`derivationPath >> 96 == uint160(admin)`), so a path the
+///   service minted for one wallet owner cannot be registered by another account.
 interface IAccountConfig {
     struct UsageKeyPermissions {
         bool canCreateGroups;
@@ -99,6 +102,7 @@ interface IAccountConfig {
     error UnknownGroup(uint256 groupId);
     error UnknownAction(uint256 cidHash);
     error WalletTaken(address wallet);
+    error DerivationPathNotOwned(uint256 derivationPath, address admin);
 
     // ---- administration (owner) ---------------------------------------------------------
     function owner() external view returns (address);
@@ -118,7 +122,11 @@ interface IAccountConfig {
     function convertToChainSecuredAccount(uint256 apiKeyHash, address newAdminWalletAddress) external;
 
     // ---- usage keys (account writer) ----------------------------------------------------
-    /// Creates or fully replaces a usage key of the account.
+    /// Creates or fully replaces a usage key of the account. A hash held by another account
+    /// through a managed write (or kept through a conversion) reverts UsageKeyTaken. A hash
+    /// an unmanaged account sets is recorded for that account alone: another unmanaged
+    /// account setting the same hash gets its own record and blocks nobody (the service,
+    /// which knows who minted a key, decides which record it honours).
     function setUsageApiKey(
         uint256 apiKeyHash,
         uint256 usageKeyHash,
@@ -167,7 +175,9 @@ interface IAccountConfig {
     function setActionMetadata(uint256 apiKeyHash, uint256 cidHash, string calldata name, string calldata description)
         external;
     function deleteAction(uint256 apiKeyHash, uint256 cidHash) external;
-    /// Attaches a keyservice wallet (by its derivation path) to the account.
+    /// Attaches a keyservice wallet (by its derivation path) to the account. For an
+    /// unmanaged account the path must carry its admin in its top 160 bits, else
+    /// DerivationPathNotOwned.
     function registerWalletDerivation(
         uint256 apiKeyHash,
         address wallet,
@@ -195,6 +205,18 @@ interface IAccountConfig {
         view
         returns (
             uint256 apiKeyHash,
+            uint256 expiration,
+            uint256 balance,
+            string memory name,
+            string memory description,
+            UsageKeyPermissions memory permissions
+        );
+    /// The usage key `usageKeyHash` as account `apiKeyHash` holds it (either kind of
+    /// record); zero values if the account does not hold it.
+    function getAccountUsageApiKey(uint256 apiKeyHash, uint256 usageKeyHash)
+        external
+        view
+        returns (
             uint256 expiration,
             uint256 balance,
             string memory name,

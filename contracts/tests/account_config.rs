@@ -190,9 +190,20 @@ async fn assert_every_write_refused(contract: &Contract, key: U256, group: U256,
     }
 }
 
+/// A derivation path `admin` may register for its unmanaged account: the admin's address
+/// in the top 160 bits, `n` below.
+fn owned_path(admin: Address, n: u64) -> U256 {
+    (U256::from_be_slice(admin.as_slice()) << 96) | U256::from(n)
+}
+
 /// Gives the account a usage key "uk", a group with pkp "pkp" and cid "cid", an action "cid"
-/// and a wallet, written through `contract`; returns the group id.
-async fn populate(contract: &Contract, key: U256, explicit_group: Option<u64>) -> U256 {
+/// and a wallet at `wallet_path`, written through `contract`; returns the group id.
+async fn populate(
+    contract: &Contract,
+    key: U256,
+    explicit_group: Option<u64>,
+    wallet_path: U256,
+) -> U256 {
     send(contract.setUsageApiKey(
         key,
         h("uk"),
@@ -217,7 +228,7 @@ async fn populate(contract: &Contract, key: U256, explicit_group: Option<u64>) -
     send(contract.registerWalletDerivation(
         key,
         Address::repeat_byte(0x11),
-        U256::from(5),
+        wallet_path,
         "w".into(),
         "".into(),
     ))
@@ -432,7 +443,7 @@ async fn managed_accounts_are_created_by_payers_and_the_owner() {
 async fn managed_accounts_are_written_only_by_payers_and_the_owner() {
     let f = Fixture::new().await;
     let key = f.managed("managed").await;
-    let group = populate(&f.as_(PAYER), key, Some(42)).await;
+    let group = populate(&f.as_(PAYER), key, Some(42), U256::from(5)).await;
     assert_eq!(group, U256::from(42));
 
     // Neither a stranger nor the account's own admin wallet may write a managed account.
@@ -564,7 +575,7 @@ async fn chain_secured_accounts_are_keyed_by_their_admin_and_written_only_by_it(
     );
 
     // Only the admin writes; service-chosen group ids are refused.
-    let group = populate(&admin, key, None).await;
+    let group = populate(&admin, key, None, owned_path(f.who(ADMIN), 5)).await;
     assert_eq!(group, BASE);
     for who in [PAYER, OWNER, STRANGER, OTHER_ADMIN] {
         assert_every_write_refused(&f.as_(who), key, group, f.who(who)).await;
@@ -593,7 +604,7 @@ async fn conversion_is_payer_or_owner_only_irreversible_and_keeps_state() {
     let f = Fixture::new().await;
     let key = f.managed("to convert").await;
     let payer = f.as_(PAYER);
-    let group = populate(&payer, key, Some(100)).await;
+    let group = populate(&payer, key, Some(100), U256::from(5)).await;
     let chain_group = populate_chain_group(&payer, key).await;
     let new_admin = f.who(ADMIN);
 
@@ -1189,6 +1200,165 @@ async fn a_wallet_is_registered_once_to_one_account() {
             .unwrap()
             .apiKeyHash,
         U256::ZERO
+    );
+}
+
+/// Front-running a wallet owner: another ChainSecured admin who copies the owner's pending
+/// `registerWalletDerivation` is refused (the path carries the owner's address), and one
+/// who copies a pending `setUsageApiKey` gets a record of its own that blocks nobody.
+#[tokio::test]
+async fn a_copied_registration_neither_takes_nor_blocks_the_owners() {
+    let f = Fixture::new().await;
+    let victim = f.as_(ADMIN);
+    let attacker = f.as_(OTHER_ADMIN);
+    let victim_key = f.chain_secured(ADMIN).await;
+    let attacker_key = f.chain_secured(OTHER_ADMIN).await;
+
+    // The wallet: the attacker's copy reverts, the owner's own call then succeeds.
+    let wallet = Address::repeat_byte(0x5a);
+    let path = owned_path(f.who(ADMIN), 0xfeed);
+    assert_eq!(
+        revert(attacker.registerWalletDerivation(
+            attacker_key,
+            wallet,
+            path,
+            "mine".into(),
+            "".into()
+        ))
+        .await,
+        E::DerivationPathNotOwned(DerivationPathNotOwned {
+            derivationPath: path,
+            admin: f.who(OTHER_ADMIN)
+        })
+    );
+    // A path without any owner (the old random paths) is refused too.
+    assert!(matches!(
+        revert(attacker.registerWalletDerivation(
+            attacker_key,
+            wallet,
+            U256::from(7),
+            "".into(),
+            "".into()
+        ))
+        .await,
+        E::DerivationPathNotOwned(_)
+    ));
+    let receipt =
+        send(victim.registerWalletDerivation(victim_key, wallet, path, "w".into(), "".into()))
+            .await;
+    assert_eq!(f.event::<WalletRegistered>(&receipt).apiKeyHash, victim_key);
+    assert_eq!(
+        victim.getWallet(wallet).call().await.unwrap().apiKeyHash,
+        victim_key
+    );
+    // Positive control: the attacker registers a path of its own.
+    let own = owned_path(f.who(OTHER_ADMIN), 1);
+    send(attacker.registerWalletDerivation(
+        attacker_key,
+        Address::repeat_byte(0x5b),
+        own,
+        "".into(),
+        "".into(),
+    ))
+    .await;
+    // A managed account's writer (the service) is not bound by the rule.
+    let managed = f.managed("managed").await;
+    send(f.as_(PAYER).registerWalletDerivation(
+        managed,
+        Address::repeat_byte(0x5c),
+        U256::from(3),
+        "".into(),
+        "".into(),
+    ))
+    .await;
+
+    // The usage key: the attacker sets the copied hash first, the owner's call still
+    // succeeds, and each account sees only its own record.
+    let uk = h("minted usage key");
+    fn set<'a>(
+        contract: &'a Contract,
+        account: U256,
+        uk: U256,
+        name: &str,
+        seed: u64,
+    ) -> CallBuilder<&'a DynProvider, std::marker::PhantomData<setUsageApiKeyCall>> {
+        contract.setUsageApiKey(
+            account,
+            uk,
+            U256::ZERO,
+            U256::ZERO,
+            name.into(),
+            "".into(),
+            permissions(seed),
+        )
+    }
+    let receipt = send(set(&attacker, attacker_key, uk, "copied", 1)).await;
+    assert_eq!(f.event::<UsageApiKeySet>(&receipt).apiKeyHash, attacker_key);
+    let receipt = send(set(&victim, victim_key, uk, "owner", 2)).await;
+    assert_eq!(
+        f.event::<UsageApiKeySet>(&receipt),
+        UsageApiKeySet {
+            apiKeyHash: victim_key,
+            usageKeyHash: uk,
+            expiration: U256::ZERO,
+            balance: U256::ZERO,
+            name: "owner".into(),
+            description: "".into(),
+            permissions: permissions(2),
+        }
+    );
+    let seen = |account: U256| {
+        let victim = victim.clone();
+        async move {
+            victim
+                .getAccountUsageApiKey(account, uk)
+                .call()
+                .await
+                .unwrap()
+                .name
+        }
+    };
+    assert_eq!(seen(victim_key).await, "owner");
+    assert_eq!(seen(attacker_key).await, "copied");
+    // The attacker can change and remove only its own record.
+    send(attacker.removeUsageApiKey(attacker_key, uk)).await;
+    assert_eq!(seen(attacker_key).await, "");
+    assert_eq!(seen(victim_key).await, "owner");
+    send(victim.updateUsageApiKeyMetadata(victim_key, uk, "renamed".into(), "".into())).await;
+    assert_eq!(seen(victim_key).await, "renamed");
+    send(victim.removeUsageApiKey(victim_key, uk)).await;
+    assert_eq!(seen(victim_key).await, "");
+    assert_eq!(
+        revert(victim.removeUsageApiKey(victim_key, uk)).await,
+        E::UnknownUsageKey(UnknownUsageKey { usageKeyHash: uk })
+    );
+
+    // A hash a managed account holds stays taken for everyone else.
+    let managed_uk = h("service key");
+    send(f.as_(PAYER).setUsageApiKey(
+        managed,
+        managed_uk,
+        U256::ZERO,
+        U256::ZERO,
+        "".into(),
+        "".into(),
+        permissions(1),
+    ))
+    .await;
+    assert_eq!(
+        revert(attacker.setUsageApiKey(
+            attacker_key,
+            managed_uk,
+            U256::ZERO,
+            U256::ZERO,
+            "".into(),
+            "".into(),
+            permissions(1)
+        ))
+        .await,
+        E::UsageKeyTaken(UsageKeyTaken {
+            usageKeyHash: managed_uk
+        })
     );
 }
 

@@ -64,6 +64,18 @@ pub async fn appliance_on(
     contract: Address,
     from: u64,
 ) -> Appliance {
+    appliance_on_with(dir, anvil, contract, from, &[]).await
+}
+
+/// As [`appliance_on`], with more environment variables (for the appliance and the
+/// keyservice child it starts).
+pub async fn appliance_on_with(
+    dir: &Path,
+    anvil: &AnvilInstance,
+    contract: Address,
+    from: u64,
+    extra: &[(&str, &str)],
+) -> Appliance {
     let env = [
         ("APPLIANCE_CHAIN__RPC_URL", anvil.endpoint()),
         ("APPLIANCE_CHAIN__CHAIN_ID", anvil.chain_id().to_string()),
@@ -76,7 +88,11 @@ pub async fn appliance_on(
         ("APPLIANCE_CHAIN__POLL_INTERVAL_MS", "100".into()),
         ("APPLIANCE_CHAIN__REQUEST_TIMEOUT_MS", "1000".into()),
     ];
-    let env = env.into_iter().map(|(k, v)| (k.to_string(), v)).collect();
+    let env = env
+        .into_iter()
+        .map(|(k, v)| (k.to_string(), v))
+        .chain(extra.iter().map(|(k, v)| (k.to_string(), v.to_string())))
+        .collect();
     Appliance::launch(dir, Launch::DevWith { env }).await
 }
 

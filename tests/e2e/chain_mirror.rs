@@ -312,3 +312,104 @@ async fn an_account_created_on_chain_executes_through_the_api() {
         .await;
     other.assert_error(403);
 }
+
+/// The outbox rows of the appliance whose data directory is `dir`: (op, state, error).
+fn outbox_rows(dir: &std::path::Path) -> Vec<(String, String, Option<String>)> {
+    let db = rusqlite::Connection::open_with_flags(
+        dir.join("state.db"),
+        rusqlite::OpenFlags::SQLITE_OPEN_READ_ONLY,
+    )
+    .unwrap();
+    let mut stmt = db
+        .prepare("SELECT json_extract(op, '$.op'), state, error FROM chain_outbox ORDER BY seq")
+        .unwrap();
+    stmt.query_map([], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))
+        .unwrap()
+        .collect::<Result<_, _>>()
+        .unwrap()
+}
+
+/// Waits until the outbox holds `n` entries, all failed, and returns them.
+async fn all_failed(dir: &std::path::Path, n: usize) -> Vec<(String, String, Option<String>)> {
+    assert!(
+        eventually_async(Duration::from_secs(30), || async {
+            let rows = outbox_rows(dir);
+            rows.len() == n && rows.iter().all(|(_, state, _)| state == "failed")
+        })
+        .await,
+        "the entries were not all marked failed: {:?}",
+        outbox_rows(dir)
+    );
+    outbox_rows(dir)
+}
+
+/// keyservice's payer policy refuses every mirror transaction here (its fee cap is 1 wei).
+/// A refusal is permanent: the entry is marked failed once, with the policy's reason
+/// recorded, nothing is sent, and the relayer does not retry it. (The wallet registration
+/// after a refused `new_account` then fails on chain for its own reason, the account being
+/// unknown there. The same writes reach the chain without the cap:
+/// `api_writes_appear_on_chain_with_their_values_and_events`.)
+#[tokio::test]
+async fn a_transaction_the_payer_policy_refuses_fails_its_entries_with_the_reason() {
+    let anvil = anvil();
+    let (contract, from) = deploy_account_config(&anvil).await;
+    let dir = tempfile::tempdir().unwrap();
+    let app = e2e::chain::appliance_on_with(
+        dir.path(),
+        &anvil,
+        contract,
+        from,
+        &[("KEYSERVICE_PAYER_MAX_FEE_WEI", "1")],
+    )
+    .await;
+    authorize_payers(&anvil, &app, contract).await;
+
+    // Two accounts: new_account and its wallet's registration each.
+    app.new_account("refused 1").await;
+    app.new_account("refused 2").await;
+    let rows = all_failed(dir.path(), 4).await;
+    let check = |rows: &[(String, String, Option<String>)]| {
+        for (op, _, error) in rows {
+            let error = error.clone().unwrap_or_default();
+            if op == "new_account" {
+                assert!(
+                    error.contains("payer policy") && error.contains("fee cap"),
+                    "{op}: {error}"
+                );
+            } else {
+                assert!(
+                    !error.is_empty() && !error.contains("payer policy"),
+                    "{op}: {error}"
+                );
+            }
+        }
+        assert_eq!(
+            rows.iter().filter(|(op, _, _)| op == "new_account").count() * 2,
+            rows.len()
+        );
+    };
+    check(&rows);
+    // Nothing was sent.
+    let db = rusqlite::Connection::open_with_flags(
+        dir.path().join("state.db"),
+        rusqlite::OpenFlags::SQLITE_OPEN_READ_ONLY,
+    )
+    .unwrap();
+    let batches: i64 = db
+        .query_row("SELECT count(*) FROM chain_batches", [], |r| r.get(0))
+        .unwrap();
+    assert_eq!(batches, 0);
+    assert!(
+        events(&anvil, contract)
+            .await
+            .iter()
+            .all(|e| !matches!(e, E::AccountCreated(_) | E::WalletRegistered(_))),
+        "a refused write reached the chain"
+    );
+    // The API keeps taking writes; a later one is refused the same way, once.
+    app.new_account("refused 3").await;
+    check(&all_failed(dir.path(), 6).await);
+    // Each entry was refused exactly once: one log line each, no retry loop.
+    let log = std::fs::read_to_string(dir.path().join("appliance.log")).unwrap();
+    assert_eq!(log.matches("mirror entry refused for good").count(), 6);
+}

@@ -535,3 +535,298 @@ async fn a_wallet_converts_an_api_mode_account_and_administers_it_on_chain() {
     })
     .await;
 }
+
+// ---- minted wallets and keys belong to their minter (issue 17, points 5 and 6) ----------
+
+/// An execute-in-all-groups permission set, as a wallet owner sets it on chain.
+fn execute_all() -> IAccountConfig::UsageKeyPermissions {
+    IAccountConfig::UsageKeyPermissions {
+        canCreateGroups: false,
+        canDeleteGroups: false,
+        canCreatePkps: false,
+        manageIpfsIdsInGroups: vec![],
+        addPkpToGroups: vec![],
+        removePkpFromGroups: vec![],
+        executeInGroups: vec![U256::ZERO],
+    }
+}
+
+/// Exports the key of wallet `p.pkp` and answers its address.
+const EXPORT: &str = "async function main(p) { \
+    const key = await Lit.Actions.getPrivateKey({ pkpId: p.pkp }); \
+    return new ethers.Wallet(key).address; }";
+
+async fn export(app: &Appliance, key: &str, pkp: &str) -> e2e::Reply {
+    app.post(
+        "/lit_action",
+        Some(key),
+        json!({"code": EXPORT, "js_params": {"pkp": pkp}}),
+    )
+    .await
+}
+
+/// Sends `setUsageApiKey(account, keccak(key), expiration, …, execute-all)` from `config`'s
+/// wallet and waits for its receipt, which must be a success.
+async fn set_usage_key<P: alloy::providers::Provider>(
+    config: &IAccountConfig::IAccountConfigInstance<P>,
+    account: U256,
+    key: &str,
+    expiration: U256,
+    name: &str,
+) {
+    let receipt = config
+        .setUsageApiKey(
+            account,
+            key_hash(key),
+            expiration,
+            U256::ZERO,
+            name.into(),
+            String::new(),
+            execute_all(),
+        )
+        .send()
+        .await
+        .unwrap()
+        .get_receipt()
+        .await
+        .unwrap();
+    assert!(receipt.status(), "setUsageApiKey reverted");
+}
+
+/// The front-running of a wallet owner's registrations: an attacker with its own
+/// ChainSecured account copies the victim's `registerWalletDerivation` and
+/// `setUsageApiKey` and has them mined first. The attacker gets nothing: the wallet copy
+/// is refused on chain (the path carries the victim's address), the usage-key copy is
+/// ignored by the indexer (the victim minted the key); the victim's own registrations,
+/// mined after, succeed; and the attacker's execute-all key cannot export the victim's
+/// wallet, which the victim's key can.
+#[tokio::test]
+async fn a_front_run_registration_gives_the_attacker_nothing_and_the_minter_everything() {
+    let anvil = anvil();
+    let dir = tempfile::tempdir().unwrap();
+    let (app, contract) = mirrored_appliance(dir.path(), &anvil).await;
+    let chain = anvil.chain_id();
+    let (victim_key, attacker_key) = (private_key(&anvil, 5), private_key(&anvil, 6));
+    let victim = IAccountConfig::new(contract, wallet(&anvil, 5));
+    let attacker = IAccountConfig::new(contract, wallet(&anvil, 6));
+    for config in [&victim, &attacker] {
+        config
+            .newChainSecuredAccount("cs".into(), String::new())
+            .send()
+            .await
+            .unwrap()
+            .get_receipt()
+            .await
+            .unwrap();
+    }
+    let account_of = |i: usize| U256::from_be_bytes(keccak256(anvil.addresses()[i].as_slice()).0);
+    let (victim_account, attacker_account) = (account_of(5), account_of(6));
+
+    // The attacker's own execute-all usage key, minted and registered by the attacker.
+    let own = app
+        .post(
+            "/add_usage_api_key_with_signature",
+            None,
+            signed(&attacker_key, "AddUsageApiKey", chain, now()),
+        )
+        .await
+        .assert_ok()
+        .clone();
+    let attacker_usage = own["usage_api_key"].as_str().unwrap().to_owned();
+    set_usage_key(
+        &attacker,
+        attacker_account,
+        &attacker_usage,
+        U256::ZERO,
+        "mine",
+    )
+    .await;
+    wait("the attacker's own key works", || async {
+        app.post(
+            "/lit_action",
+            Some(&attacker_usage),
+            json!({"code": "async function main() { return 1; }"}),
+        )
+        .await
+        .status
+            == 200
+    })
+    .await;
+
+    // The victim mints a usage key (and its wallet).
+    let minted = app
+        .post(
+            "/add_usage_api_key_with_signature",
+            None,
+            signed(&victim_key, "AddUsageApiKey", chain, now()),
+        )
+        .await
+        .assert_ok()
+        .clone();
+    let victim_usage = minted["usage_api_key"].as_str().unwrap().to_owned();
+    let minted_wallet: Address = minted["wallet_address"].as_str().unwrap().parse().unwrap();
+    let path = hex_u256(minted["derivation_path"].as_str().unwrap());
+    let pkp = minted["pkp_id"].as_str().unwrap().to_owned();
+    assert_eq!(
+        path >> 96,
+        U256::from_be_slice(anvil.addresses()[5].as_slice()),
+        "a minted path begins with its minter's address"
+    );
+
+    // The attacker copies both registrations, first.
+    let copied = attacker
+        .registerWalletDerivation(
+            attacker_account,
+            minted_wallet,
+            path,
+            "stolen".into(),
+            String::new(),
+        )
+        .send()
+        .await;
+    let refused = match copied {
+        Ok(pending) => panic!(
+            "the copied wallet registration was accepted on chain: {}",
+            pending.tx_hash()
+        ),
+        Err(e) => e,
+    };
+    assert!(
+        matches!(
+            refused.as_decoded_interface_error::<IAccountConfig::IAccountConfigErrors>(),
+            Some(IAccountConfig::IAccountConfigErrors::DerivationPathNotOwned(_))
+        ),
+        "{refused}"
+    );
+    set_usage_key(
+        &attacker,
+        attacker_account,
+        &victim_usage,
+        U256::ZERO,
+        "stolen",
+    )
+    .await;
+
+    // The victim's own registrations, mined after the attacker's, succeed.
+    let receipt = victim
+        .registerWalletDerivation(
+            victim_account,
+            minted_wallet,
+            path,
+            "mine".into(),
+            String::new(),
+        )
+        .send()
+        .await
+        .unwrap()
+        .get_receipt()
+        .await
+        .unwrap();
+    assert!(receipt.status());
+    set_usage_key(&victim, victim_account, &victim_usage, U256::ZERO, "mine").await;
+
+    // The victim's key is the victim's: it exports the minted wallet (positive control).
+    wait("the victim's key exports the minted wallet", || async {
+        export(&app, &victim_usage, &pkp).await.status == 200
+    })
+    .await;
+    assert_eq!(
+        export(&app, &victim_usage, &pkp).await.assert_ok()["response"],
+        json!(minted_wallet.to_checksum(None))
+    );
+    let listed = app.list("/list_wallets", &victim_usage).await;
+    assert!(
+        listed
+            .iter()
+            .any(|w| w["wallet_address"] == json!(minted_wallet.to_checksum(None))),
+        "{listed:?}"
+    );
+    // The attacker's execute-all key cannot reach the wallet, nor list it.
+    export(&app, &attacker_usage, &pkp).await.assert_error(403);
+    let theirs = app.list("/list_wallets", &attacker_usage).await;
+    assert!(
+        theirs
+            .iter()
+            .all(|w| w["wallet_address"] != json!(minted_wallet.to_checksum(None))),
+        "{theirs:?}"
+    );
+}
+
+/// A ChainSecured usage key set on chain with an `expiration` a few seconds ahead works
+/// until then and is refused after, with the 401 of a removed key; a key set without an
+/// expiration keeps working.
+#[tokio::test]
+async fn a_chain_secured_usage_key_stops_at_its_on_chain_expiration() {
+    let anvil = anvil();
+    let dir = tempfile::tempdir().unwrap();
+    let (app, contract) = mirrored_appliance(dir.path(), &anvil).await;
+    let chain = anvil.chain_id();
+    let owner_key = private_key(&anvil, 5);
+    let owner = IAccountConfig::new(contract, wallet(&anvil, 5));
+    owner
+        .newChainSecuredAccount("cs".into(), String::new())
+        .send()
+        .await
+        .unwrap()
+        .get_receipt()
+        .await
+        .unwrap();
+    let account = U256::from_be_bytes(keccak256(anvil.addresses()[5].as_slice()).0);
+    // Two signatures, distinct even within one second (issuedAt differs).
+    let (app_ref, owner_ref) = (&app, &owner_key);
+    let mint = |issued_at: i64| async move {
+        let (app, owner_key) = (app_ref, owner_ref);
+        app.post(
+            "/add_usage_api_key_with_signature",
+            None,
+            signed(owner_key, "AddUsageApiKey", chain, issued_at),
+        )
+        .await
+        .assert_ok()["usage_api_key"]
+            .as_str()
+            .unwrap()
+            .to_owned()
+    };
+    let (expiring, lasting) = (mint(now()).await, mint(now() - 1).await);
+    const LIFETIME: i64 = 10;
+    let expires_at = now() + LIFETIME;
+    set_usage_key(
+        &owner,
+        account,
+        &expiring,
+        U256::from(expires_at),
+        "expiring",
+    )
+    .await;
+    set_usage_key(&owner, account, &lasting, U256::ZERO, "lasting").await;
+    let run = |key: String| {
+        let app = &app;
+        async move {
+            app.post(
+                "/lit_action",
+                Some(&key),
+                json!({"code": "async function main() { return 'ran'; }"}),
+            )
+            .await
+        }
+    };
+    // Before the expiration: it works (the indexer has applied it).
+    wait("the expiring key works", || async {
+        run(expiring.clone()).await.status == 200 && run(lasting.clone()).await.status == 200
+    })
+    .await;
+    assert!(
+        now() < expires_at,
+        "the key was applied only after it expired"
+    );
+    // After it: refused exactly as a key that does not exist (a removed one).
+    let left = u64::try_from(expires_at - now() + 1).unwrap_or(0);
+    tokio::time::sleep(Duration::from_secs(left)).await;
+    let refused = run(expiring.clone()).await.assert_error(401);
+    let unknown = run(STANDARD.encode([7u8; 32])).await.assert_error(401);
+    assert_eq!(refused, unknown);
+    assert_eq!(
+        run(lasting.clone()).await.assert_ok()["response"],
+        json!("ran")
+    );
+}

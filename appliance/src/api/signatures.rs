@@ -4,16 +4,19 @@
 //! Every signature is checked against every rule, and accepted once (the store remembers
 //! it until its window has passed). Minted wallets and keys belong to no account until
 //! their owner registers them on chain (`registerWalletDerivation`, `setUsageApiKey`) and
-//! the indexer applies that.
+//! the indexer applies that; the store records the signer as their minter, and only an
+//! account whose admin is the minter can take them (`store::chain_apply`).
 
 use alloy::primitives::Address;
 use axum::Json;
 use axum::extract::State;
+use keyservice_api::DerivationPath;
+use ring::rand::{SecureRandom, SystemRandom};
 use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
 
 use super::{BodyErrors, ServerErrors};
-use crate::api_keys::ApiSecret;
+use crate::api_keys::{ApiSecret, KeyHash};
 use crate::error::{ApiError, ErrorBody};
 use crate::http::auth::ApiModeMasterKey;
 use crate::http::extract::JsonBody;
@@ -99,27 +102,46 @@ fn verify(state: &AppState, req: &SignedRequest, flow: Flow) -> Result<Verified,
     )?)
 }
 
+/// The derivation path of a wallet minted for `minter`: the minter's 20-byte address, then
+/// 12 random bytes. `AccountConfig` lets a ChainSecured account register only paths that
+/// begin with its admin's address, so nobody else can register this one on chain.
+fn minted_path(minter: Address) -> Result<DerivationPath, ApiError> {
+    let mut path = [0u8; 32];
+    path[..20].copy_from_slice(minter.as_slice());
+    SystemRandom::new()
+        .fill(&mut path[20..])
+        .map_err(|_| ApiError::Internal("the system RNG failed".into()))?;
+    Ok(DerivationPath(path))
+}
+
 /// Mints a keyservice wallet for an accepted signature, accepting the signature in the
-/// same transaction that stores the wallet (unattached).
-async fn mint_for(state: &AppState, signature: Verified) -> Result<WalletIdentity, ApiError> {
+/// same transaction that stores the wallet (unattached, minted by the signer) and, for
+/// `usage_key`, the minted key's hash as the signer's.
+async fn mint_for(
+    state: &AppState,
+    signature: Verified,
+    usage_key: Option<KeyHash>,
+) -> Result<WalletIdentity, ApiError> {
     // Cheap early refusal of a replay, before keyservice does any work; the insert below
     // is the authoritative (atomic) check.
     if state.store.signature_accepted(signature.digest).await? {
         return Err(TypedDataError::Replayed.into());
     }
-    let minted = state.keys.client().create_wallet().await?;
+    let path = minted_path(signature.signer)?;
+    let minted = state.keys.client().wallet(&path).await?;
     let identity = WalletIdentity {
         pkp_id: minted.pkp_id,
         address: minted.address,
-        derivation_path: minted.derivation_path,
+        derivation_path: path,
     };
     if !state
         .store
-        .record_signed_wallet(signature, identity)
+        .record_signed_wallet(signature, identity, usage_key)
         .await?
     {
         return Err(TypedDataError::Replayed.into());
     }
+    tracing::info!(minter = %signature.signer, wallet = %identity.address.to_checksum(), usage_key = usage_key.is_some(), "minted for a wallet owner");
     Ok(identity)
 }
 
@@ -143,7 +165,7 @@ pub async fn create_wallet_with_signature(
     JsonBody(req): JsonBody<SignedRequest>,
 ) -> Result<Json<SignedWalletResponse>, ApiError> {
     let signature = verify(&state, &req, Flow::CreateWallet)?;
-    let wallet = mint_for(&state, signature).await?;
+    let wallet = mint_for(&state, signature, None).await?;
     Ok(Json(SignedWalletResponse {
         wallet_address: wallet.address.to_checksum(),
         derivation_path: wallet.derivation_path.to_hex(),
@@ -173,7 +195,7 @@ pub async fn add_usage_api_key_with_signature(
 ) -> Result<Json<SignedUsageKeyResponse>, ApiError> {
     let signature = verify(&state, &req, Flow::AddUsageApiKey)?;
     let secret = ApiSecret::generate().map_err(|e| ApiError::Internal(e.to_string()))?;
-    let wallet = mint_for(&state, signature).await?;
+    let wallet = mint_for(&state, signature, Some(secret.hash())).await?;
     Ok(Json(SignedUsageKeyResponse {
         usage_api_key: secret.to_base64().to_string(),
         usage_api_key_hash: secret.hash().to_string(),
@@ -245,5 +267,21 @@ pub async fn convert_to_chain_secured_account(
             "the account is already ChainSecured".into(),
         )),
         Conversion::Replayed => Err(TypedDataError::Replayed.into()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A minted path begins with its minter's address (what `AccountConfig` checks) and
+    /// the rest is random: two mints for one minter differ.
+    #[test]
+    fn a_minted_path_carries_its_minter() {
+        let minter = Address::repeat_byte(0xab);
+        let (a, b) = (minted_path(minter).unwrap(), minted_path(minter).unwrap());
+        assert_eq!(&a.0[..20], minter.as_slice());
+        assert_eq!(&b.0[..20], minter.as_slice());
+        assert_ne!(a.0[20..], b.0[20..]);
     }
 }

@@ -6,7 +6,9 @@
 //!
 //! A `WalletRegistered` event is applied only if keyservice derives exactly the
 //! registered address from the registered path, and never takes over a wallet that
-//! belongs to another account.
+//! belongs to another account; a wallet or usage key minted for a wallet owner joins only
+//! the account that owner administers (`store::chain_apply`). A usage key's on-chain
+//! `expiration` is kept with it: past it, the key authenticates nothing.
 
 use std::time::Duration;
 
@@ -43,6 +45,15 @@ pub struct Indexer {
 
 fn b256(v: U256) -> B256 {
     B256::from(v.to_be_bytes::<32>())
+}
+
+/// A usage key's on-chain `expiration` (Unix seconds) as the store keeps it: 0 is never;
+/// a time beyond what the store can hold is as good as never.
+fn expiry(expiration: U256) -> Option<i64> {
+    if expiration.is_zero() {
+        return None;
+    }
+    Some(i64::try_from(expiration).unwrap_or(i64::MAX))
 }
 
 fn group_id(v: U256) -> Option<u64> {
@@ -158,9 +169,9 @@ impl Indexer {
             }),
             E::UsageApiKeySet(e) => {
                 let p: IAccountConfig::UsageKeyPermissions = e.permissions;
-                op(
-                    e.apiKeyHash,
-                    MirrorOp::SetUsageApiKey {
+                Some(ChainEvent {
+                    api_key_hash: b256(e.apiKeyHash),
+                    change: ChainChange::UsageKey {
                         usage_key_hash: b256(e.usageKeyHash),
                         name: e.name,
                         description: e.description,
@@ -173,8 +184,10 @@ impl Indexer {
                             remove_pkp_from_groups: ids(&p.removePkpFromGroups),
                             execute_in_groups: ids(&p.executeInGroups),
                         },
+                        expires_at: expiry(e.expiration),
                     },
-                )
+                    block,
+                })
             }
             E::UsageApiKeyMetadataUpdated(e) => op(
                 e.apiKeyHash,
@@ -295,5 +308,19 @@ impl Indexer {
             }
             E::ApiPayerSet(_) | E::OwnershipTransferred(_) => None,
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// 0 is "never"; a time is kept as is; one the store cannot hold never comes.
+    #[test]
+    fn on_chain_expiration_maps_to_the_stores() {
+        assert_eq!(expiry(U256::ZERO), None);
+        assert_eq!(expiry(U256::from(1_700_000_000u64)), Some(1_700_000_000));
+        assert_eq!(expiry(U256::MAX), Some(i64::MAX));
+        assert_eq!(expiry(U256::from(u64::MAX)), Some(i64::MAX));
     }
 }

@@ -7,7 +7,10 @@
 //! makes a second inclusion impossible. Gas is estimated against the state the previous
 //! batch left, so a batch that would revert is split: the first entry goes alone, and an
 //! entry that is refused alone is marked failed (and logged) instead of blocking the
-//! queue. A batch unmined after `STUCK_AFTER` is re-signed with higher fees, same nonce.
+//! queue. The same holds for keyservice's payer policy: a transaction it refuses to sign
+//! (destination, value, fee cap) is split to its first entry once, and an entry refused
+//! alone is marked failed with the policy's reason, never retried. A batch unmined after
+//! `STUCK_AFTER` is re-signed with higher fees, same nonce.
 
 use std::time::Duration;
 
@@ -301,7 +304,7 @@ impl Relayer {
         let payer = Payer::Api(RELAYER_PAYER);
         let from = self.payer_address().await?;
         let mut data = batch_calldata(&entries);
-        let gas = match self
+        let mut gas = match self
             .client
             .estimate_gas(from, Some(self.contract), &data)
             .await
@@ -334,10 +337,41 @@ impl Relayer {
             .map_err(Self::store_err)?;
         let nonce = used.map_or(chain_nonce, |n| chain_nonce.max(n + 1));
         let fees = self.client.fees().await?;
-        let signed = self
-            .client
-            .sign(payer, Some(self.contract), data, nonce, gas, fees)
-            .await?;
+        // keyservice's payer policy may refuse the transaction (its destination, value or
+        // fee cap). That is permanent: a batch is split to its first entry once (a smaller
+        // transaction may fit the fee cap), and an entry refused alone is marked failed
+        // with the reason, never retried.
+        let signed = loop {
+            match self
+                .client
+                .sign(payer, Some(self.contract), data.clone(), nonce, gas, fees)
+                .await
+            {
+                Ok(signed) => break signed,
+                Err(ChainError::Keys(err)) if err.is_refused() => {
+                    if entries.len() == 1 {
+                        return self
+                            .refuse(&entries[0], format!("the payer policy refused it: {err}"))
+                            .await;
+                    }
+                    tracing::warn!(reason = %err, entries = entries.len(), "the payer policy refuses the mirror batch; sending its first entry alone");
+                    entries.truncate(1);
+                    data = batch_calldata(&entries);
+                    gas = match self
+                        .client
+                        .estimate_gas(from, Some(self.contract), &data)
+                        .await
+                    {
+                        Ok(gas) => gas,
+                        Err(ChainError::Rejected(reason)) => {
+                            return self.refuse(&entries[0], reason).await;
+                        }
+                        Err(other) => return Err(other),
+                    };
+                }
+                Err(other) => return Err(other),
+            }
+        };
         let seqs: Vec<i64> = entries.iter().map(|e| e.seq).collect();
         self.store
             .outbox_record_batch(seqs, RELAYER_PAYER, nonce, signed.raw.to_vec(), signed.hash)
@@ -349,7 +383,7 @@ impl Relayer {
     }
 
     async fn refuse(&self, entry: &OutboxEntry, reason: String) -> Result<bool, ChainError> {
-        tracing::error!(seq = entry.seq, op = ?entry.op, %reason, "the chain refuses a mirror entry; marked failed");
+        tracing::error!(seq = entry.seq, op = ?entry.op, %reason, "mirror entry refused for good; marked failed");
         self.store
             .outbox_fail(entry.seq, reason)
             .await

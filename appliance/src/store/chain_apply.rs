@@ -38,8 +38,24 @@ pub enum ChainChange {
         name: String,
         description: String,
     },
+    /// `UsageApiKeySet`: a usage key created or fully replaced, stopping at `expires_at`
+    /// (the on-chain `expiration` in Unix seconds; `None` for 0, never).
+    UsageKey {
+        usage_key_hash: B256,
+        name: String,
+        description: String,
+        permissions: MirrorPermissions,
+        expires_at: Option<i64>,
+    },
     /// Any other change, in the same shape as the service's own mirror writes.
     Op(MirrorOp),
+}
+
+/// A ChainSecured account and its admin wallet.
+#[derive(Debug, Clone, Copy)]
+struct Secured {
+    account: AccountId,
+    admin: Option<Address>,
 }
 
 /// One event of one account.
@@ -52,17 +68,31 @@ pub struct ChainEvent {
 }
 
 /// The ChainSecured account `hash`, if there is one (`None` for an API-mode account).
-fn chain_secured_account(tx: &Transaction<'_>, hash: &B256) -> Result<Option<AccountId>> {
-    let row: Option<(i64, bool)> = tx
-        .prepare_cached("SELECT id, managed FROM accounts WHERE api_key_hash = ?1")?
-        .query_row([hash.as_slice()], |r| Ok((r.get(0)?, r.get(1)?)))
+fn chain_secured_account(tx: &Transaction<'_>, hash: &B256) -> Result<Option<Secured>> {
+    let row: Option<(i64, bool, Option<String>)> = tx
+        .prepare_cached(
+            "SELECT id, managed, admin_wallet_address FROM accounts WHERE api_key_hash = ?1",
+        )?
+        .query_row([hash.as_slice()], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))
         .optional()?;
     Ok(match row {
-        Some((id, managed)) if AccountMode::from_column(managed) == AccountMode::ChainSecured => {
-            Some(AccountId(id))
+        Some((id, managed, admin))
+            if AccountMode::from_column(managed) == AccountMode::ChainSecured =>
+        {
+            Some(Secured {
+                account: AccountId(id),
+                admin: admin.and_then(|a| a.parse().ok()),
+            })
         }
         _ => None,
     })
+}
+
+/// Whether `minter` (a stored 20-byte address) is the account's admin.
+fn minted_by_admin(secured: &Secured, minter: &[u8]) -> bool {
+    secured
+        .admin
+        .is_some_and(|admin| admin.as_slice() == minter)
 }
 
 fn group_row(id: u64) -> Option<i64> {
@@ -138,14 +168,34 @@ fn group_of(tx: &Transaction<'_>, account: AccountId, group_id: u64) -> Result<O
         .optional()?)
 }
 
+#[allow(clippy::too_many_arguments)]
 fn set_usage_key(
     tx: &Transaction<'_>,
-    account: AccountId,
+    secured: &Secured,
     hash: &B256,
     name: &str,
     description: &str,
     p: &MirrorPermissions,
+    expires_at: Option<i64>,
+    block: u64,
 ) -> Result<()> {
+    let account = secured.account;
+    // A key minted for a wallet owner joins only the account that owner administers.
+    let minter: Option<Vec<u8>> = tx
+        .prepare_cached("SELECT minted_by FROM minted_usage_keys WHERE key_hash = ?1")?
+        .query_row([hash.as_slice()], |r| r.get(0))
+        .optional()?;
+    if let Some(minter) = minter
+        && !minted_by_admin(secured, &minter)
+    {
+        tracing::info!(
+            block,
+            account = account.0,
+            usage_key = %hash,
+            "registration of a usage key minted for another wallet; ignored"
+        );
+        return Ok(());
+    }
     let permissions = Permissions {
         can_create_groups: p.can_create_groups,
         can_delete_groups: p.can_delete_groups,
@@ -156,13 +206,22 @@ fn set_usage_key(
         execute_in_groups: GroupSet::new(p.execute_in_groups.clone()),
     };
     let key = KeyHash(hash.0);
-    if !usage_keys::upsert(tx, account, &key, name, description, &permissions)? {
+    if !usage_keys::upsert(
+        tx,
+        account,
+        &key,
+        name,
+        description,
+        &permissions,
+        expires_at,
+    )? {
         tracing::warn!(usage_key = %hash, "usage key already belongs to another account; ignored");
     }
     Ok(())
 }
 
-fn apply_op(tx: &Transaction<'_>, account: AccountId, op: &MirrorOp) -> Result<()> {
+fn apply_op(tx: &Transaction<'_>, secured: &Secured, op: &MirrorOp, block: u64) -> Result<()> {
+    let account = secured.account;
     match op {
         MirrorOp::NewAccount { .. }
         | MirrorOp::RegisterWallet { .. }
@@ -172,7 +231,16 @@ fn apply_op(tx: &Transaction<'_>, account: AccountId, op: &MirrorOp) -> Result<(
             name,
             description,
             permissions,
-        } => set_usage_key(tx, account, usage_key_hash, name, description, permissions)?,
+        } => set_usage_key(
+            tx,
+            secured,
+            usage_key_hash,
+            name,
+            description,
+            permissions,
+            None,
+            block,
+        )?,
         MirrorOp::UpdateUsageApiKeyMetadata {
             usage_key_hash,
             name,
@@ -333,25 +401,41 @@ fn apply(tx: &Transaction<'_>, event: &ChainEvent) -> Result<()> {
             name,
             description,
         } => {
-            let Some(account) = chain_secured_account(tx, hash)? else {
+            let Some(secured) = chain_secured_account(tx, hash)? else {
                 return Ok(());
             };
-            let owner: Option<Option<i64>> = tx
-                .prepare_cached("SELECT account_id FROM wallets WHERE derivation_path = ?1")?
-                .query_row([identity.derivation_path.0.as_slice()], |r| r.get(0))
+            let account = secured.account;
+            let owner: Option<(Option<i64>, Option<Vec<u8>>)> = tx
+                .prepare_cached(
+                    "SELECT account_id, minted_by FROM wallets WHERE derivation_path = ?1",
+                )?
+                .query_row([identity.derivation_path.0.as_slice()], |r| {
+                    Ok((r.get(0)?, r.get(1)?))
+                })
                 .optional()?;
             match owner {
                 None => {
                     wallets::insert(tx, Some(account), identity, name, description)?;
                 }
-                Some(None) => {
+                Some((None, Some(minter))) if minted_by_admin(&secured, &minter) => {
                     tx.execute(
                         "UPDATE wallets SET account_id = ?2, name = ?3, description = ?4 WHERE derivation_path = ?1",
                         params![identity.derivation_path.0.as_slice(), account.0, name, description],
                     )?;
                 }
-                Some(Some(other)) if other == account.0 => {}
-                Some(Some(_)) => {
+                Some((None, _)) => {
+                    // Minted for another wallet (or before minters were recorded): the
+                    // registration gives this account nothing and leaves the wallet free
+                    // for its minter.
+                    tracing::info!(
+                        block = event.block,
+                        account = account.0,
+                        wallet = %identity.address.to_checksum(),
+                        "registration of a wallet minted for another wallet; ignored"
+                    );
+                }
+                Some((Some(other), _)) if other == account.0 => {}
+                Some((Some(_), _)) => {
                     // Another account's key: registering its path must not hand it over.
                     tracing::warn!(
                         block = event.block,
@@ -360,11 +444,32 @@ fn apply(tx: &Transaction<'_>, event: &ChainEvent) -> Result<()> {
                 }
             }
         }
-        ChainChange::Op(op) => {
-            let Some(account) = chain_secured_account(tx, hash)? else {
+        ChainChange::UsageKey {
+            usage_key_hash,
+            name,
+            description,
+            permissions,
+            expires_at,
+        } => {
+            let Some(secured) = chain_secured_account(tx, hash)? else {
                 return Ok(());
             };
-            apply_op(tx, account, op)?;
+            set_usage_key(
+                tx,
+                &secured,
+                usage_key_hash,
+                name,
+                description,
+                permissions,
+                *expires_at,
+                event.block,
+            )?;
+        }
+        ChainChange::Op(op) => {
+            let Some(secured) = chain_secured_account(tx, hash)? else {
+                return Ok(());
+            };
+            apply_op(tx, &secured, op, event.block)?;
         }
     }
     Ok(())
@@ -683,5 +788,224 @@ mod tests {
                 .iter()
                 .all(|e| e.api_key_hash == B256::from([1; 32]))
         );
+    }
+
+    fn chain_secured(hash: B256, admin: Address) -> ChainEvent {
+        ChainEvent {
+            api_key_hash: hash,
+            change: ChainChange::Account {
+                admin,
+                mode: AccountMode::ChainSecured,
+                name: "cs".into(),
+                description: String::new(),
+            },
+            block: 1,
+        }
+    }
+
+    fn usage_key(account: B256, key: KeyHash, expires_at: Option<i64>) -> ChainEvent {
+        ChainEvent {
+            api_key_hash: account,
+            change: ChainChange::UsageKey {
+                usage_key_hash: B256::from(key.0),
+                name: "k".into(),
+                description: String::new(),
+                permissions: MirrorPermissions {
+                    can_create_groups: false,
+                    can_delete_groups: false,
+                    can_create_pkps: false,
+                    manage_ipfs_ids_in_groups: vec![],
+                    add_pkp_to_groups: vec![],
+                    remove_pkp_from_groups: vec![],
+                    execute_in_groups: vec![0],
+                },
+                expires_at,
+            },
+            block: 2,
+        }
+    }
+
+    fn wallet(account: B256, n: u8) -> ChainEvent {
+        ChainEvent {
+            api_key_hash: account,
+            change: ChainChange::Wallet {
+                identity: identity(n),
+                name: "w".into(),
+                description: String::new(),
+            },
+            block: 2,
+        }
+    }
+
+    async fn wallets_of(store: &Store, account: AccountId) -> Vec<[u8; 20]> {
+        store
+            .list_wallets(
+                account,
+                crate::store::Page {
+                    number: 0,
+                    size: 100,
+                },
+            )
+            .await
+            .unwrap()
+            .iter()
+            .map(|w| w.address.0)
+            .collect()
+    }
+
+    async fn account_of(store: &Store, key: KeyHash) -> Option<AccountId> {
+        match store.resolve_key(key).await.unwrap() {
+            Some(ResolvedKey::Usage { account, .. }) => Some(account),
+            _ => None,
+        }
+    }
+
+    /// The front-running of point 5: an attacker's ChainSecured account registers the
+    /// victim's freshly minted wallet and usage key first and gets neither; the victim's
+    /// own registrations, applied afterwards, succeed.
+    #[tokio::test]
+    async fn minted_wallets_and_usage_keys_join_only_their_minters_account() {
+        let (_dir, store) = open();
+        let victim_admin = Address::repeat_byte(0x31);
+        let attacker_admin = Address::repeat_byte(0x41);
+        let (victim, attacker) = (B256::repeat_byte(0x30), B256::repeat_byte(0x40));
+        store
+            .apply_chain_events(
+                vec![
+                    chain_secured(victim, victim_admin),
+                    chain_secured(attacker, attacker_admin),
+                ],
+                "t".into(),
+                2,
+            )
+            .await
+            .unwrap();
+        let minted_key = KeyHash([0x77; 32]);
+        let sig = crate::store::testing::signature(0x31, crate::store::testing::now());
+        assert_eq!(sig.signer, victim_admin);
+        assert!(
+            store
+                .record_signed_wallet(sig, identity(7), Some(minted_key))
+                .await
+                .unwrap()
+        );
+        // A wallet minted before minters were recorded (minted_by NULL) joins nobody.
+        store
+            .write(|tx| {
+                wallets::insert(tx, None, &identity(8), "", "")?;
+                Ok(())
+            })
+            .await
+            .unwrap();
+
+        store
+            .apply_chain_events(
+                vec![
+                    wallet(attacker, 7),
+                    usage_key(attacker, minted_key, None),
+                    wallet(attacker, 8),
+                ],
+                "t".into(),
+                3,
+            )
+            .await
+            .unwrap();
+        let resolve_account = |hash: B256| {
+            let store = store.clone();
+            async move {
+                store
+                    .master_key_account(KeyHash(hash.0))
+                    .await
+                    .unwrap()
+                    .unwrap()
+                    .account
+            }
+        };
+        let (victim_id, attacker_id) = (
+            resolve_account(victim).await,
+            resolve_account(attacker).await,
+        );
+        assert!(
+            wallets_of(&store, attacker_id).await.is_empty(),
+            "the attacker took the victim's minted wallet"
+        );
+        assert_eq!(
+            account_of(&store, minted_key).await,
+            None,
+            "the attacker took the victim's minted usage key"
+        );
+
+        // The victim registers both afterwards: they are the victim's.
+        store
+            .apply_chain_events(
+                vec![
+                    wallet(victim, 7),
+                    usage_key(victim, minted_key, None),
+                    wallet(victim, 8),
+                ],
+                "t".into(),
+                4,
+            )
+            .await
+            .unwrap();
+        assert_eq!(wallets_of(&store, victim_id).await, vec![[7; 20]]);
+        assert_eq!(account_of(&store, minted_key).await, Some(victim_id));
+        // A later copy by the attacker still moves nothing.
+        store
+            .apply_chain_events(
+                vec![wallet(attacker, 7), usage_key(attacker, minted_key, None)],
+                "t".into(),
+                5,
+            )
+            .await
+            .unwrap();
+        assert_eq!(account_of(&store, minted_key).await, Some(victim_id));
+        assert!(wallets_of(&store, attacker_id).await.is_empty());
+        // Positive control: a key hash nobody minted here is the registering account's.
+        let own = KeyHash([0x78; 32]);
+        store
+            .apply_chain_events(vec![usage_key(attacker, own, None)], "t".into(), 6)
+            .await
+            .unwrap();
+        assert_eq!(account_of(&store, own).await, Some(attacker_id));
+    }
+
+    /// On-chain `expiration` (point 6): the key authenticates until then, and not after;
+    /// replacing it without an expiration makes it permanent again.
+    #[tokio::test]
+    async fn a_chain_secured_usage_key_stops_at_its_on_chain_expiration() {
+        let (_dir, store) = open();
+        let account = B256::repeat_byte(0x50);
+        let key = KeyHash([0x51; 32]);
+        let now = now_unix();
+        store
+            .apply_chain_events(
+                vec![
+                    chain_secured(account, Address::repeat_byte(0x52)),
+                    usage_key(account, key, Some(now + 3600)),
+                ],
+                "t".into(),
+                2,
+            )
+            .await
+            .unwrap();
+        assert!(
+            account_of(&store, key).await.is_some(),
+            "refused before expiry"
+        );
+        store
+            .apply_chain_events(vec![usage_key(account, key, Some(now - 1))], "t".into(), 3)
+            .await
+            .unwrap();
+        assert_eq!(
+            store.resolve_key(key).await.unwrap(),
+            None,
+            "accepted after expiry"
+        );
+        store
+            .apply_chain_events(vec![usage_key(account, key, None)], "t".into(), 4)
+            .await
+            .unwrap();
+        assert!(account_of(&store, key).await.is_some());
     }
 }

@@ -218,6 +218,29 @@ CREATE INDEX accounts_by_admin_wallet
     ON accounts (lower(admin_wallet_address)) WHERE managed = 0;
 "#,
     },
+    Migration {
+        version: 8,
+        name: "minters of signature-minted wallets and usage keys, usage key expiry",
+        sql: r#"
+-- The wallet that signed the mint request (create_wallet_with_signature,
+-- add_usage_api_key_with_signature). A minted wallet or usage key joins a ChainSecured
+-- account only when that account's admin is its minter. NULL for wallets the service
+-- created for an account, and for wallets minted before this version (whose minter was
+-- never recorded: they join no account).
+ALTER TABLE wallets ADD COLUMN minted_by BLOB CHECK (minted_by IS NULL OR length(minted_by) = 20);
+
+-- Usage keys minted for a wallet owner; the key itself is never stored, only its hash.
+CREATE TABLE minted_usage_keys (
+    key_hash  BLOB    PRIMARY KEY CHECK (length(key_hash) = 32),
+    minted_by BLOB    NOT NULL CHECK (length(minted_by) = 20),
+    minted_at INTEGER NOT NULL
+) WITHOUT ROWID;
+
+-- When a usage key stops authenticating (Unix seconds); NULL: never. Set from the
+-- on-chain `expiration` of ChainSecured accounts' keys.
+ALTER TABLE usage_keys ADD COLUMN expires_at INTEGER;
+"#,
+    },
 ];
 
 pub(super) fn latest_version() -> i64 {
@@ -256,6 +279,61 @@ pub(super) fn run(conn: &mut Connection) -> Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A database at version 7 with an unattached minted wallet and a usage key moves to
+    /// version 8 keeping both: the wallet's minter is unknown (NULL) and the key never
+    /// expires.
+    #[test]
+    fn version_8_records_minters_and_keeps_older_rows() {
+        let mut conn = Connection::open_in_memory().unwrap();
+        let tx = conn.transaction().unwrap();
+        for m in MIGRATIONS.iter().filter(|m| m.version <= 7) {
+            tx.execute_batch(m.sql).unwrap();
+        }
+        tx.pragma_update(None, "user_version", 7).unwrap();
+        tx.execute_batch(
+            "INSERT INTO accounts (api_key_hash, name, wallet_address, created_at)
+                 VALUES (zeroblob(32), 'a', '0x', 1);
+             INSERT INTO usage_keys (account_id, key_hash, name, can_create_groups,
+                 can_delete_groups, can_create_pkps, manage_ipfs_ids_in_groups,
+                 add_pkp_to_groups, remove_pkp_from_groups, execute_in_groups, created_at,
+                 updated_at)
+                 VALUES (1, randomblob(32), 'k', 0, 0, 0, '[]', '[]', '[]', '[0]', 1, 1);
+             INSERT INTO wallets (account_id, pkp_id, address, derivation_path, created_at)
+                 VALUES (NULL, randomblob(32), randomblob(20), randomblob(32), 1);",
+        )
+        .unwrap();
+        tx.commit().unwrap();
+
+        run(&mut conn).unwrap();
+        let version: i64 = conn
+            .pragma_query_value(None, "user_version", |r| r.get(0))
+            .unwrap();
+        assert_eq!(version, latest_version());
+        let minter: Option<Vec<u8>> = conn
+            .query_row("SELECT minted_by FROM wallets", [], |r| r.get(0))
+            .unwrap();
+        assert_eq!(minter, None);
+        let expires: Option<i64> = conn
+            .query_row("SELECT expires_at FROM usage_keys", [], |r| r.get(0))
+            .unwrap();
+        assert_eq!(expires, None);
+        // The new table takes a minter, and only a 20-byte one.
+        conn.execute(
+            "INSERT INTO minted_usage_keys (key_hash, minted_by, minted_at)
+             VALUES (randomblob(32), randomblob(20), 1)",
+            [],
+        )
+        .unwrap();
+        assert!(
+            conn.execute(
+                "INSERT INTO minted_usage_keys (key_hash, minted_by, minted_at)
+                 VALUES (randomblob(32), randomblob(19), 1)",
+                [],
+            )
+            .is_err()
+        );
+    }
 
     #[test]
     fn versions_are_consecutive_from_one() {

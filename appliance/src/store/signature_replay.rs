@@ -7,7 +7,8 @@
 use rusqlite::{OptionalExtension, Transaction, params};
 
 use super::base::{WalletIdentity, is_primary_key_violation};
-use super::{Result, Store, now_unix, wallets};
+use super::{Result, Store, StoreError, now_unix, wallets};
+use crate::api_keys::KeyHash;
 use crate::typed_data::Verified;
 
 /// Records `signature` as accepted; `false` if it already was (a replay). Prunes rows whose
@@ -54,19 +55,41 @@ impl Store {
         self.write(move |tx| accept(tx, &signature)).await
     }
 
-    /// Accepts `signature` and stores the wallet minted for it, unattached (it joins an
-    /// account when its owner registers it on chain); `false`, storing nothing, if the
-    /// signature was accepted before.
+    /// Accepts `signature` and stores the wallet minted for it, unattached and recorded as
+    /// minted by the signer (it joins an account when that signer, as the account's admin,
+    /// registers it on chain); with `usage_key`, also records that key hash as the signer's.
+    /// `false`, storing nothing, if the signature was accepted before.
     pub async fn record_signed_wallet(
         &self,
         signature: Verified,
         wallet: WalletIdentity,
+        usage_key: Option<KeyHash>,
     ) -> Result<bool> {
         self.write(move |tx| {
             if !accept(tx, &signature)? {
                 return Ok(false);
             }
-            wallets::insert(tx, None, &wallet, "", "")?;
+            let row = wallets::insert(tx, None, &wallet, "", "")?;
+            tx.prepare_cached("UPDATE wallets SET minted_by = ?2 WHERE id = ?1")?
+                .execute(params![row, signature.signer.as_slice()])?;
+            if let Some(key) = usage_key {
+                tx.prepare_cached(
+                    "INSERT INTO minted_usage_keys (key_hash, minted_by, minted_at)
+                     VALUES (?1, ?2, ?3)",
+                )?
+                .execute(params![
+                    key.0.as_slice(),
+                    signature.signer.as_slice(),
+                    now_unix()
+                ])
+                .map_err(|e| {
+                    if is_primary_key_violation(&e) {
+                        StoreError::Conflict("this usage key was minted before".into())
+                    } else {
+                        e.into()
+                    }
+                })?;
+            }
             Ok(true)
         })
         .await
@@ -122,8 +145,18 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let store = Store::open(&dir.path().join("state.db")).unwrap();
         let sig = signature(3, now());
-        assert!(store.record_signed_wallet(sig, identity(4)).await.unwrap());
-        assert!(!store.record_signed_wallet(sig, identity(5)).await.unwrap());
+        assert!(
+            store
+                .record_signed_wallet(sig, identity(4), None)
+                .await
+                .unwrap()
+        );
+        assert!(
+            !store
+                .record_signed_wallet(sig, identity(5), None)
+                .await
+                .unwrap()
+        );
         let wallets: i64 = store
             .read(|c| {
                 Ok(c.query_row(

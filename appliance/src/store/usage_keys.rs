@@ -74,7 +74,8 @@ fn record_from(row: &Row<'_>) -> rusqlite::Result<UsageKeyRecord> {
 }
 
 /// Creates or fully replaces `account`'s usage key `hash` (the indexer's path, for keys
-/// set on chain); `false` when the hash belongs to another account, which keeps it.
+/// set on chain), which stops authenticating at `expires_at` (Unix seconds; `None`:
+/// never); `false` when the hash belongs to another account, which keeps it.
 pub(super) fn upsert(
     tx: &rusqlite::Transaction<'_>,
     account: AccountId,
@@ -82,14 +83,16 @@ pub(super) fn upsert(
     name: &str,
     description: &str,
     p: &Permissions,
+    expires_at: Option<i64>,
 ) -> Result<bool> {
     let stored = tx
         .prepare_cached(
             "INSERT INTO usage_keys (account_id, key_hash, name, description, can_create_groups,
                 can_delete_groups, can_create_pkps, manage_ipfs_ids_in_groups, add_pkp_to_groups,
-                remove_pkp_from_groups, execute_in_groups, created_at, updated_at)
-             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?12)
+                remove_pkp_from_groups, execute_in_groups, created_at, updated_at, expires_at)
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?12, ?13)
              ON CONFLICT (key_hash) DO UPDATE SET name = excluded.name,
+                expires_at = excluded.expires_at,
                 description = excluded.description, can_create_groups = excluded.can_create_groups,
                 can_delete_groups = excluded.can_delete_groups,
                 can_create_pkps = excluded.can_create_pkps,
@@ -111,7 +114,8 @@ pub(super) fn upsert(
             encode_set(&p.add_pkp_to_groups),
             encode_set(&p.remove_pkp_from_groups),
             encode_set(&p.execute_in_groups),
-            now_unix()
+            now_unix(),
+            expires_at
         ])?;
     Ok(stored == 1)
 }
@@ -148,19 +152,32 @@ fn not_found() -> StoreError {
     StoreError::NotFound("no usage key with that value or hash exists on this account".into())
 }
 
+/// The usage key `hash` as a credential. A key past its `expires_at` resolves to nothing,
+/// exactly as a removed one: the caller gets the same 401.
 pub(super) fn resolve(conn: &Connection, hash: &KeyHash) -> Result<Option<ResolvedKey>> {
     let resolved = conn
         .prepare_cached(&format!(
-            "SELECT account_id, {COLUMNS} FROM usage_keys WHERE key_hash = ?1"
+            "SELECT account_id, expires_at, {COLUMNS} FROM usage_keys WHERE key_hash = ?1"
         ))?
         .query_row([hash.0.as_slice()], |row| {
-            Ok(ResolvedKey::Usage {
-                account: AccountId(row.get(0)?),
-                key_id: UsageKeyId(row.get(1)?),
-                permissions: permissions_from(row, 5)?,
-            })
+            let expires_at: Option<i64> = row.get(1)?;
+            Ok((
+                expires_at,
+                ResolvedKey::Usage {
+                    account: AccountId(row.get(0)?),
+                    key_id: UsageKeyId(row.get(2)?),
+                    permissions: permissions_from(row, 6)?,
+                },
+            ))
         })
         .optional()?;
+    let resolved = match resolved {
+        Some((Some(expires_at), _)) if expires_at <= now_unix() => {
+            tracing::debug!(usage_key = %hash, expires_at, "expired usage key presented");
+            return Ok(None);
+        }
+        other => other.map(|(_, key)| key),
+    };
     let Some(ResolvedKey::Usage {
         account,
         key_id,
