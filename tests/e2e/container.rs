@@ -59,6 +59,13 @@ const PENDING: &[(&str, &str)] = &[
     ),
 ];
 
+/// Writes a line to standard error past the test harness's capture, so that a skip, a
+/// pending check and the timings show in every run, not only with `--nocapture`.
+fn say(line: &str) {
+    use std::io::Write as _;
+    let _ = writeln!(std::io::stderr(), "{line}");
+}
+
 /// errno values the probes report.
 const ENOENT: i32 = 2;
 const EACCES: i32 = 13;
@@ -228,10 +235,10 @@ async fn the_compose_keeps_the_key_boundary_under_a_real_engine() {
     let engine = match Engine::start() {
         Ok(engine) => engine,
         Err(unavailable) => {
-            eprintln!(
+            say(&format!(
                 "SKIPPED: container::the_compose_keeps_the_key_boundary_under_a_real_engine: {}",
                 unavailable.0
-            );
+            ));
             return;
         }
     };
@@ -668,9 +675,11 @@ async fn the_compose_keeps_the_key_boundary_under_a_real_engine() {
         match (ok, waiting) {
             (true, None) => eprintln!("holds: {line}"),
             (true, Some((group, _))) => {
-                eprintln!("PENDING check now holds (remove {group:?} from PENDING): {line}");
+                say(&format!(
+                    "PENDING check now holds (remove {group:?} from PENDING): {line}"
+                ));
             }
-            (false, Some((_, reason))) => eprintln!("PENDING ({reason}): {line}"),
+            (false, Some((_, reason))) => say(&format!("PENDING ({reason}): {line}")),
             (false, None) => failures.push(line),
         }
     }
@@ -680,13 +689,13 @@ async fn the_compose_keeps_the_key_boundary_under_a_real_engine() {
         failures.join("\n"),
         engine.all_logs()
     );
-    eprintln!(
+    say(&format!(
         "container test timings: engine {:?}, image built and loaded {:?}, API answering {:?}, total {:?}",
         engine_ready,
         image_loaded - engine_ready,
         api_up - image_loaded,
         started.elapsed()
-    );
+    ));
 }
 
 /// Translates `yaml` with the test's stand-ins and an image resolver that accepts only
