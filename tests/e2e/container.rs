@@ -837,6 +837,22 @@ fn translator_refuses_what_it_does_not_understand() {
     let base = "services:\n  a:\n    image: good@sha256:00\n    user: \"1:1\"\n    volumes: [\"v:/v\", \"/var/run/dstack.sock:/s\"]\n  b:\n    image: good@sha256:00\n    depends_on: [a]\n    network_mode: none\nvolumes:\n  v:\n";
     let plan = translate_for_test(base, dir.path(), &none).unwrap_or_else(|e| panic!("{e}"));
     assert_eq!(plan.services.len(), 2);
+    let hardened = base.replace(
+        "    user: \"1:1\"",
+        "    user: \"1:1\"\n    cap_drop: [ALL]\n    security_opt: [\"no-new-privileges:true\"]\n    pids_limit: 64\n    ulimits: {nofile: {soft: 64, hard: 128}, core: 0}",
+    );
+    let a = translate_for_test(&hardened, dir.path(), &none).unwrap_or_else(|e| panic!("{e}"));
+    let a = &a.service("a").expect("a").create_args;
+    assert!(has_pair(a, "--cap-drop", "ALL"), "{a:?}");
+    assert!(
+        has_pair(a, "--security-opt", "no-new-privileges:true"),
+        "{a:?}"
+    );
+    assert!(has_pair(a, "--pids-limit", "64"), "{a:?}");
+    assert!(
+        has_pair(a, "--ulimit", "nofile=64:128") && has_pair(a, "--ulimit", "core=0"),
+        "{a:?}"
+    );
     assert_eq!(plan.networks, vec!["boundary_default".to_owned()]);
     assert!(has_pair(
         &plan.service("b").expect("b").create_args,
@@ -846,8 +862,15 @@ fn translator_refuses_what_it_does_not_understand() {
 
     let cases: &[(&str, &str)] = &[
         (
-            &base.replace("    user:", "    cap_add: [NET_ADMIN]\n    user:"),
-            "cap_add",
+            &base.replace("    user:", "    devices: [/dev/kvm]\n    user:"),
+            "devices",
+        ),
+        (
+            &base.replace(
+                "    user:",
+                "    ulimits: {nofile: {soft: 1, max: 2}}\n    user:",
+            ),
+            "ulimits",
         ),
         (
             &base.replace("    user:", "    privileged: true\n    user:"),

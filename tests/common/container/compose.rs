@@ -13,8 +13,9 @@
 //! read-only at the target), `environment` (list form; a bare name is passed only when the
 //! test gives it a value), `ports` (published on 127.0.0.1 only, host port chosen at run
 //! time), `network_mode` (`none`; otherwise the project's default network), `depends_on`
-//! (start order) and `restart`. At the top level: `services`, `volumes` (without options)
-//! and `configs` (with `content`).
+//! (start order), `restart`, and the hardening keys `cap_add`, `cap_drop`, `security_opt`,
+//! `pids_limit`, `mem_limit`, `ulimits`, `init`, `working_dir`, `stop_signal`. At the top
+//! level: `services`, `volumes` (without options) and `configs` (with `content`).
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
@@ -142,6 +143,39 @@ struct Service {
     depends_on: Vec<String>,
     #[serde(default)]
     restart: Option<String>,
+    #[serde(default)]
+    cap_add: Vec<String>,
+    #[serde(default)]
+    cap_drop: Vec<String>,
+    #[serde(default)]
+    security_opt: Vec<String>,
+    #[serde(default)]
+    pids_limit: Option<i64>,
+    #[serde(default)]
+    mem_limit: Option<Scalar>,
+    #[serde(default)]
+    ulimits: BTreeMap<String, Ulimit>,
+    #[serde(default)]
+    init: Option<bool>,
+    #[serde(default)]
+    working_dir: Option<String>,
+    #[serde(default)]
+    stop_signal: Option<String>,
+}
+
+/// `name: N` or `name: {soft: N, hard: M}`.
+#[derive(Debug, Deserialize)]
+#[serde(untagged)]
+enum Ulimit {
+    Single(i64),
+    Pair(SoftHard),
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct SoftHard {
+    soft: i64,
+    hard: i64,
 }
 
 /// What the test supplies around the compose file.
@@ -226,6 +260,37 @@ pub fn translate(yaml: &str, ctx: &Context<'_>) -> Result<Plan, TranslateError> 
         }
         if let Some(policy) = &service.restart {
             push(&mut args, "--restart", policy.clone());
+        }
+        for cap in &service.cap_add {
+            push(&mut args, "--cap-add", cap.clone());
+        }
+        for cap in &service.cap_drop {
+            push(&mut args, "--cap-drop", cap.clone());
+        }
+        for opt in &service.security_opt {
+            push(&mut args, "--security-opt", opt.clone());
+        }
+        if let Some(limit) = service.pids_limit {
+            push(&mut args, "--pids-limit", limit.to_string());
+        }
+        if let Some(limit) = &service.mem_limit {
+            push(&mut args, "--memory", limit.text());
+        }
+        for (name, limit) in &service.ulimits {
+            let value = match limit {
+                Ulimit::Single(n) => format!("{name}={n}"),
+                Ulimit::Pair(SoftHard { soft, hard }) => format!("{name}={soft}:{hard}"),
+            };
+            push(&mut args, "--ulimit", value);
+        }
+        if service.init == Some(true) {
+            args.push("--init".into());
+        }
+        if let Some(dir) = &service.working_dir {
+            push(&mut args, "--workdir", dir.clone());
+        }
+        if let Some(signal) = &service.stop_signal {
+            push(&mut args, "--stop-signal", signal.clone());
         }
         for spec in &service.volumes {
             push(
