@@ -350,6 +350,7 @@ async fn the_compose_keeps_the_key_boundary_under_a_real_engine() {
     let pem_path = data_on_host.join("tls").join("self-signed.pem");
     let deadline = Instant::now() + Duration::from_secs(90);
     let mut health = None;
+    let mut last = String::from("no answer");
     while Instant::now() < deadline {
         if let Ok(pem) = std::fs::read(&pem_path) {
             let client = client_trusting(&pem, None);
@@ -359,13 +360,14 @@ async fn the_compose_keeps_the_key_boundary_under_a_real_engine() {
                     health = Some((client, reply));
                     break;
                 }
+                last = format!("{} {}", reply.status, reply.text);
             }
         }
         tokio::time::sleep(Duration::from_millis(300)).await;
     }
     let Some((client, health)) = health else {
         panic!(
-            "the appliance did not answer /health with 200 within 90 s on {address}; logs:\n{}",
+            "the appliance did not answer /health with 200 within 90 s on {address} (last: {last}); logs:\n{}",
             engine.all_logs()
         );
     };
