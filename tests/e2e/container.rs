@@ -433,7 +433,25 @@ async fn the_compose_keeps_the_key_boundary_under_a_real_engine() {
         "a client trusting another certificate must fail the handshake"
     );
 
-    // keyservice used the stand-in agent it was given (and nothing else reached it first).
+    // On the host, each service's volume is its own user's alone: the named volumes take
+    // the owner and mode of the image's directories (0700), so a process of another uid
+    // (the appliance's 10002 for keyservice's state) is refused there too.
+    for (volume, owner) in [("keyservice-state", 10001), ("appliance-data", 10002)] {
+        use std::os::unix::fs::MetadataExt as _;
+        let name = plan
+            .volumes
+            .get(volume)
+            .expect("the volume is in the compose");
+        let on_host = engine.docker_ok(&["volume", "inspect", "--format", "{{.Mountpoint}}", name]);
+        let meta = std::fs::metadata(&on_host).expect("volume directory");
+        assert_eq!(
+            (meta.uid(), meta.mode() & 0o777),
+            (owner, 0o700),
+            "{volume} on the host ({on_host}) belongs to {owner} alone"
+        );
+    }
+
+    // keyservice used the stand-in agent it was given.
     let key_requests = agent.key_requests();
     assert!(
         key_requests
