@@ -10,6 +10,7 @@
 pub mod appliance;
 pub mod binaries;
 pub mod chain;
+pub mod container;
 pub mod http;
 pub mod ids;
 pub mod keyservice;

@@ -11,6 +11,7 @@ mod acme;
 mod actions;
 mod billing;
 mod chain_mirror;
+mod container;
 mod deploy;
 mod durability;
 mod evidence_e2e;

@@ -1,6 +1,7 @@
 //! Helpers shared by the tests of every crate in the workspace: the one place that knows
 //! where `scripts/setup` installs the test tools ([`tools`]), a node runner that can load
-//! those npm packages ([`node`]) and, with the `anvil` feature, a local chain ([`anvil`]).
+//! those npm packages ([`node`]), with the `anvil` feature a local chain ([`anvil`]), and a
+//! stand-in dstack guest agent on a Unix socket ([`dstack_agent`]).
 //!
 //! Every helper fails loudly (with the command that fixes it) instead of skipping a test.
 
@@ -8,5 +9,6 @@
 
 #[cfg(feature = "anvil")]
 pub mod anvil;
+pub mod dstack_agent;
 pub mod node;
 pub mod tools;
