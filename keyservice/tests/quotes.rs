@@ -373,3 +373,44 @@ async fn tsm_provider_is_used_by_keyservice() {
     // The rest of keyservice is unaffected.
     client.create_wallet().await.unwrap();
 }
+
+/// A real dstack event log (29 events, from a production deployment; see
+/// `tests/data/README.md`) travels through unchanged; an answer too large for one frame is
+/// a clear `QuoteUnavailable` naming its size, and keyservice keeps serving.
+#[tokio::test]
+async fn quote_answers_must_fit_in_a_frame() {
+    let tcb: serde_json::Value = serde_json::from_str(
+        &std::fs::read_to_string(concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/tests/data/dstack-tcb-info.json"
+        ))
+        .unwrap(),
+    )
+    .unwrap();
+    let real_log = tcb["event_log"].to_string();
+    let mut config = AgentConfig::new(COMPOSE, 6);
+    config.quote_event_log = real_log.clone();
+    let (env, _agent) = dstack_env(config);
+    let ks = env.start();
+    let client = KeyClient::connect(&ks.socket).await.unwrap();
+    let q = client.attestation_quote().await.unwrap();
+    assert_eq!(q.event_log, real_log);
+
+    let mut config = AgentConfig::new(COMPOSE, 6);
+    config.quote_event_log = format!("[\"{}\"]", "e".repeat(keyservice_api::MAX_FRAME_LEN));
+    let (env, agent) = dstack_env(config);
+    let ks = env.start();
+    let client = KeyClient::connect(&ks.socket).await.unwrap();
+    match client.attestation_quote().await {
+        Err(KeyError::Rejected {
+            code: ErrorCode::QuoteUnavailable,
+            message,
+        }) => assert!(
+            message.contains("exceeds the 65536-byte frame"),
+            "{message}"
+        ),
+        other => panic!("expected QuoteUnavailable, got {other:?}"),
+    }
+    assert_eq!(quoted(&agent).len(), 1);
+    client.status().await.unwrap();
+}

@@ -33,6 +33,8 @@ pub struct AgentConfig {
     /// When set, each `GetQuote` is answered only after one token arrives (or the sender
     /// is dropped): lets a test hold a quote in progress.
     pub quote_gate: Option<Arc<Mutex<std::sync::mpsc::Receiver<()>>>>,
+    /// The `event_log` returned with every quote (default [`FAKE_EVENT_LOG`]).
+    pub quote_event_log: String,
 }
 
 impl AgentConfig {
@@ -42,6 +44,7 @@ impl AgentConfig {
             app_seed: [seed; 32],
             lie_about_compose_hash: false,
             quote_gate: None,
+            quote_event_log: FAKE_EVENT_LOG.to_owned(),
         }
     }
 
@@ -156,7 +159,7 @@ fn serve_one(
                 .unwrap_or_default();
             let json = serde_json::json!({
                 "quote": hex::encode(fake_quote(&report_data)),
-                "event_log": FAKE_EVENT_LOG,
+                "event_log": config.quote_event_log,
                 "vm_config": FAKE_VM_CONFIG,
             })
             .to_string();
