@@ -1,5 +1,10 @@
-//! Attestation: the quote provider behind `/attestation` and `/info`, and the evidence
-//! files under `/evidences/` that bind the served TLS certificate to a hardware quote.
+//! Attestation: quotes for `/attestation` and `/info`, and the evidence files under
+//! `/evidences/` that bind the served TLS certificate to a hardware quote.
+//!
+//! The appliance never talks to the quote provider (dstack guest agent, configfs-tsm):
+//! keyservice does, and offers only quotes over report data it builds itself
+//! (`AttestationQuote`: zeros; `EvidenceQuote`: from the bytes of `sha256sum.txt`), so
+//! nothing in this process can obtain a quote over data it chose.
 //!
 //! Whenever the served certificate changes (ACME issuance or renewal; once at start for a
 //! self-signed or file certificate) the files are rebuilt:
@@ -13,29 +18,55 @@
 //! Until the first set is built the listing is empty; a set is replaced as a whole.
 
 use std::collections::BTreeMap;
-use std::path::PathBuf;
 use std::sync::{Arc, RwLock};
 use std::time::Duration;
 
-use evidence::{DstackProvider, QuoteProvider, SimulatedProvider, TsmProvider};
+use keyservice_api::{DeploymentInfo, KeyError, QuoteBundle};
 use sha2::{Digest, Sha256};
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
 
 use crate::acme::IssuedCert;
-use crate::config::{Config, QuoteProviderKind};
+use crate::keyservice_client::Keys;
 
+/// Why a quote could not be had.
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum AttestError {
-    #[error("attestation: cannot read the compose file {path}: {source}")]
-    Compose {
-        path: PathBuf,
-        #[source]
-        source: std::io::Error,
-    },
-    #[error("attestation: {0}")]
-    Config(String),
+    /// keyservice, or its quote provider, did not deliver.
+    #[error("keyservice quote: {0}")]
+    Keyservice(#[from] KeyError),
+    /// keyservice answered a quote that does not carry the expected report data.
+    #[error("the evidence quote's report data is {found}, expected {expected}")]
+    WrongReportData { expected: String, found: String },
+}
+
+/// The `/attestation` and `quote.json` shapes, as the evidence crate writes them.
+fn quote_of(bundle: QuoteBundle) -> evidence::Quote {
+    evidence::Quote {
+        bytes: bundle.quote,
+        event_log_json: bundle.event_log,
+        vm_config: bundle.vm_config,
+    }
+}
+
+/// The `/info` shape, as the evidence crate writes it.
+pub fn info_of(info: DeploymentInfo) -> evidence::Info {
+    evidence::Info {
+        app_id: info.app_id,
+        instance_id: info.instance_id,
+        compose_hash: info.compose_hash,
+        app_compose: info.app_compose,
+        key_provider: info.key_provider,
+        mrs: evidence::Measurements {
+            mrtd: info.mrtd,
+            rtmr0: info.rtmr0,
+            rtmr1: info.rtmr1,
+            rtmr2: info.rtmr2,
+            rtmr3: info.rtmr3,
+        },
+        event_log: info.event_log,
+    }
 }
 
 /// One evidence file.
@@ -81,11 +112,8 @@ pub fn sha256sum(files: &BTreeMap<String, EvidenceFile>) -> String {
         .collect()
 }
 
-/// Builds the evidence set for `cert`, with a quote from `provider`.
-pub async fn build(
-    cert: &IssuedCert,
-    provider: &QuoteProvider,
-) -> Result<EvidenceSet, evidence::ProviderError> {
+/// Builds the evidence set for `cert`, with keyservice's quote over its `sha256sum.txt`.
+pub async fn build(cert: &IssuedCert, keys: &Keys) -> Result<EvidenceSet, AttestError> {
     let domain = cert
         .domains
         .first()
@@ -110,9 +138,18 @@ pub async fn build(
         );
     }
     let sums = sha256sum(&files);
-    let quote = provider
-        .quote(evidence::report_data_for(sums.as_bytes()))
-        .await?;
+    let quote = quote_of(keys.client().evidence_quote(sums.as_bytes()).await?);
+    // keyservice computes the report data; check it did so over these very bytes.
+    let expected = evidence::report_data_for(sums.as_bytes());
+    let found = evidence::quote::TdxQuote::parse(&quote.bytes)
+        .map(|q| q.report.report_data)
+        .ok();
+    if found != Some(expected) {
+        return Err(AttestError::WrongReportData {
+            expected: hex::encode(expected),
+            found: found.map_or_else(|| "unreadable".to_owned(), hex::encode),
+        });
+    }
     files.insert(
         "sha256sum.txt".into(),
         EvidenceFile {
@@ -130,68 +167,32 @@ pub async fn build(
     Ok(EvidenceSet { files })
 }
 
-/// The provider and the current evidence set; cheap to clone.
+/// The keyservice handle and the current evidence set; cheap to clone.
 #[derive(Clone)]
 pub struct Attestation {
-    provider: QuoteProvider,
+    keys: Keys,
     current: Arc<RwLock<Arc<EvidenceSet>>>,
 }
 
 impl Attestation {
-    /// The quote provider `config` names.
-    pub fn from_config(config: &Config) -> Result<Self, AttestError> {
-        let att = &config.attestation;
-        let compose = || -> Result<Vec<u8>, AttestError> {
-            let path = att
-                .compose_file
-                .clone()
-                .or_else(|| config.keyservice.compose_file.clone())
-                .ok_or_else(|| {
-                    AttestError::Config(
-                        "attestation.compose_file (or keyservice.compose_file) is needed".into(),
-                    )
-                })?;
-            std::fs::read(&path).map_err(|source| AttestError::Compose { path, source })
-        };
-        let app_id = || -> Result<Option<[u8; 20]>, AttestError> {
-            let text = match (&att.app_id, config.chain.governance_address) {
-                (Some(text), _) => text.trim_start_matches("0x").to_owned(),
-                (None, Some(address)) => hex::encode(address.as_slice()),
-                (None, None) => return Ok(None),
-            };
-            let bytes = hex::decode(&text)
-                .ok()
-                .and_then(|b| <[u8; 20]>::try_from(b).ok())
-                .ok_or_else(|| {
-                    AttestError::Config("attestation.app_id must be 20 bytes of hex".into())
-                })?;
-            Ok(Some(bytes))
-        };
-        let provider: QuoteProvider = match att.provider {
-            QuoteProviderKind::Dstack => DstackProvider::new(&att.dstack_socket).into(),
-            QuoteProviderKind::Tsm => {
-                let mut p = TsmProvider::new(&att.tsm_dir, compose()?);
-                if let Some(id) = app_id()? {
-                    p = p.with_app_id(id);
-                }
-                p.into()
-            }
-            QuoteProviderKind::Simulated => {
-                let mut p = SimulatedProvider::new(compose()?);
-                if let Some(id) = app_id()? {
-                    p = p.with_app_id(id);
-                }
-                p.into()
-            }
-        };
-        Ok(Self {
-            provider,
+    /// Quotes come from keyservice through `keys`.
+    pub fn new(keys: Keys) -> Self {
+        Self {
+            keys,
             current: Arc::new(RwLock::new(Arc::new(EvidenceSet::default()))),
-        })
+        }
     }
 
-    pub fn provider(&self) -> &QuoteProvider {
-        &self.provider
+    /// The `/attestation` body: keyservice's quote over 64 zero bytes.
+    pub async fn attestation_json(&self) -> Result<serde_json::Value, AttestError> {
+        let bundle = self.keys.client().attestation_quote().await?;
+        Ok(quote_of(bundle).attestation_json())
+    }
+
+    /// The `/info` body: the deployment's identity from keyservice's quote provider.
+    pub async fn info_json(&self) -> Result<serde_json::Value, AttestError> {
+        let info = self.keys.client().attestation_info().await?;
+        Ok(info_of(info).info_json())
     }
 
     /// The current evidence set.
@@ -226,7 +227,7 @@ impl Attestation {
                 };
                 let mut delay = Duration::from_millis(500);
                 loop {
-                    match build(&cert, &this.provider).await {
+                    match build(&cert, &this.keys).await {
                         Ok(set) => {
                             this.replace(set);
                             tracing::info!("evidence files rebuilt for the served certificate");
@@ -254,8 +255,57 @@ impl Attestation {
 }
 
 #[cfg(test)]
+#[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
+
+    use evidence::SimulatedProvider;
+    use keyservice_api::QuoteSource;
+    use keyservice_api::codec::{self, FrameHeader};
+    use keyservice_api::protocol::{HEADER_LEN, Op, Request, Response};
+    use tokio::io::AsyncWriteExt;
+
+    /// A stand-in keyservice answering `EvidenceQuote` with a simulated quote over the
+    /// report data keyservice would build (`honest`) or over other bytes.
+    fn fake_keyservice(dir: &std::path::Path, honest: bool) -> Keys {
+        let socket = dir.join("ks.sock");
+        let listener = tokio::net::UnixListener::bind(&socket).unwrap();
+        tokio::spawn(async move {
+            while let Ok((stream, _)) = listener.accept().await {
+                let (rd, mut wr) = stream.into_split();
+                let mut frames = codec::FrameReader::new(rd);
+                while let Ok(Some(body)) = frames.next_frame().await {
+                    let header = FrameHeader::parse(&body).unwrap();
+                    let op = Op::from_u8(header.op).unwrap();
+                    let Ok(Request::EvidenceQuote { sums }) =
+                        Request::decode(op, &body[HEADER_LEN..])
+                    else {
+                        panic!("unexpected request {op:?}");
+                    };
+                    let report_data = if honest {
+                        evidence::report_data_for(&sums)
+                    } else {
+                        [7u8; 64]
+                    };
+                    let q = SimulatedProvider::new(b"{\"name\":\"t\"}".to_vec()).quote(report_data);
+                    let answer = Response::Quote(QuoteBundle {
+                        source: QuoteSource::Simulated,
+                        quote: q.bytes,
+                        event_log: q.event_log_json,
+                        vm_config: q.vm_config,
+                    });
+                    let mut frame = Vec::new();
+                    codec::encode_frame(
+                        &mut frame,
+                        FrameHeader::new(header.op, 0, header.id),
+                        |b| answer.encode_payload(b),
+                    );
+                    wr.write_all(&frame).await.unwrap();
+                }
+            }
+        });
+        Keys::new(&socket, Duration::from_secs(10))
+    }
 
     fn cert() -> IssuedCert {
         IssuedCert {
@@ -267,8 +317,9 @@ mod tests {
 
     #[tokio::test]
     async fn evidence_binds_the_checksums_into_the_quote() {
-        let provider: QuoteProvider = SimulatedProvider::new(b"{\"name\":\"t\"}".to_vec()).into();
-        let set = build(&cert(), &provider).await.unwrap();
+        let dir = tempfile::tempdir().unwrap();
+        let keys = fake_keyservice(dir.path(), true);
+        let set = build(&cert(), &keys).await.unwrap();
         let names: Vec<&str> = set.files.keys().map(String::as_str).collect();
         assert_eq!(
             names,
@@ -301,6 +352,21 @@ mod tests {
         let html = set.index_html();
         for name in names {
             assert!(html.contains(&format!("href=\"{name}\"")), "{html}");
+        }
+    }
+
+    #[tokio::test]
+    async fn a_quote_over_other_report_data_is_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        let keys = fake_keyservice(dir.path(), false);
+        match build(&cert(), &keys).await {
+            Err(AttestError::WrongReportData { found, .. }) => {
+                assert_eq!(found, "07".repeat(64));
+            }
+            other => panic!(
+                "expected WrongReportData, got {:?}",
+                other.map(|s| s.files.len())
+            ),
         }
     }
 }

@@ -179,31 +179,31 @@ impl Default for AcmeConfig {
     }
 }
 
-/// Where quotes and the deployment's identity come from.
+/// Where keyservice gets quotes and the deployment's identity from.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum QuoteProviderKind {
-    /// The dstack guest agent on `dstack_socket`.
+    /// The dstack guest agent (keyservice's `--agent-socket`).
     Dstack,
-    /// Linux configfs-tsm (`tsm_dir`) with the local compose file.
+    /// Linux configfs-tsm (`tsm_dir`) with keyservice's compose file.
     Tsm,
     /// Simulated TDX quotes from the local compose file: development only, NOT
     /// confidential (`evidence verify` refuses them without `--allow-simulated`).
     Simulated,
 }
 
-/// `/attestation`, `/info` and the `/evidences/` files.
+/// The quote provider behind `/attestation`, `/info` and the `/evidences/` files.
+///
+/// The appliance never talks to a quote provider: it asks keyservice for quotes over
+/// report data keyservice builds itself. These keys are keyservice's settings, read from
+/// this same (measured) file by `keyservice run --chain-config`, and passed by
+/// `appliance dev` to the keyservice child it starts; the appliance itself ignores them.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct AttestationConfig {
     pub provider: QuoteProviderKind,
-    /// dstack: the guest agent's socket.
-    pub dstack_socket: PathBuf,
     /// tsm: the configfs-tsm report directory.
     pub tsm_dir: PathBuf,
-    /// tsm, simulated: the app-compose.json served by `/info`. Default:
-    /// `keyservice.compose_file`.
-    pub compose_file: Option<PathBuf>,
     /// tsm, simulated: the app id (40 hex digits). Default: `chain.governance_address`
     /// when set (so verifiers find the governance contract at 0x‖app_id).
     pub app_id: Option<String>,
@@ -213,12 +213,49 @@ impl Default for AttestationConfig {
     fn default() -> Self {
         Self {
             provider: QuoteProviderKind::Dstack,
-            dstack_socket: PathBuf::from("/var/run/dstack.sock"),
             tsm_dir: PathBuf::from("/sys/kernel/config/tsm/report"),
-            compose_file: None,
             app_id: None,
         }
     }
+}
+
+impl QuoteProviderKind {
+    /// keyservice's spelling (`--quote-provider`).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Dstack => "dstack",
+            Self::Tsm => "tsm",
+            Self::Simulated => "simulated",
+        }
+    }
+}
+
+/// Keys the appliance once read and no longer does, with the reason: refused with that
+/// reason rather than as an unknown key.
+const RETIRED_KEYS: [(&str, &str, &str); 2] = [
+    (
+        "attestation",
+        "dstack_socket",
+        "the appliance no longer talks to the dstack guest agent; keyservice does (its --agent-socket)",
+    ),
+    (
+        "attestation",
+        "compose_file",
+        "the app-compose.json behind simulated and configfs-tsm quotes is keyservice's --compose-file",
+    ),
+];
+
+fn refuse_retired_keys(table: &toml::Table) -> Result<(), ConfigError> {
+    for (section, key, why) in RETIRED_KEYS {
+        if let Some(toml::Value::Table(t)) = table.get(section)
+            && t.contains_key(key)
+        {
+            return Err(ConfigError::Invalid(format!(
+                "{section}.{key} is retired: {why}"
+            )));
+        }
+    }
+    Ok(())
 }
 
 impl AcmeConfig {
@@ -556,6 +593,7 @@ impl Config {
         let mut table =
             toml::Table::try_from(&self).map_err(|e| ConfigError::Invalid(e.to_string()))?;
         apply_env(&mut table, env)?;
+        refuse_retired_keys(&table)?;
         let config: Config = toml::Value::Table(table)
             .try_into()
             .map_err(|e: toml::de::Error| ConfigError::Invalid(e.message().to_owned()))?;
@@ -588,6 +626,7 @@ impl Config {
             None => toml::Table::new(),
         };
         apply_env(&mut table, env)?;
+        refuse_retired_keys(&table)?;
         let config: Config = toml::Value::Table(table)
             .try_into()
             .map_err(|e: toml::de::Error| ConfigError::Invalid(e.message().to_owned()))?;
@@ -765,6 +804,42 @@ mod tests {
         assert!(err.to_string().contains("listn"), "{err}");
         let err = Config::load_with_env(None, env(&[("APPLIANCE_HTTP__", "1")])).unwrap_err();
         assert!(matches!(err, ConfigError::BadEnvKey { .. }));
+    }
+
+    #[test]
+    fn retired_attestation_keys_are_refused_with_the_reason() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("c.toml");
+        std::fs::write(
+            &path,
+            "[attestation]\nprovider = \"dstack\"\ndstack_socket = \"/var/run/dstack.sock\"\n",
+        )
+        .unwrap();
+        let err = Config::load_with_env(Some(&path), env(&[])).unwrap_err();
+        assert!(
+            err.to_string()
+                .contains("attestation.dstack_socket is retired")
+                && err.to_string().contains("keyservice does"),
+            "{err}"
+        );
+        let err = Config::load_with_env(
+            None,
+            env(&[("APPLIANCE_ATTESTATION__COMPOSE_FILE", "/x.json")]),
+        )
+        .unwrap_err();
+        assert!(
+            err.to_string()
+                .contains("attestation.compose_file is retired"),
+            "{err}"
+        );
+        // Positive control: the keys keyservice reads from this file still load.
+        std::fs::write(
+            &path,
+            "[attestation]\nprovider = \"tsm\"\ntsm_dir = \"/t\"\n",
+        )
+        .unwrap();
+        let c = Config::load_with_env(Some(&path), env(&[])).unwrap();
+        assert_eq!(c.attestation.provider, QuoteProviderKind::Tsm);
     }
 
     #[test]

@@ -79,8 +79,6 @@ pub enum StartError {
     Billing(String),
     #[error(transparent)]
     Acme(#[from] acme::AcmeError),
-    #[error(transparent)]
-    Attest(#[from] attest::AttestError),
     #[error("cannot listen on {addr}: {source}")]
     Bind {
         addr: SocketAddr,
@@ -220,7 +218,7 @@ async fn start_with(mut config: Config, dev_anvil: Option<PathBuf>) -> Result<Ru
     })?;
 
     let acme = start_acme(&config, &keys, &certs).await?;
-    let attestation = attest::Attestation::from_config(&config)?;
+    let attestation = attest::Attestation::new(keys.clone());
     let evidence_task = attestation.follow(match &acme {
         Some(acme) => acme.handle.subscribe(),
         None => {
@@ -379,6 +377,13 @@ pub(crate) async fn start_keyservice(
             .unwrap_or_else(|| config.data_dir.join("keyservice")),
         compose_file,
         chain_id: config.chain.chain_id,
+        quote_provider: config.attestation.provider.as_str(),
+        tsm_dir: config.attestation.tsm_dir.clone(),
+        app_id: config
+            .attestation
+            .app_id
+            .clone()
+            .or_else(|| config.chain.governance_address.map(|a| a.to_string())),
         account_configs: config
             .chain
             .account_config_address

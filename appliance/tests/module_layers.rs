@@ -4,7 +4,10 @@
 //!   `mod.rs` is the shared base layer and is not part of the graph; its `pub use`
 //!   re-exports are followed to the module that defines the item);
 //! * the action worker pool never reaches into `api` and never builds an `ApiError`:
-//!   `error.rs` is the one place where errors become HTTP responses.
+//!   `error.rs` is the one place where errors become HTTP responses;
+//! * no module names a quote provider (`evidence::{DstackProvider, TsmProvider,
+//!   SimulatedProvider, QuoteProvider}`): quotes come from keyservice, the only process
+//!   that talks to the guest agent.
 //!
 //! Code under `#[cfg(test)]` is not counted. Paths are resolved syntactically (`super::x`,
 //! `crate::store::x`, `use` trees), which is what a reader follows too.
@@ -328,5 +331,54 @@ fn the_worker_pool_does_not_speak_http() {
             "{} names ApiError: only error.rs maps errors to HTTP",
             file.display()
         );
+    }
+}
+
+/// The evidence crate's provider types: the front end must reach none of them.
+const QUOTE_PROVIDERS: [&str; 5] = [
+    "DstackProvider",
+    "TsmProvider",
+    "SimulatedProvider",
+    "QuoteProvider",
+    "provider",
+];
+
+fn names_a_quote_provider(names: &Names) -> Option<String> {
+    names
+        .paths
+        .iter()
+        .find(|p| {
+            p.first().map(String::as_str) == Some("evidence")
+                && p.iter().any(|s| QUOTE_PROVIDERS.contains(&s.as_str()))
+        })
+        .map(|p| p.join("::"))
+        .or_else(|| {
+            QUOTE_PROVIDERS[..4]
+                .iter()
+                .find(|n| names.idents.contains(**n))
+                .map(|n| (*n).to_owned())
+        })
+}
+
+#[test]
+fn the_front_end_names_no_quote_provider() {
+    // Positive control: the check sees a provider named either way.
+    for snippet in [
+        "use evidence::DstackProvider;",
+        "fn f() { let _ = evidence::provider::TsmProvider::DEFAULT_DIR; }",
+    ] {
+        let mut names = Names::default();
+        names.visit_file(&syn::parse_file(snippet).unwrap());
+        assert!(names_a_quote_provider(&names).is_some(), "{snippet}");
+    }
+    let files = rust_files(&src_dir("src"));
+    assert!(files.len() > 20, "too few files: {}", files.len());
+    for file in files {
+        if let Some(name) = names_a_quote_provider(&names_in(&file)) {
+            panic!(
+                "{} names {name}: the appliance gets quotes from keyservice only",
+                file.display()
+            );
+        }
     }
 }

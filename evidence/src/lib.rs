@@ -10,7 +10,8 @@
 //! * [`cli`] — the `evidence` command.
 //!
 //! `README.md` in this crate is the manual. Without the default `verifier` feature only the
-//! parsers (`quote`, `event_log`, `simulated`) are built, which is what the fuzzers use.
+//! parsers (`quote`, `event_log`, `simulated`) are built, which is what the fuzzers use;
+//! the `providers` feature adds [`provider`] alone (what keyservice links).
 
 pub mod event_log;
 pub mod quote;
@@ -28,12 +29,12 @@ pub mod cli;
 pub mod collateral;
 #[cfg(feature = "verifier")]
 pub mod governance;
-#[cfg(feature = "verifier")]
+#[cfg(feature = "providers")]
 pub mod provider;
 #[cfg(feature = "verifier")]
 pub mod verify;
 
-#[cfg(feature = "verifier")]
+#[cfg(feature = "providers")]
 pub use provider::{
     DstackProvider, Info, Measurements, ProviderError, Quote, QuoteProvider, SimulatedProvider,
     TsmProvider,

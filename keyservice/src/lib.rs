@@ -3,9 +3,12 @@
 //! It unseals a 32-byte root with a key bound to the measured compose hash
 //! ([`platform`], [`sealing`], [`root`]), derives every wallet, action and payer key from
 //! it ([`derive`]), and answers signing / encryption / export requests ([`ops`]) over a
-//! Unix socket ([`server`]) in the protocol of `keyservice-api`. See `README.md` next to
+//! Unix socket ([`server`]) in the protocol of `keyservice-api`. It is also the only process
+//! that talks to the quote provider ([`attest`]): the front end gets quotes over report data
+//! keyservice builds itself, never over data it chose. See `README.md` next to
 //! this crate for the threat model, formats and derivations.
 
+pub mod attest;
 pub mod derive;
 pub mod ops;
 pub mod payer_policy;

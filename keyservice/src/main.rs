@@ -5,6 +5,7 @@ use std::process::ExitCode;
 use std::sync::Arc;
 
 use clap::{Args, Parser, Subcommand, ValueEnum};
+use keyservice::attest::{self, ProviderChoice, QuoteConfig, Quoter};
 use keyservice::ops::{KeyOps, MAX_API_PAYERS};
 use keyservice::payer_policy::{self, PayerPolicyConfig};
 use keyservice::platform::Platform;
@@ -97,7 +98,76 @@ struct RunArgs {
     #[command(flatten)]
     payer: PayerArgs,
     #[command(flatten)]
+    quote: QuoteArgs,
+    #[command(flatten)]
     platform: PlatformArgs,
+}
+
+#[derive(Clone, Copy, ValueEnum)]
+enum QuoteProviderArg {
+    /// The dstack guest agent (`GetQuote`, `Info`) on --agent-socket.
+    Dstack,
+    /// Linux configfs-tsm (--tsm-dir); identity from --compose-file.
+    Tsm,
+    /// Simulated quotes from --compose-file: development only, NOT confidential.
+    Simulated,
+}
+
+/// Where quotes come from. keyservice is the only process that talks to the provider;
+/// the socket offers only quotes over report data keyservice builds itself.
+#[derive(Args)]
+struct QuoteArgs {
+    /// The quote provider. Default: `[attestation] provider` of --chain-config, else
+    /// dstack with --platform dstack and simulated with --platform dev.
+    #[arg(long, value_enum, env = "KEYSERVICE_QUOTE_PROVIDER")]
+    quote_provider: Option<QuoteProviderArg>,
+    /// tsm: the configfs-tsm report directory. Default: `[attestation] tsm_dir` of
+    /// --chain-config, else /sys/kernel/config/tsm/report.
+    #[arg(long, env = "KEYSERVICE_TSM_DIR")]
+    tsm_dir: Option<PathBuf>,
+    /// tsm, simulated: the app id (40 hex digits) `/info` reports. Default:
+    /// `[attestation] app_id`, else `[chain] governance_address` of --chain-config, else
+    /// the first 20 bytes of the compose hash.
+    #[arg(long, env = "KEYSERVICE_APP_ID")]
+    app_id: Option<String>,
+}
+
+fn quote_config(args: &RunArgs) -> Result<QuoteConfig, String> {
+    let from_file = match &args.payer.chain_config {
+        Some(path) => {
+            let text = std::fs::read_to_string(path)
+                .map_err(|e| format!("cannot read --chain-config {}: {e}", path.display()))?;
+            attest::quote_settings_from_toml(&text)
+                .map_err(|e| format!("--chain-config {}: {e}", path.display()))?
+        }
+        None => attest::QuoteSettings::default(),
+    };
+    let provider = match (args.quote.quote_provider, from_file.provider) {
+        (Some(QuoteProviderArg::Dstack), _) => ProviderChoice::Dstack,
+        (Some(QuoteProviderArg::Tsm), _) => ProviderChoice::Tsm,
+        (Some(QuoteProviderArg::Simulated), _) => ProviderChoice::Simulated,
+        (None, Some(p)) => p,
+        (None, None) => match args.platform.platform {
+            PlatformChoice::Dstack => ProviderChoice::Dstack,
+            PlatformChoice::Dev => ProviderChoice::Simulated,
+        },
+    };
+    let app_id = match &args.quote.app_id {
+        Some(text) => Some(attest::parse_app_id(text).map_err(|e| format!("--app-id: {e}"))?),
+        None => from_file.app_id,
+    };
+    Ok(QuoteConfig {
+        provider,
+        agent_socket: args.platform.agent_socket.clone(),
+        tsm_dir: args
+            .quote
+            .tsm_dir
+            .clone()
+            .or(from_file.tsm_dir)
+            .unwrap_or_else(|| PathBuf::from(evidence::TsmProvider::DEFAULT_DIR)),
+        compose_file: args.platform.compose_file.clone(),
+        app_id,
+    })
 }
 
 /// What the payers may sign (see README "Payer policy"). Only from the command line,
@@ -236,9 +306,18 @@ fn run(args: RunArgs) -> Result<(), String> {
     .map_err(|e| e.to_string())?;
     let compose_hash = unsealed.compose_hash;
     let payer_config = payer_policy_config(&args.payer, &args.state_dir)?;
+    let quotes = quote_config(&args)?;
+    let quoter = Quoter::new(quotes.build()?);
+    if quotes.provider == ProviderChoice::Simulated {
+        tracing::warn!(
+            "quote provider: SIMULATED quotes, NOT confidential (verifiers refuse them unless told to allow simulated evidence)"
+        );
+    }
+    let quote_source = quoter.source();
     let ops = KeyOps::new(unsealed.root, platform.kind(), compose_hash, args.payers)
         .and_then(|ops| ops.with_payer_policy(payer_config))
-        .map_err(|e| e.to_string())?;
+        .map_err(|e| e.to_string())?
+        .with_quotes(quoter);
     drop(platform);
     let ops = Arc::new(ops);
     let config = ServerConfig {
@@ -264,6 +343,7 @@ fn run(args: RunArgs) -> Result<(), String> {
             api_payers = args.payers,
             admin_payer = %ops.payers().admin,
             chain_id = ?ops.payer_policy().chain_id(),
+            quote_provider = %quote_source,
             "keyservice ready"
         );
         // Remember which socket file is ours: at exit, a successor may already have

@@ -1,7 +1,8 @@
 //! The operations behind each protocol request, and the boundary they enforce: wallet
 //! operations stay in the wallet namespace, service keys are reached only by their
 //! purpose-named operations, payers sign only what the payer policy allows. Functions of
-//! the root (plus the CSPRNG); the only I/O is the payer policy's small state file.
+//! the root (plus the CSPRNG); the only I/O is the payer policy's small state file and the
+//! quote provider behind the three quote operations ([`crate::attest`]).
 
 use keyservice_api::protocol::{
     ErrorCode, MAX_RANDOM_BYTES, NONCE_LEN, Request, Response, TAG_LEN,
@@ -51,6 +52,9 @@ pub enum OpError {
     Internal(&'static str),
     #[error("{0}")]
     Refused(&'static str),
+    /// The quote provider failed or is saturated (no key material: provider messages).
+    #[error("{0}")]
+    QuoteUnavailable(String),
 }
 
 impl OpError {
@@ -60,6 +64,7 @@ impl OpError {
             Self::DecryptFailed => ErrorCode::DecryptFailed,
             Self::Internal(_) => ErrorCode::Internal,
             Self::Refused(_) => ErrorCode::Refused,
+            Self::QuoteUnavailable(_) => ErrorCode::QuoteUnavailable,
         }
     }
 }
@@ -93,6 +98,7 @@ pub struct KeyOps {
     status: ServiceStatus,
     payers: PayerList,
     payer_policy: PayerPolicy,
+    quotes: Option<crate::attest::Quoter>,
 }
 
 impl KeyOps {
@@ -133,6 +139,7 @@ impl KeyOps {
             },
             payers: PayerList { api, admin },
             payer_policy,
+            quotes: None,
         })
     }
 
@@ -141,6 +148,29 @@ impl KeyOps {
         let key = self.deriver.state_mac_key(STATE_FILE)?;
         self.payer_policy = PayerPolicy::new(config, &key, self.status.api_payers);
         Ok(self)
+    }
+
+    /// Serves the quote operations with `quoter` (without one they answer
+    /// `QuoteUnavailable`).
+    pub fn with_quotes(mut self, quoter: crate::attest::Quoter) -> Self {
+        self.quotes = Some(quoter);
+        self
+    }
+
+    /// Answers one request: the quote operations through the quote provider (they wait
+    /// for it), everything else at once through [`Self::execute`].
+    pub async fn handle(&self, request: Request) -> Result<Response, OpError> {
+        match request {
+            Request::AttestationQuote
+            | Request::EvidenceQuote { .. }
+            | Request::AttestationInfo => match &self.quotes {
+                Some(quoter) => quoter.answer(&request).await,
+                None => Err(OpError::QuoteUnavailable(
+                    "this keyservice has no quote provider".to_owned(),
+                )),
+            },
+            other => self.execute(other),
+        }
     }
 
     pub fn payer_policy(&self) -> &PayerPolicy {

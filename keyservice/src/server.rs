@@ -292,16 +292,16 @@ async fn read_requests(
         let ops = Arc::clone(&ops);
         let tx = tx.clone();
         tokio::spawn(async move {
-            let frame = answer(&ops, op, header.id, request);
+            let frame = answer(&ops, op, header.id, request).await;
             let _ = tx.send(frame).await;
             drop(permit);
         });
     }
 }
 
-fn answer(ops: &KeyOps, op: Op, id: u64, request: Request) -> Vec<u8> {
+async fn answer(ops: &KeyOps, op: Op, id: u64, request: Request) -> Vec<u8> {
     let mut buf = Vec::with_capacity(HEADER_LEN + 4 + 96);
-    match ops.execute(request) {
+    match ops.handle(request).await {
         Ok(response) => {
             codec::encode_frame(&mut buf, FrameHeader::new(op as u8, 0, id), |b| {
                 response.encode_payload(b)

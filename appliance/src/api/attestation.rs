@@ -38,8 +38,8 @@ pub struct InfoBody {
     pub tcb_info: Value,
 }
 
-fn unavailable(err: evidence::ProviderError) -> ApiError {
-    tracing::warn!(error = %err, "quote provider failed");
+fn unavailable(err: crate::attest::AttestError) -> ApiError {
+    tracing::warn!(error = %err, "no quote from keyservice");
     ApiError::Unavailable(format!("the quote provider is unavailable: {err}"))
 }
 
@@ -54,13 +54,12 @@ fn unavailable(err: evidence::ProviderError) -> ApiError {
     )
 )]
 pub async fn attestation(State(state): State<AppState>) -> Result<Json<Value>, ApiError> {
-    let quote = state
+    let body = state
         .attestation
-        .provider()
-        .quote([0u8; 64])
+        .attestation_json()
         .await
         .map_err(unavailable)?;
-    Ok(Json(quote.attestation_json()))
+    Ok(Json(body))
 }
 
 /// The deployment's identity: app id, compose hash, measurements and event log.
@@ -74,13 +73,8 @@ pub async fn attestation(State(state): State<AppState>) -> Result<Json<Value>, A
     )
 )]
 pub async fn info(State(state): State<AppState>) -> Result<Json<Value>, ApiError> {
-    let info = state
-        .attestation
-        .provider()
-        .info()
-        .await
-        .map_err(unavailable)?;
-    Ok(Json(info.info_json()))
+    let body = state.attestation.info_json().await.map_err(unavailable)?;
+    Ok(Json(body))
 }
 
 /// The evidence files binding the served TLS certificate to a quote: an HTML listing.

@@ -22,6 +22,14 @@ pub struct ChildSpec {
     pub compose_file: PathBuf,
     /// The chain the payers may sign for (`--chain-id`): the appliance's `chain.chain_id`.
     pub chain_id: u64,
+    /// Where keyservice gets quotes (`--quote-provider`): the appliance's
+    /// `attestation.provider`; the appliance itself never talks to the provider.
+    pub quote_provider: &'static str,
+    /// `--tsm-dir`: `attestation.tsm_dir`.
+    pub tsm_dir: PathBuf,
+    /// `--app-id` of simulated and configfs-tsm quotes: `attestation.app_id`, else
+    /// `chain.governance_address`, when set at start.
+    pub app_id: Option<String>,
     /// `AccountConfig` contracts deployed by someone else that the payers may call
     /// (`--account-config`); contracts keyservice's admin payer deploys it records itself.
     pub account_configs: Vec<String>,
@@ -39,7 +47,13 @@ impl ChildSpec {
             .arg("--compose-file")
             .arg(&self.compose_file)
             .arg("--chain-id")
-            .arg(self.chain_id.to_string());
+            .arg(self.chain_id.to_string())
+            .args(["--quote-provider", self.quote_provider])
+            .arg("--tsm-dir")
+            .arg(&self.tsm_dir);
+        if let Some(app_id) = &self.app_id {
+            cmd.arg("--app-id").arg(app_id);
+        }
         for address in &self.account_configs {
             cmd.arg("--account-config").arg(address);
         }

@@ -24,13 +24,13 @@ use zeroize::{Zeroize, Zeroizing};
 use crate::codec::{self, FrameHeader};
 use crate::error::KeyError;
 use crate::protocol::{
-    ErrorCode, HEADER_LEN, MAX_CID_LEN, MAX_FRAME_LEN, MAX_PLAINTEXT_LEN, MAX_RANDOM_BYTES,
-    MAX_SERVICE_PLAINTEXT_LEN, MAX_UNSIGNED_TX_LEN, NONCE_LEN, Op, PROTOCOL_VERSION, Request,
-    Response, TAG_LEN,
+    ErrorCode, HEADER_LEN, MAX_CID_LEN, MAX_EVIDENCE_SUMS_LEN, MAX_FRAME_LEN, MAX_PLAINTEXT_LEN,
+    MAX_RANDOM_BYTES, MAX_SERVICE_PLAINTEXT_LEN, MAX_UNSIGNED_TX_LEN, NONCE_LEN, Op,
+    PROTOCOL_VERSION, Request, Response, TAG_LEN,
 };
 use crate::types::{
-    Address, DerivationPath, NewWallet, Payer, PayerList, SecretBytes, SecretKey32, ServicePurpose,
-    ServiceStatus, Signature, WalletInfo,
+    Address, DeploymentInfo, DerivationPath, NewWallet, Payer, PayerList, QuoteBundle, SecretBytes,
+    SecretKey32, ServicePurpose, ServiceStatus, Signature, WalletInfo,
 };
 
 /// Client tuning. The defaults suit an appliance on the same host.
@@ -40,6 +40,10 @@ pub struct ClientConfig {
     pub connect_timeout: Duration,
     /// Time allowed for one request, from send to answer. Default 10 s.
     pub request_timeout: Duration,
+    /// Time allowed for a quote operation (`AttestationQuote`, `EvidenceQuote`,
+    /// `AttestationInfo`): keyservice runs one quote at a time and a hardware quote can take
+    /// seconds. Default 90 s.
+    pub quote_timeout: Duration,
     /// Frames queued for the writer task before callers wait. Default 1024.
     pub write_queue: usize,
 }
@@ -49,6 +53,7 @@ impl Default for ClientConfig {
         Self {
             connect_timeout: Duration::from_secs(2),
             request_timeout: Duration::from_secs(10),
+            quote_timeout: Duration::from_secs(90),
             write_queue: 1024,
         }
     }
@@ -430,10 +435,57 @@ impl KeyClient {
         }
     }
 
+    /// A fresh quote over 64 zero bytes of report data, with its event log (what
+    /// `/attestation` serves). keyservice chooses the report data; no caller can.
+    pub async fn attestation_quote(&self) -> Result<QuoteBundle, KeyError> {
+        match self.call_quote(Request::AttestationQuote).await? {
+            Response::Quote(q) => Ok(q),
+            other => Err(unexpected(Op::AttestationQuote, &other)),
+        }
+    }
+
+    /// A fresh quote whose report data keyservice computes as SHA-256(`sums`) ‖ 32 zero
+    /// bytes, where `sums` is the exact `sha256sum.txt` of the evidence files
+    /// (1..=[`MAX_EVIDENCE_SUMS_LEN`] bytes of `<sha256 hex>  <name>` lines).
+    pub async fn evidence_quote(&self, sums: &[u8]) -> Result<QuoteBundle, KeyError> {
+        if sums.is_empty() || sums.len() > MAX_EVIDENCE_SUMS_LEN {
+            return Err(KeyError::InvalidArgument(format!(
+                "sha256sum.txt is {} bytes; expected 1..={MAX_EVIDENCE_SUMS_LEN}",
+                sums.len()
+            )));
+        }
+        let req = Request::EvidenceQuote {
+            sums: sums.to_vec(),
+        };
+        match self.call_quote(req).await? {
+            Response::Quote(q) => Ok(q),
+            other => Err(unexpected(Op::EvidenceQuote, &other)),
+        }
+    }
+
+    /// The deployment's identity from keyservice's quote provider (what `/info` serves).
+    pub async fn attestation_info(&self) -> Result<DeploymentInfo, KeyError> {
+        match self.call_quote(Request::AttestationInfo).await? {
+            Response::Info(i) => Ok(i),
+            other => Err(unexpected(Op::AttestationInfo, &other)),
+        }
+    }
+
     // ---- plumbing ----------------------------------------------------------------------
 
     /// Sends one request and waits for its answer.
     pub async fn call(&self, request: Request) -> Result<Response, KeyError> {
+        self.call_within(request, self.shared.config.request_timeout)
+            .await
+    }
+
+    async fn call_quote(&self, request: Request) -> Result<Response, KeyError> {
+        self.call_within(request, self.shared.config.quote_timeout)
+            .await
+    }
+
+    /// As [`Self::call`], with its own answer timeout.
+    async fn call_within(&self, request: Request, timeout: Duration) -> Result<Response, KeyError> {
         let op = request.op();
         let id = self.shared.next_id.fetch_add(1, Ordering::Relaxed);
         let mut frame = Vec::with_capacity(64);
@@ -463,7 +515,6 @@ impl KeyClient {
             pending: &conn.pending,
             id,
         };
-        let timeout = self.shared.config.request_timeout;
         let exchange = async {
             if conn.tx.send(frame).await.is_err() {
                 return Err(self.unavailable("connection closed"));

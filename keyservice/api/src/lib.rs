@@ -25,11 +25,11 @@ pub mod types;
 pub use client::{ClientConfig, KeyClient};
 pub use error::KeyError;
 pub use protocol::{
-    ErrorCode, MAX_FRAME_LEN, MAX_PLAINTEXT_LEN, MAX_RANDOM_BYTES, MAX_SERVICE_PLAINTEXT_LEN,
-    MAX_UNSIGNED_TX_LEN, PROTOCOL_VERSION,
+    ErrorCode, MAX_EVIDENCE_SUMS_LEN, MAX_FRAME_LEN, MAX_PLAINTEXT_LEN, MAX_RANDOM_BYTES,
+    MAX_SERVICE_PLAINTEXT_LEN, MAX_UNSIGNED_TX_LEN, PROTOCOL_VERSION,
 };
 pub use types::{
-    Address, ComposeHash, DerivationPath, NewWallet, ParseError, Payer, PayerList, PkpId,
-    PlatformKind, PublicKey, SecretBytes, SecretKey32, ServicePurpose, ServiceStatus, Signature,
-    WalletInfo, keccak256,
+    Address, ComposeHash, DeploymentInfo, DerivationPath, NewWallet, ParseError, Payer, PayerList,
+    PkpId, PlatformKind, PublicKey, QuoteBundle, QuoteSource, SecretBytes, SecretKey32,
+    ServicePurpose, ServiceStatus, Signature, WalletInfo, keccak256,
 };

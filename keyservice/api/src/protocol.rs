@@ -22,6 +22,16 @@
 //! | 0x0E | `PayerSignTransaction` | `kind:u8 (0 api, 1 admin) ‖ index:u32 ‖ unsigned_tx…` | `sig:65` |
 //! | 0x0F | `ServiceSeal` | `purpose:u8 ‖ plaintext…` | `nonce:12 ‖ ciphertext ‖ tag:16` |
 //! | 0x10 | `ServiceUnseal` | `purpose:u8 ‖ nonce:12 ‖ ciphertext ‖ tag:16` | `plaintext…` |
+//! | 0x11 | `AttestationQuote` | — | `quote` (below), report data = 64 zero bytes |
+//! | 0x12 | `EvidenceQuote` | `sha256sum.txt bytes (1..=8192)` | `quote`, report data = SHA-256(bytes) ‖ 32 zero bytes |
+//! | 0x13 | `AttestationInfo` | — | `info` (below) |
+//!
+//! `quote` = `source:u8 (0 dstack, 1 configfs-tsm, 2 simulated) ‖ str(quote bytes) ‖
+//! str(event_log) ‖ str(vm_config)`; `info` = `str(app_id) ‖ str(instance_id) ‖
+//! str(compose_hash) ‖ str(app_compose) ‖ has_key_provider:u8 ‖ [str(key_provider)] ‖
+//! str(mrtd) ‖ str(rtmr0) ‖ … ‖ str(rtmr3) ‖ str(event_log)`, where `str(x)` =
+//! `len:u32 ‖ x` (text as UTF-8). No quote operation takes report data, a key path or an
+//! event from the caller: keyservice builds the report data itself.
 //!
 //! `unsigned_tx` is the transaction's signing preimage (EIP-1559: `0x02 ‖ rlp(fields)`;
 //! legacy: the EIP-155 `rlp(fields ‖ chain_id ‖ 0 ‖ 0)`); the keyservice decodes it, checks
@@ -36,8 +46,9 @@ use std::fmt;
 use zeroize::Zeroizing;
 
 use crate::types::{
-    Address, ComposeHash, DerivationPath, Payer, PayerList, PlatformKind, PublicKey, SecretBytes,
-    SecretKey32, ServicePurpose, ServiceStatus, Signature,
+    Address, ComposeHash, DeploymentInfo, DerivationPath, Payer, PayerList, PlatformKind,
+    PublicKey, QuoteBundle, QuoteSource, SecretBytes, SecretKey32, ServicePurpose, ServiceStatus,
+    Signature,
 };
 
 /// Protocol version carried in every frame header.
@@ -60,6 +71,9 @@ pub const MAX_UNSIGNED_TX_LEN: usize = MAX_FRAME_LEN - HEADER_LEN - 5;
 pub const MAX_RANDOM_BYTES: usize = 64;
 /// Largest action CID, in bytes.
 pub const MAX_CID_LEN: usize = 512;
+/// Largest `sha256sum.txt` an `EvidenceQuote` request can carry (a line per evidence file,
+/// about 100 bytes each).
+pub const MAX_EVIDENCE_SUMS_LEN: usize = 8192;
 
 /// Operation codes (the header's `op` byte).
 #[derive(Clone, Copy, PartialEq, Eq, Hash, Debug)]
@@ -82,6 +96,9 @@ pub enum Op {
     PayerSignTransaction = 0x0E,
     ServiceSeal = 0x0F,
     ServiceUnseal = 0x10,
+    AttestationQuote = 0x11,
+    EvidenceQuote = 0x12,
+    AttestationInfo = 0x13,
 }
 
 impl Op {
@@ -102,6 +119,9 @@ impl Op {
             0x0E => Self::PayerSignTransaction,
             0x0F => Self::ServiceSeal,
             0x10 => Self::ServiceUnseal,
+            0x11 => Self::AttestationQuote,
+            0x12 => Self::EvidenceQuote,
+            0x13 => Self::AttestationInfo,
             _ => return None,
         })
     }
@@ -132,6 +152,9 @@ pub enum ErrorCode {
     /// Well-formed, but the keyservice's boundary forbids it: a service-owned path through
     /// a wallet operation, a payer transaction its policy does not allow.
     Refused = 9,
+    /// The quote provider (guest agent, configfs-tsm) failed, or too many quotes are
+    /// waiting; retry later.
+    QuoteUnavailable = 10,
     /// A status byte this client does not know.
     Unknown = 255,
 }
@@ -148,6 +171,7 @@ impl ErrorCode {
             7 => Self::Busy,
             8 => Self::Internal,
             9 => Self::Refused,
+            10 => Self::QuoteUnavailable,
             _ => Self::Unknown,
         }
     }
@@ -165,6 +189,7 @@ impl fmt::Display for ErrorCode {
             Self::Busy => "busy",
             Self::Internal => "internal error",
             Self::Refused => "refused by policy",
+            Self::QuoteUnavailable => "quote provider unavailable",
             Self::Unknown => "unknown error",
         };
         f.write_str(s)
@@ -230,6 +255,15 @@ pub enum Request {
         purpose: ServicePurpose,
         ciphertext: Vec<u8>,
     },
+    /// A quote over 64 zero bytes of report data (`/attestation`).
+    AttestationQuote,
+    /// A quote over SHA-256(`sums`) ‖ 32 zero bytes; `sums` is the exact `sha256sum.txt`
+    /// of the evidence files (1..=[`MAX_EVIDENCE_SUMS_LEN`] bytes).
+    EvidenceQuote {
+        sums: Vec<u8>,
+    },
+    /// The deployment's identity (`/info`).
+    AttestationInfo,
 }
 
 /// A successful response payload.
@@ -247,6 +281,8 @@ pub enum Response {
     Plaintext(Vec<u8>),
     Payers(PayerList),
     Random(SecretBytes),
+    Quote(QuoteBundle),
+    Info(DeploymentInfo),
 }
 
 impl fmt::Debug for Response {
@@ -265,6 +301,8 @@ impl fmt::Debug for Response {
             Self::Plaintext(p) => write!(f, "Plaintext(<{} bytes>)", p.len()),
             Self::Payers(p) => f.debug_tuple("Payers").field(p).finish(),
             Self::Random(r) => f.debug_tuple("Random").field(r).finish(),
+            Self::Quote(q) => write!(f, "Quote({}, <{} bytes>)", q.source, q.quote.len()),
+            Self::Info(i) => write!(f, "Info(compose_hash {})", i.compose_hash),
         }
     }
 }
@@ -314,6 +352,20 @@ impl<'a> Reader<'a> {
         Ok(u32::from_be_bytes(self.array()?))
     }
 
+    /// `len:u32 ‖ bytes`.
+    fn bytes32(&mut self) -> Result<&'a [u8], DecodeError> {
+        let len = self.u32()? as usize;
+        self.take(len)
+    }
+
+    /// `len:u32 ‖ UTF-8`.
+    fn string32(&mut self) -> Result<String, DecodeError> {
+        let raw = self.bytes32()?;
+        std::str::from_utf8(raw)
+            .map(str::to_owned)
+            .map_err(|_| self.err("text is not UTF-8"))
+    }
+
     fn rest(&mut self) -> &'a [u8] {
         std::mem::take(&mut self.buf)
     }
@@ -347,6 +399,13 @@ impl<'a> Reader<'a> {
     }
 }
 
+/// `len:u32 ‖ bytes` (payloads are far below 4 GiB: a frame is at most 64 KiB).
+fn put_bytes32(buf: &mut Vec<u8>, bytes: &[u8]) {
+    let len = u32::try_from(bytes.len()).unwrap_or(u32::MAX);
+    buf.extend_from_slice(&len.to_be_bytes());
+    buf.extend_from_slice(&bytes[..len as usize]);
+}
+
 fn put_cid(buf: &mut Vec<u8>, cid: &str) {
     // Length is checked by the client before encoding; clamp defensively so the prefix
     // and the bytes can never disagree.
@@ -374,13 +433,21 @@ impl Request {
             Self::RandomBytes { .. } => Op::RandomBytes,
             Self::ServiceSeal { .. } => Op::ServiceSeal,
             Self::ServiceUnseal { .. } => Op::ServiceUnseal,
+            Self::AttestationQuote => Op::AttestationQuote,
+            Self::EvidenceQuote { .. } => Op::EvidenceQuote,
+            Self::AttestationInfo => Op::AttestationInfo,
         }
     }
 
     /// Appends the payload (not the header) to `buf`.
     pub fn encode_payload(&self, buf: &mut Vec<u8>) {
         match self {
-            Self::Status | Self::CreateWallet | Self::Payers => {}
+            Self::Status
+            | Self::CreateWallet
+            | Self::Payers
+            | Self::AttestationQuote
+            | Self::AttestationInfo => {}
+            Self::EvidenceQuote { sums } => buf.extend_from_slice(sums),
             Self::WalletPublicKey { path } | Self::WalletExportKey { path } => {
                 buf.extend_from_slice(&path.0)
             }
@@ -435,6 +502,17 @@ impl Request {
             Op::Status => Self::Status,
             Op::CreateWallet => Self::CreateWallet,
             Op::Payers => Self::Payers,
+            Op::AttestationQuote => Self::AttestationQuote,
+            Op::AttestationInfo => Self::AttestationInfo,
+            Op::EvidenceQuote => {
+                let sums = r.rest();
+                if sums.is_empty() || sums.len() > MAX_EVIDENCE_SUMS_LEN {
+                    return Err(r.err("sha256sum.txt must be 1..=8192 bytes"));
+                }
+                Self::EvidenceQuote {
+                    sums: sums.to_vec(),
+                }
+            }
             Op::WalletPublicKey => Self::WalletPublicKey {
                 path: DerivationPath(r.array()?),
             },
@@ -533,6 +611,34 @@ impl Response {
                 buf.extend_from_slice(&p.admin.0);
             }
             Self::Random(r) => buf.extend_from_slice(r.expose_secret()),
+            Self::Quote(q) => {
+                buf.push(q.source.to_u8());
+                put_bytes32(buf, &q.quote);
+                put_bytes32(buf, q.event_log.as_bytes());
+                put_bytes32(buf, q.vm_config.as_bytes());
+            }
+            Self::Info(i) => {
+                for text in [&i.app_id, &i.instance_id, &i.compose_hash, &i.app_compose] {
+                    put_bytes32(buf, text.as_bytes());
+                }
+                match &i.key_provider {
+                    Some(k) => {
+                        buf.push(1);
+                        put_bytes32(buf, k.as_bytes());
+                    }
+                    None => buf.push(0),
+                }
+                for text in [
+                    &i.mrtd,
+                    &i.rtmr0,
+                    &i.rtmr1,
+                    &i.rtmr2,
+                    &i.rtmr3,
+                    &i.event_log,
+                ] {
+                    put_bytes32(buf, text.as_bytes());
+                }
+            }
         }
     }
 
@@ -594,6 +700,40 @@ impl Response {
                 })
             }
             Op::RandomBytes => Self::Random(SecretBytes::new(Zeroizing::new(r.rest().to_vec()))),
+            Op::AttestationQuote | Op::EvidenceQuote => {
+                let source =
+                    QuoteSource::from_u8(r.u8()?).ok_or_else(|| r.err("unknown quote source"))?;
+                Self::Quote(QuoteBundle {
+                    source,
+                    quote: r.bytes32()?.to_vec(),
+                    event_log: r.string32()?,
+                    vm_config: r.string32()?,
+                })
+            }
+            Op::AttestationInfo => {
+                let app_id = r.string32()?;
+                let instance_id = r.string32()?;
+                let compose_hash = r.string32()?;
+                let app_compose = r.string32()?;
+                let key_provider = match r.u8()? {
+                    0 => None,
+                    1 => Some(r.string32()?),
+                    _ => return Err(r.err("key_provider flag must be 0 or 1")),
+                };
+                Self::Info(DeploymentInfo {
+                    app_id,
+                    instance_id,
+                    compose_hash,
+                    app_compose,
+                    key_provider,
+                    mrtd: r.string32()?,
+                    rtmr0: r.string32()?,
+                    rtmr1: r.string32()?,
+                    rtmr2: r.string32()?,
+                    rtmr3: r.string32()?,
+                    event_log: r.string32()?,
+                })
+            }
         };
         r.finish()?;
         Ok(resp)
@@ -615,7 +755,8 @@ mod tests {
         }
         let open_ended = matches!(
             req,
-            Request::Encrypt { .. }
+            Request::EvidenceQuote { .. }
+                | Request::Encrypt { .. }
                 | Request::Decrypt { .. }
                 | Request::PayerSignTransaction { .. }
                 | Request::ServiceSeal { .. }
@@ -663,6 +804,48 @@ mod tests {
             purpose: ServicePurpose::AcmeCertificate,
             ciphertext: vec![0; 28],
         });
+        round_trip(Request::AttestationQuote);
+        round_trip(Request::AttestationInfo);
+        round_trip(Request::EvidenceQuote {
+            sums: b"00  a\n".to_vec(),
+        });
+    }
+
+    #[test]
+    fn evidence_quote_input_is_bounded() {
+        assert!(Request::decode(Op::EvidenceQuote, &[]).is_err());
+        let max = vec![b'a'; MAX_EVIDENCE_SUMS_LEN];
+        assert!(Request::decode(Op::EvidenceQuote, &max).is_ok());
+        let over = vec![b'a'; MAX_EVIDENCE_SUMS_LEN + 1];
+        let err = Request::decode(Op::EvidenceQuote, &over).unwrap_err();
+        assert_eq!(err.reason, "sha256sum.txt must be 1..=8192 bytes");
+    }
+
+    #[test]
+    fn quote_answers_round_trip() {
+        let quote = Response::Quote(QuoteBundle {
+            source: QuoteSource::Simulated,
+            quote: vec![4, 0, 2, 0],
+            event_log: "[]".into(),
+            vm_config: "{}".into(),
+        });
+        let info = Response::Info(DeploymentInfo {
+            app_id: "ab".into(),
+            key_provider: Some("{\"name\":\"x\"}".into()),
+            event_log: "[]".into(),
+            ..DeploymentInfo::default()
+        });
+        for (op, resp) in [(Op::EvidenceQuote, quote), (Op::AttestationInfo, info)] {
+            let mut buf = Vec::new();
+            resp.encode_payload(&mut buf);
+            let back = Response::decode(op, &buf).unwrap();
+            let mut again = Vec::new();
+            back.encode_payload(&mut again);
+            assert_eq!(buf, again);
+            for cut in 0..buf.len() {
+                assert!(Response::decode(op, &buf[..cut]).is_err());
+            }
+        }
     }
 
     #[test]
@@ -678,7 +861,7 @@ mod tests {
 
     #[test]
     fn every_op_survives_garbage() {
-        for op in 1..=0x10 {
+        for op in 1..=0x13 {
             let Some(op) = Op::from_u8(op) else { continue };
             for len in [0usize, 1, 5, 31, 33, 64, 100] {
                 let junk: Vec<u8> = (0..len).map(|i| (i * 37 + 11) as u8).collect();

@@ -452,6 +452,84 @@ pub struct ServiceStatus {
     pub api_payers: u32,
 }
 
+/// Which quote provider keyservice uses (the appliance never talks to one itself).
+#[derive(Clone, Copy, PartialEq, Eq, Hash, Debug)]
+#[non_exhaustive]
+pub enum QuoteSource {
+    /// The dstack guest agent (`GetQuote`, `Info`).
+    Dstack,
+    /// Linux configfs-tsm on a plain TDX host.
+    ConfigfsTsm,
+    /// Simulated, dev-signed quotes: NOT confidential.
+    Simulated,
+}
+
+impl QuoteSource {
+    pub const fn as_str(&self) -> &'static str {
+        match self {
+            Self::Dstack => "dstack",
+            Self::ConfigfsTsm => "configfs-tsm",
+            Self::Simulated => "simulated",
+        }
+    }
+
+    /// The wire byte.
+    pub const fn to_u8(self) -> u8 {
+        match self {
+            Self::Dstack => 0,
+            Self::ConfigfsTsm => 1,
+            Self::Simulated => 2,
+        }
+    }
+
+    pub const fn from_u8(b: u8) -> Option<Self> {
+        match b {
+            0 => Some(Self::Dstack),
+            1 => Some(Self::ConfigfsTsm),
+            2 => Some(Self::Simulated),
+            _ => None,
+        }
+    }
+}
+
+impl fmt::Display for QuoteSource {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// A quote keyservice produced over report data it built itself
+/// (`AttestationQuote`, `EvidenceQuote`).
+#[derive(Clone, PartialEq, Eq, Debug)]
+pub struct QuoteBundle {
+    pub source: QuoteSource,
+    /// The raw quote bytes.
+    pub quote: Vec<u8>,
+    /// JSON array text of the event log explaining the RTMRs (`"[]"` where none).
+    pub event_log: String,
+    /// dstack's `vm_config` string; empty where unknown.
+    pub vm_config: String,
+}
+
+/// The deployment's identity (`AttestationInfo`): what `/info` serves. Hex strings have
+/// no `0x`.
+#[derive(Clone, PartialEq, Eq, Debug, Default)]
+pub struct DeploymentInfo {
+    pub app_id: String,
+    pub instance_id: String,
+    pub compose_hash: String,
+    /// The exact app-compose.json text whose SHA-256 is `compose_hash`.
+    pub app_compose: String,
+    pub key_provider: Option<String>,
+    pub mrtd: String,
+    pub rtmr0: String,
+    pub rtmr1: String,
+    pub rtmr2: String,
+    pub rtmr3: String,
+    /// JSON array text of the event log.
+    pub event_log: String,
+}
+
 #[cfg(test)]
 #[allow(clippy::unwrap_used)]
 mod tests {
