@@ -91,6 +91,11 @@ struct RunArgs {
     /// killed without a chance to stop its child).
     #[arg(long, env = "KEYSERVICE_EXIT_WITH_PARENT")]
     exit_with_parent: bool,
+    /// The supervisor's pid, for `--exit-with-parent`: keyservice stops as soon as its
+    /// parent is any other process, even if the supervisor died before keyservice could
+    /// look (without it, the parent seen at start is the one watched).
+    #[arg(long, env = "KEYSERVICE_PARENT_PID", requires = "exit_with_parent")]
+    parent_pid: Option<u32>,
     /// Create the socket 0660 instead of 0600, so members of the keyservice's group (the
     /// appliance container's user, via its supplementary group) can connect.
     #[arg(long, env = "KEYSERVICE_SOCKET_GROUP_ACCESS")]
@@ -294,6 +299,10 @@ fn main() -> ExitCode {
 }
 
 fn run(args: RunArgs) -> Result<(), String> {
+    // Before anything slow: the parent to watch for `--exit-with-parent`.
+    let parent = args
+        .parent_pid
+        .unwrap_or_else(std::os::unix::process::parent_id);
     if args.payers > MAX_API_PAYERS {
         return Err(format!("--payers is at most {MAX_API_PAYERS}"));
     }
@@ -352,7 +361,7 @@ fn run(args: RunArgs) -> Result<(), String> {
         let stop = async {
             tokio::select! {
                 () = shutdown_signal() => {}
-                () = parent_exit(args.exit_with_parent) => {}
+                () = parent_exit(args.exit_with_parent.then_some(parent)) => {}
             }
         };
         server::serve(listener, ops, config, stop).await;
@@ -375,19 +384,17 @@ fn socket_identity(path: &std::path::Path) -> Option<(u64, u64)> {
         .map(|m| (m.dev(), m.ino()))
 }
 
-/// Resolves when the parent process is gone (this process was re-parented), if asked
-/// to watch; never otherwise.
-async fn parent_exit(watch: bool) {
-    if !watch {
+/// Resolves once the parent process is no longer `parent` (never, for `None`).
+async fn parent_exit(parent: Option<u32>) {
+    let Some(parent) = parent else {
         return std::future::pending().await;
-    }
-    let parent = std::os::unix::process::parent_id();
+    };
     loop {
-        tokio::time::sleep(std::time::Duration::from_millis(200)).await;
         if std::os::unix::process::parent_id() != parent {
-            tracing::warn!("the parent process exited; stopping");
+            tracing::warn!(parent, "the parent process exited; stopping");
             return;
         }
+        tokio::time::sleep(std::time::Duration::from_millis(200)).await;
     }
 }
 

@@ -242,3 +242,53 @@ async fn killed_service_is_unavailable_not_hung() {
     let _ks = env.start();
     client.status().await.unwrap();
 }
+
+/// `--exit-with-parent --parent-pid P` (how `appliance dev` starts keyservice): a
+/// keyservice whose supervisor is already gone when it starts stops by itself, instead of
+/// living on re-parented; with its real parent's pid it keeps serving (control).
+#[tokio::test]
+async fn a_child_whose_supervisor_is_already_gone_stops() {
+    let wait_exit = |child: &mut std::process::Child, within: Duration| {
+        let deadline = std::time::Instant::now() + within;
+        while std::time::Instant::now() < deadline {
+            if let Some(status) = child.try_wait().unwrap() {
+                return Some(status);
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        None
+    };
+
+    // Control: the parent named is the real one (this test process).
+    let mut env = Env::new();
+    env.run_extra.extend([
+        "--exit-with-parent".into(),
+        "--parent-pid".into(),
+        std::process::id().to_string().into(),
+    ]);
+    let ks = env.start();
+    let client = KeyClient::connect(&ks.socket).await.unwrap();
+    std::thread::sleep(Duration::from_millis(600));
+    client.status().await.unwrap();
+    drop(ks);
+
+    // The supervisor named is not the parent: it "died" before keyservice looked.
+    let mut env = Env::new();
+    env.run_extra.extend([
+        "--exit-with-parent".into(),
+        "--parent-pid".into(),
+        "1".into(),
+    ]);
+    let (mut child, log) = env.spawn_run();
+    let status = wait_exit(&mut child, Duration::from_secs(20));
+    if status.is_none() {
+        let _ = child.kill();
+        let _ = child.wait();
+    }
+    let text = std::fs::read_to_string(&log).unwrap_or_default();
+    assert!(
+        status.is_some(),
+        "keyservice outlived its supervisor: {text}"
+    );
+    assert!(text.contains("the parent process exited"), "{text}");
+}

@@ -44,6 +44,10 @@ impl ChildSpec {
             .arg("--state-dir")
             .arg(&self.state_dir)
             .args(["--platform", "dev", "--exit-with-parent"])
+            // Our pid, not the parent keyservice would see at start: if we die before
+            // it looks, it still stops.
+            .arg("--parent-pid")
+            .arg(std::process::id().to_string())
             .arg("--compose-file")
             .arg(&self.compose_file)
             .arg("--chain-id")

@@ -102,7 +102,7 @@ impl Env {
     }
 
     /// Spawns `keyservice run` with its log (stderr) in a fresh file of the temp dir.
-    fn spawn_run(&self) -> (Child, PathBuf) {
+    pub fn spawn_run(&self) -> (Child, PathBuf) {
         let log = self.dir.path().join(format!(
             "keyservice-{}.log",
             LOG_SEQ.fetch_add(1, Ordering::Relaxed)
