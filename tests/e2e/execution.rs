@@ -505,6 +505,51 @@ async fn memory_recursion_and_size_limits_fail_cleanly() {
     );
 }
 
+/// Registers 150 global symbols with 80 Ki-character keys, distinct per `run`. boa's
+/// symbol registry is process-wide: about 70 MiB stay in the worker after the action.
+const SYMBOL_FOR_LEAK: &str = "async function main(run) { const base = 'k'.repeat(80 * 1024); for (let i = 0; i < 150; i++) Symbol.for(run + ':' + i + ':' + base); return 'registered'; }";
+/// An ordinary action of another tenant: 64 strings of 1 MiB, within the default 128 MiB
+/// on a worker of its own.
+const ORDINARY: &str = "async function main() { const a = []; for (let i = 0; i < 64; i++) a.push('o'.repeat(1 << 20) + i); return a.length; }";
+
+#[tokio::test]
+async fn symbol_for_leftovers_never_make_another_tenants_action_fail() {
+    // The reproduction: one worker, never retired on its own (no job count, the heap
+    // threshold at its highest). The other tenant's action runs after the leak on the
+    // same worker and runs out of memory.
+    let app = Appliance::start_with(&[
+        ("APPLIANCE_ACTIONS__WORKERS", "1"),
+        ("APPLIANCE_ACTIONS__WORKER_MAX_JOBS", "1000000"),
+        ("APPLIANCE_ACTIONS__WORKER_RETIRE_HEAP_MB", "127"),
+    ])
+    .await;
+    let (leaker, _) = app.new_account("leaker").await;
+    let (tenant, _) = app.new_account("tenant").await;
+    assert_eq!(
+        ok(&app, &leaker, SYMBOL_FOR_LEAK, json!(0)).await,
+        json!("registered")
+    );
+    let (kind, message, _) = failed(&app, &tenant, ORDINARY).await;
+    assert_eq!(kind, "memory", "{message}");
+    drop(app);
+
+    // The defaults: the leaking worker is retired, so every ordinary action succeeds.
+    let app = Appliance::start_with(&[("APPLIANCE_ACTIONS__WORKERS", "1")]).await;
+    let (leaker, _) = app.new_account("leaker").await;
+    let (tenant, _) = app.new_account("tenant").await;
+    for round in 0..3 {
+        assert_eq!(
+            ok(&app, &leaker, SYMBOL_FOR_LEAK, json!(round)).await,
+            json!("registered")
+        );
+        assert_eq!(
+            ok(&app, &tenant, ORDINARY, Value::Null).await,
+            json!(64),
+            "round {round}"
+        );
+    }
+}
+
 #[tokio::test]
 async fn a_busy_worker_exits_when_the_appliance_is_killed() {
     let mut app = Appliance::start().await;
