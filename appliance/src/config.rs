@@ -288,8 +288,9 @@ pub struct ActionsConfig {
     /// (timeout, memory, size or depth limits).
     pub worker_max_jobs: u32,
     /// Live heap, in MiB, past which a worker is retired after its job (as the worker
-    /// reports it; advisory). 0 = half of `memory_limit_mb`. Must be below
-    /// `memory_limit_mb`.
+    /// reports it; advisory). 0 = a quarter of `memory_limit_mb`. Must be below
+    /// `memory_limit_mb`. An action on a reused worker can count on about
+    /// `memory_limit_mb` minus this.
     pub worker_retire_heap_mb: u64,
     /// The worker binary. Default: `action-worker` next to the appliance binary.
     pub worker_binary: Option<PathBuf>,
@@ -323,10 +324,10 @@ impl Default for ActionsConfig {
 
 impl ActionsConfig {
     /// The heap threshold of [`Self::worker_retire_heap_mb`] in bytes, the default
-    /// (half of the memory limit) applied.
+    /// (a quarter of the memory limit) applied.
     pub fn worker_retire_heap_bytes(&self) -> u64 {
         let mb = match self.worker_retire_heap_mb {
-            0 => self.memory_limit_mb / 2,
+            0 => self.memory_limit_mb / 4,
             mb => mb,
         };
         mb.saturating_mul(1024 * 1024)
@@ -346,7 +347,7 @@ impl ActionsConfig {
         }
         if self.worker_retire_heap_mb >= self.memory_limit_mb {
             return Err(ConfigError::Invalid(format!(
-                "actions.worker_retire_heap_mb ({}) must be below actions.memory_limit_mb ({}); 0 = half of it",
+                "actions.worker_retire_heap_mb ({}) must be below actions.memory_limit_mb ({}); 0 = a quarter of it",
                 self.worker_retire_heap_mb, self.memory_limit_mb
             )));
         }
@@ -853,8 +854,8 @@ mod tests {
         assert_eq!(c.actions.worker_max_jobs, 100);
         assert_eq!(
             c.actions.worker_retire_heap_bytes(),
-            64 << 20,
-            "half of 128 MiB"
+            32 << 20,
+            "a quarter of 128 MiB"
         );
         let c = Config::load_with_env(
             None,
@@ -894,7 +895,7 @@ mod tests {
         // never refused.
         let c = Config::load_with_env(None, env(&[("APPLIANCE_ACTIONS__MEMORY_LIMIT_MB", "32")]))
             .unwrap();
-        assert_eq!(c.actions.worker_retire_heap_bytes(), 16 << 20);
+        assert_eq!(c.actions.worker_retire_heap_bytes(), 8 << 20);
     }
 
     #[test]

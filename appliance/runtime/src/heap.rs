@@ -62,6 +62,19 @@ unsafe impl GlobalAlloc for CountingAllocator {
     }
 }
 
+/// Keeps every thread of the worker on glibc's main malloc arena. A thread's first
+/// allocation would otherwise create an arena of its own, reserving 64 MiB of address
+/// space that counts against `RLIMIT_AS`, so the lock-down's parent-watch thread could
+/// take half of an action's memory limit, in some runs and not others. Call it before
+/// any second thread starts. Elsewhere than glibc it does nothing.
+pub fn single_arena() {
+    #[cfg(target_env = "gnu")]
+    // SAFETY: mallopt only sets an allocator parameter; M_ARENA_MAX with 1 is valid.
+    unsafe {
+        libc::mallopt(libc::M_ARENA_MAX, 1);
+    }
+}
+
 /// Live heap bytes, or `None` when [`CountingAllocator`] is not the global allocator
 /// (the counter is then still zero: a running program always holds some heap).
 pub fn live_bytes() -> Option<u64> {

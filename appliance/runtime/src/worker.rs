@@ -11,8 +11,9 @@
 //! deadline (`timeout`).
 //!
 //! At start the worker may re-execute itself once (same pid, arguments and pipes) to get
-//! a larger main-thread stack ([`ensure_stack`]); then it sets RLIMIT_AS to its VmSize plus
-//! `--memory-limit-mb`, locks itself down ([`crate::lockdown`]: no files, processes,
+//! a larger main-thread stack ([`ensure_stack`]); then it keeps every thread on glibc's main
+//! malloc arena ([`crate::heap::single_arena`]: a thread's own arena would reserve 64 MiB
+//! of the limit), sets RLIMIT_AS to its VmSize plus `--memory-limit-mb`, locks itself down ([`crate::lockdown`]: no files, processes,
 //! sockets or privileges; descriptors other than 0–2 closed), builds its first context and
 //! sends `ready`. A worker that cannot lock itself down exits with status 3. Every `done`
 //! carries the worker's live heap (`heap_bytes`, from its counting allocator,
@@ -237,6 +238,7 @@ pub fn ensure_stack() {
 /// ([`crate::lockdown`]), then the job loop on stdin/stdout.
 pub fn run(options: WorkerOptions) -> Result<(), WorkerError> {
     ensure_stack();
+    crate::heap::single_arena();
     apply_memory_limit(options.memory_limit_mb)?;
     crate::lockdown::apply()?;
     serve(

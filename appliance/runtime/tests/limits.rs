@@ -336,3 +336,15 @@ fn done_reports_the_live_heap_and_it_shows_what_a_job_leaves_behind() {
         "{baseline:?} → {after_leak}"
     );
 }
+
+#[test]
+fn every_fresh_worker_gets_its_whole_memory_limit() {
+    // 64 strings of 1 MiB under a 128 MiB limit fit in every fresh worker. They did not
+    // always: the lock-down's parent-watch thread could get a malloc arena of its own,
+    // reserving 64 MiB of the address-space limit in some runs (hence several workers).
+    let code = "async function main() { const a = []; for (let i = 0; i < 64; i++) a.push('o'.repeat(1 << 20) + i); return a.length; }";
+    for _ in 0..10 {
+        let mut w = Worker::spawn_with(&["--memory-limit-mb", "128"]);
+        assert_eq!(ok(&w.run(code, null())), &json!(64));
+    }
+}
