@@ -314,7 +314,7 @@ impl Default for ActionsConfig {
             fetch_max_response_bytes: 1024 * 1024,
             fetch_allow_private: false,
             workers: 0,
-            worker_max_jobs: 100,
+            worker_max_jobs: 1000,
             worker_retire_heap_mb: 0,
             worker_binary: None,
             ipfs_gateway: None,
@@ -851,7 +851,7 @@ mod tests {
     #[test]
     fn worker_retirement_settings_are_checked() {
         let c = Config::load_with_env(None, env(&[])).unwrap();
-        assert_eq!(c.actions.worker_max_jobs, 100);
+        assert_eq!(c.actions.worker_max_jobs, 1000);
         assert_eq!(
             c.actions.worker_retire_heap_bytes(),
             32 << 20,
