@@ -320,6 +320,15 @@ pub struct ActionsConfig {
     pub fetch_allow_private: bool,
     /// Worker processes kept ready; 0 = two per CPU (at least 2).
     pub workers: usize,
+    /// Jobs one worker runs before it is retired and replaced (at least 1; 1 = a fresh
+    /// worker for every job). A worker is also retired after any job that hit a limit
+    /// (timeout, memory, size or depth limits).
+    pub worker_max_jobs: u32,
+    /// Live heap, in MiB, past which a worker is retired after its job (as the worker
+    /// reports it; advisory). 0 = a quarter of `memory_limit_mb`. Must be below
+    /// `memory_limit_mb`. An action on a reused worker can count on about
+    /// `memory_limit_mb` minus this.
+    pub worker_retire_heap_mb: u64,
     /// The worker binary. Default: `action-worker` next to the appliance binary.
     pub worker_binary: Option<PathBuf>,
     /// An IPFS HTTP gateway (e.g. `https://ipfs.io`) from which unknown CIDs are
@@ -342,9 +351,44 @@ impl Default for ActionsConfig {
             fetch_max_response_bytes: 1024 * 1024,
             fetch_allow_private: false,
             workers: 0,
+            worker_max_jobs: 1000,
+            worker_retire_heap_mb: 0,
             worker_binary: None,
             ipfs_gateway: None,
         }
+    }
+}
+
+impl ActionsConfig {
+    /// The heap threshold of [`Self::worker_retire_heap_mb`] in bytes, the default
+    /// (a quarter of the memory limit) applied.
+    pub fn worker_retire_heap_bytes(&self) -> u64 {
+        let mb = match self.worker_retire_heap_mb {
+            0 => self.memory_limit_mb / 4,
+            mb => mb,
+        };
+        mb.saturating_mul(1024 * 1024)
+    }
+
+    fn validate(&self) -> Result<(), ConfigError> {
+        if self.memory_limit_mb == 0 {
+            return Err(ConfigError::Invalid(
+                "actions.memory_limit_mb must be positive".into(),
+            ));
+        }
+        if self.worker_max_jobs == 0 {
+            return Err(ConfigError::Invalid(
+                "actions.worker_max_jobs must be at least 1 (1 = a fresh worker for every job)"
+                    .into(),
+            ));
+        }
+        if self.worker_retire_heap_mb >= self.memory_limit_mb {
+            return Err(ConfigError::Invalid(format!(
+                "actions.worker_retire_heap_mb ({}) must be below actions.memory_limit_mb ({}); 0 = a quarter of it",
+                self.worker_retire_heap_mb, self.memory_limit_mb
+            )));
+        }
+        Ok(())
     }
 }
 
@@ -645,6 +689,7 @@ impl Config {
 
     fn validate(&self) -> Result<(), ConfigError> {
         self.billing.validate()?;
+        self.actions.validate()?;
         if self.tls.mode == TlsMode::Files
             && (self.tls.cert_file.is_none() || self.tls.key_file.is_none())
         {
@@ -876,6 +921,56 @@ mod tests {
         )
         .unwrap_err();
         assert!(err.to_string().contains("renew_at"), "{err}");
+    }
+
+    #[test]
+    fn worker_retirement_settings_are_checked() {
+        let c = Config::load_with_env(None, env(&[])).unwrap();
+        assert_eq!(c.actions.worker_max_jobs, 1000);
+        assert_eq!(
+            c.actions.worker_retire_heap_bytes(),
+            32 << 20,
+            "a quarter of 128 MiB"
+        );
+        let c = Config::load_with_env(
+            None,
+            env(&[
+                ("APPLIANCE_ACTIONS__WORKER_MAX_JOBS", "1"),
+                ("APPLIANCE_ACTIONS__WORKER_RETIRE_HEAP_MB", "127"),
+            ]),
+        )
+        .unwrap();
+        assert_eq!(c.actions.worker_max_jobs, 1);
+        assert_eq!(c.actions.worker_retire_heap_bytes(), 127 << 20);
+
+        let err = Config::load_with_env(None, env(&[("APPLIANCE_ACTIONS__WORKER_MAX_JOBS", "0")]))
+            .unwrap_err();
+        assert!(
+            err.to_string()
+                .contains("actions.worker_max_jobs must be at least 1"),
+            "{err}"
+        );
+        for (heap, limit) in [("128", "128"), ("200", "128"), ("64", "64")] {
+            let err = Config::load_with_env(
+                None,
+                env(&[
+                    ("APPLIANCE_ACTIONS__WORKER_RETIRE_HEAP_MB", heap),
+                    ("APPLIANCE_ACTIONS__MEMORY_LIMIT_MB", limit),
+                ]),
+            )
+            .unwrap_err();
+            assert!(
+                err.to_string().contains(&format!(
+                    "actions.worker_retire_heap_mb ({heap}) must be below actions.memory_limit_mb ({limit})"
+                )),
+                "{err}"
+            );
+        }
+        // The default threshold follows the memory limit, so lowering the limit alone is
+        // never refused.
+        let c = Config::load_with_env(None, env(&[("APPLIANCE_ACTIONS__MEMORY_LIMIT_MB", "32")]))
+            .unwrap();
+        assert_eq!(c.actions.worker_retire_heap_bytes(), 8 << 20);
     }
 
     #[test]

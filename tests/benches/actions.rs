@@ -1,7 +1,9 @@
 //! Action latency and throughput over HTTPS on loopback with keep-alive, against the
 //! real (release) appliance, keyservice and workers. Prints a table.
 //!
-//! Run with `scripts/bench` (it builds the release binaries first).
+//! Run with `scripts/bench` (it builds the release binaries first). `BENCH_WORKER_MAX_JOBS`
+//! sets `actions.worker_max_jobs` of the appliance under test (the cost of retiring
+//! workers: one worker start per that many jobs).
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::print_stdout)]
 
@@ -81,7 +83,11 @@ async fn measure(
 
 #[tokio::main]
 async fn main() {
-    let app = Appliance::start().await;
+    let max_jobs = std::env::var("BENCH_WORKER_MAX_JOBS").ok();
+    let app = match &max_jobs {
+        Some(n) => Appliance::start_with(&[("APPLIANCE_ACTIONS__WORKER_MAX_JOBS", n)]).await,
+        None => Appliance::start().await,
+    };
     let (key, _) = app.new_account("bench").await;
     let wallets = app
         .get("/list_wallets", Some(&key))
@@ -143,6 +149,10 @@ async fn main() {
             .await,
         );
     }
+    println!(
+        "actions.worker_max_jobs = {}",
+        max_jobs.as_deref().unwrap_or("default")
+    );
     println!(
         "{:<14} {:>8} {:>9} {:>10} {:>10} {:>12}",
         "action", "clients", "requests", "p50 (ms)", "p99 (ms)", "actions/s"

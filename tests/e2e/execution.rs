@@ -505,6 +505,84 @@ async fn memory_recursion_and_size_limits_fail_cleanly() {
     );
 }
 
+/// Registers 150 global symbols with 40 Ki-character keys, distinct per `run`. boa's
+/// symbol registry is process-wide: about 35 MiB stay in the worker after each run.
+const SYMBOL_FOR_LEAK: &str = "async function main(run) { const base = 'k'.repeat(40 * 1024); for (let i = 0; i < 150; i++) Symbol.for(run + ':' + i + ':' + base); return 'registered'; }";
+/// An ordinary action of another tenant: 48 strings of 1 MiB, well within the default
+/// 128 MiB on a worker of its own.
+const ORDINARY: &str = "async function main() { const a = []; for (let i = 0; i < 48; i++) a.push('o'.repeat(1 << 20) + i); return a.length; }";
+
+#[tokio::test]
+async fn symbol_for_leftovers_never_make_another_tenants_action_fail() {
+    // The reproduction: one worker, never retired on its own (no job count, the heap
+    // threshold at its highest). The leaks add up in the worker the other tenant's
+    // actions run on, until one of them runs out of memory.
+    let app = Appliance::start_with(&[
+        ("APPLIANCE_ACTIONS__WORKERS", "1"),
+        ("APPLIANCE_ACTIONS__WORKER_MAX_JOBS", "1000000"),
+        ("APPLIANCE_ACTIONS__WORKER_RETIRE_HEAP_MB", "127"),
+    ])
+    .await;
+    let (leaker, _) = app.new_account("leaker").await;
+    let (tenant, _) = app.new_account("tenant").await;
+    let mut failures = Vec::new();
+    for round in 0..6 {
+        // The leaking action itself may run out on the worker it has filled (the worker
+        // is then replaced and the leaks start again); only the other tenant counts here.
+        let reply = run(
+            &app,
+            &leaker,
+            json!({"code": SYMBOL_FOR_LEAK, "js_params": round}),
+        )
+        .await;
+        let body = reply.assert_ok().clone();
+        if body["has_error"] == json!(true) {
+            assert_eq!(body["error"]["kind"], json!("memory"), "{body}");
+            continue;
+        }
+        let reply = run(&app, &tenant, json!({"code": ORDINARY})).await;
+        let body = reply.assert_ok().clone();
+        if body["has_error"] == json!(true) {
+            assert_eq!(body["error"]["kind"], json!("memory"), "{body}");
+            failures.push(round);
+            break;
+        }
+        assert_eq!(body["response"], json!(48), "{body}");
+    }
+    assert!(
+        !failures.is_empty(),
+        "without retirement the leak should have reached the other tenant"
+    );
+    drop(app);
+
+    // The defaults: a worker is retired once its heap report passes a quarter of the
+    // memory limit, so every ordinary action succeeds, round after round.
+    let app = Appliance::start_with(&[("APPLIANCE_ACTIONS__WORKERS", "1")]).await;
+    let (leaker, _) = app.new_account("leaker").await;
+    let (tenant, _) = app.new_account("tenant").await;
+    for round in 0..4 {
+        let reply = run(
+            &app,
+            &leaker,
+            json!({"code": SYMBOL_FOR_LEAK, "js_params": round}),
+        )
+        .await;
+        assert_eq!(
+            reply.assert_ok()["response"],
+            json!("registered"),
+            "round {round}: {}",
+            reply.text
+        );
+        let reply = run(&app, &tenant, json!({"code": ORDINARY})).await;
+        assert_eq!(
+            reply.assert_ok()["response"],
+            json!(48),
+            "round {round}: {}",
+            reply.text
+        );
+    }
+}
+
 #[tokio::test]
 async fn a_busy_worker_exits_when_the_appliance_is_killed() {
     let mut app = Appliance::start().await;

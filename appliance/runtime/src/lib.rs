@@ -5,6 +5,7 @@
 //! * [`protocol`] — message types and frame codec, used by the worker and the appliance.
 //! * [`sandbox`] — one fresh JS context per action: globals, limits, error mapping.
 //! * [`worker`] — the `action-worker` process loop and its memory limit.
+//! * [`heap`] — the worker's counting allocator: the live heap it reports in `done`.
 //! * [`lockdown`] — what the worker does to itself before its first job (seccomp,
 //!   Landlock, rlimits, descriptors, privileges).
 //! * [`ethers`] — the ethers v5 subset available to actions.
@@ -14,6 +15,8 @@
 
 #[cfg(feature = "worker")]
 pub mod ethers;
+#[cfg(feature = "worker")]
+pub mod heap;
 #[cfg(feature = "worker")]
 pub mod lockdown;
 pub mod protocol;

@@ -10,6 +10,10 @@
 //! parent: run ─▶ worker: call ─▶ parent: reply ─▶ … ─▶ worker: done
 //! ```
 //!
+//! Compatibility: a reader ignores fields it does not know and gives a missing optional
+//! field its default, so a field added later (such as `done`'s `heap_bytes`) is read as
+//! absent by an older parent and defaults when an older worker leaves it out.
+//!
 //! Both sides use these types: the worker through the blocking [`FrameReader`] and
 //! [`FrameWriter`], the appliance (async) through [`encode`], [`frame_len`] and [`decode`] on
 //! bytes it reads and writes itself.
@@ -266,6 +270,14 @@ pub struct JobDone {
     pub logs: String,
     /// Why the action failed, if it did.
     pub error: Option<ActionError>,
+    /// The worker's live heap in bytes when it sent `done` (what it had allocated and not
+    /// freed, the finished job's not yet collected objects included), from its counting
+    /// allocator (`crate::heap`). Absent when the worker does not count (an older worker,
+    /// or one without the allocator), and never sent on to the caller. Advisory: a
+    /// compromised worker could report anything, so the parent uses it only to retire a
+    /// worker early, never to keep one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub heap_bytes: Option<u64>,
 }
 
 /// A failure of the action's code (reported with HTTP 200 and `has_error: true`).
@@ -496,10 +508,56 @@ mod tests {
                     kind: ErrorKind::Limit,
                     message: "m".into(),
                 }),
+                heap_bytes: None,
             }),
             json!({"type": "done", "response": "hi", "logs": "a\n",
                    "error": {"kind": "limit", "message": "m"}}),
         );
+        roundtrip_from_worker(
+            FromWorker::Done(JobDone {
+                response: json!(1),
+                logs: String::new(),
+                error: None,
+                heap_bytes: Some(123_456),
+            }),
+            json!({"type": "done", "response": 1, "logs": "", "error": null,
+                   "heap_bytes": 123_456}),
+        );
+    }
+
+    #[test]
+    fn done_is_read_by_old_and_new_parents() {
+        // A worker that does not report its heap (an older one): the field defaults.
+        let old: FromWorker =
+            decode(br#"{"type":"done","response":null,"logs":"","error":null}"#).unwrap();
+        let FromWorker::Done(done) = old else {
+            panic!("not done")
+        };
+        assert_eq!(done.heap_bytes, None);
+        // A parent that does not know the field ignores it: the same bytes read as a
+        // message without it.
+        #[derive(Deserialize)]
+        #[serde(tag = "type", rename_all = "snake_case")]
+        enum OldFromWorker {
+            Done {
+                response: Value,
+                logs: String,
+                error: Option<ActionError>,
+            },
+        }
+        let frame = encode(&FromWorker::Done(JobDone {
+            response: json!("r"),
+            logs: "l".into(),
+            error: None,
+            heap_bytes: Some(7),
+        }))
+        .unwrap();
+        let OldFromWorker::Done {
+            response,
+            logs,
+            error,
+        } = decode(&frame[HEADER_LEN..]).unwrap();
+        assert_eq!((response, logs, error), (json!("r"), "l".to_owned(), None));
     }
 
     #[test]
@@ -551,6 +609,7 @@ mod tests {
             response: Value::String("x".repeat(MAX_FRAME_LEN)),
             logs: String::new(),
             error: None,
+            heap_bytes: None,
         });
         assert!(matches!(encode(&msg), Err(ProtocolError::FrameTooLarge(_))));
     }

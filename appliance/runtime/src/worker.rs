@@ -11,10 +11,13 @@
 //! deadline (`timeout`).
 //!
 //! At start the worker may re-execute itself once (same pid, arguments and pipes) to get
-//! a larger main-thread stack ([`ensure_stack`]); then it sets RLIMIT_AS to its VmSize plus
-//! `--memory-limit-mb`, locks itself down ([`crate::lockdown`]: no files, processes,
+//! a larger main-thread stack ([`ensure_stack`]); then it keeps every thread on glibc's main
+//! malloc arena ([`crate::heap::single_arena`]: a thread's own arena would reserve 64 MiB
+//! of the limit), sets RLIMIT_AS to its VmSize plus `--memory-limit-mb`, locks itself down ([`crate::lockdown`]: no files, processes,
 //! sockets or privileges; descriptors other than 0–2 closed), builds its first context and
-//! sends `ready`. A worker that cannot lock itself down exits with status 3. Its stderr
+//! sends `ready`. A worker that cannot lock itself down exits with status 3. Every `done`
+//! carries the worker's live heap (`heap_bytes`, from its counting allocator,
+//! [`crate::heap`]), which the parent may use to retire it. Its stderr
 //! should be a pipe: once locked down the worker cannot grow a regular file
 //! (`RLIMIT_FSIZE` 0), so lines it writes to a file are dropped.
 
@@ -235,6 +238,7 @@ pub fn ensure_stack() {
 /// ([`crate::lockdown`]), then the job loop on stdin/stdout.
 pub fn run(options: WorkerOptions) -> Result<(), WorkerError> {
     ensure_stack();
+    crate::heap::single_arena();
     apply_memory_limit(options.memory_limit_mb)?;
     crate::lockdown::apply()?;
     serve(
@@ -273,12 +277,13 @@ where
     }
 }
 
-/// Sends `done`; one too large for a frame (the parent allowed limits beyond the frame
-/// size) is replaced by a `limit` error.
+/// Sends `done` with the live heap ([`crate::heap::live_bytes`]); one too large for a
+/// frame (the parent allowed limits beyond the frame size) is replaced by a `limit` error.
 fn send_done<R: Read, W: Write>(
     pipes: &mut PipeHost<R, W>,
-    done: JobDone,
+    mut done: JobDone,
 ) -> Result<(), ProtocolError> {
+    done.heap_bytes = crate::heap::live_bytes();
     match pipes.send(&FromWorker::Done(done)) {
         Err(ProtocolError::FrameTooLarge(n)) => pipes.send(&FromWorker::Done(JobDone {
             response: serde_json::Value::Null,
@@ -287,6 +292,7 @@ fn send_done<R: Read, W: Write>(
                 kind: ErrorKind::Limit,
                 message: format!("response and logs together are {n} bytes, over the frame limit"),
             }),
+            heap_bytes: crate::heap::live_bytes(),
         })),
         other => other,
     }

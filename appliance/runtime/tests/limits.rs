@@ -303,3 +303,48 @@ fn assert_exit_code(w: &mut Worker, code: i32) {
         .expect("worker did not exit");
     assert_eq!(status.code(), Some(code), "{status:?}");
 }
+
+/// Registers 150 global symbols with 80 Ki-character keys (distinct per `run`): boa's
+/// symbol registry is process-wide, so they outlive the action's realm.
+const SYMBOL_FOR_LEAK: &str = "async function main(run) { const base = 'k'.repeat(80 * 1024); for (let i = 0; i < 150; i++) Symbol.for(run + ':' + i + ':' + base); return 'registered'; }";
+
+#[test]
+fn done_reports_the_live_heap_and_it_shows_what_a_job_leaves_behind() {
+    let mut w = Worker::spawn();
+    let hello = "function main() { return 1 }";
+    let mut baseline = Vec::new();
+    for _ in 0..3 {
+        let done = w.run(hello, null());
+        ok(&done);
+        baseline.push(done.heap_bytes.expect("the worker reports its heap"));
+    }
+    eprintln!("heap after hello-world jobs: {baseline:?}");
+    // Small and steady: a job that leaves nothing behind does not grow it.
+    assert!(baseline[2] < 16 << 20, "{baseline:?}");
+    assert!(baseline[2] <= baseline[1] + (1 << 20), "{baseline:?}");
+
+    let leak = w.run(SYMBOL_FOR_LEAK, json!(0));
+    assert_eq!(ok(&leak), &json!("registered"));
+    let after_leak = w.run(hello, null()).heap_bytes.unwrap();
+    eprintln!(
+        "heap: leak job {:?}, next hello-world {after_leak}",
+        leak.heap_bytes
+    );
+    // 150 keys of 80 Ki characters are at least 12 MiB, still held by the registry.
+    assert!(
+        after_leak >= baseline[2] + (12 << 20),
+        "{baseline:?} → {after_leak}"
+    );
+}
+
+#[test]
+fn every_fresh_worker_gets_its_whole_memory_limit() {
+    // 64 strings of 1 MiB under a 128 MiB limit fit in every fresh worker. They did not
+    // always: the lock-down's parent-watch thread could get a malloc arena of its own,
+    // reserving 64 MiB of the address-space limit in some runs (hence several workers).
+    let code = "async function main() { const a = []; for (let i = 0; i < 64; i++) a.push('o'.repeat(1 << 20) + i); return a.length; }";
+    for _ in 0..10 {
+        let mut w = Worker::spawn_with(&["--memory-limit-mb", "128"]);
+        assert_eq!(ok(&w.run(code, null())), &json!(64));
+    }
+}

@@ -26,7 +26,7 @@ use crate::store::{AccountId, CidHash, Store, StoreError, WalletScope};
 use code::{Gateway, GatewayError};
 use fetch::{FetchLimits, Fetcher};
 use host::{HostContext, WalletRefused};
-use pool::{JobLimits, Pool, PoolError, Run, WorkerSpec};
+use pool::{JobLimits, Pool, PoolError, RetirePolicy, Run, WorkerSpec};
 
 /// What a caller asks to run, as the request gave it.
 #[derive(Debug, Clone)]
@@ -243,6 +243,10 @@ impl Executor {
                 max_response_bytes: config.max_response_bytes,
                 max_log_bytes: config.max_log_bytes,
                 max_fetches: config.max_fetches,
+            },
+            retire: RetirePolicy {
+                max_jobs: config.worker_max_jobs,
+                heap_limit_bytes: config.worker_retire_heap_bytes(),
             },
         };
         let fetcher = Fetcher::new(FetchLimits {

@@ -3,12 +3,23 @@
 //! A job takes an idle worker (or starts one), sends `run`, answers the worker's host
 //! calls, and waits for `done` under the wall-clock deadline. A worker that overruns
 //! is killed (`timeout`); one that dies on its own, which under its address-space limit
-//! means an allocation failed, is reported as `memory`. Either way it is replaced in the
-//! background, so the pool stays warm and other actions are unaffected.
+//! means an allocation failed, is reported as `memory`.
+//!
+//! Workers carry nothing from one tenant to the next that could hurt it: a worker is
+//! retired (killed, never parked again) after [`RetirePolicy::max_jobs`] jobs, after any
+//! job that hit a limit (`timeout`, `memory`, `limit`) or broke the protocol, and when the
+//! live heap it reports in `done` passes [`RetirePolicy::heap_limit_bytes`] (boa keeps
+//! some state process-wide, such as the `Symbol.for` registry). The heap report is the
+//! worker's own word and only ever retires a worker early; the job count and the failure
+//! rules are decided here. Every retired or lost worker is replaced at once in the
+//! background, retried with backoff if it cannot start, so the pool keeps its size and
+//! the next job usually finds a warm worker; a job that finds none waits for the
+//! replacement already on its way rather than starting another.
 
 use std::path::PathBuf;
 use std::process::Stdio;
-use std::sync::{Arc, Mutex};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, Weak};
 use std::time::{Duration, Instant};
 
 use action_runtime::protocol::{
@@ -18,7 +29,7 @@ use action_runtime::protocol::{
 use serde_json::Value;
 use tokio::io::{AsyncReadExt, AsyncWriteExt, BufReader};
 use tokio::process::{Child, ChildStdin, ChildStdout, Command};
-use tokio::sync::Semaphore;
+use tokio::sync::{Notify, Semaphore};
 
 use super::Outcome;
 use super::host::{HostContext, HostError, WalletRefused};
@@ -38,6 +49,9 @@ pub struct Timed {
     pub run_time: Duration,
     /// The wall-clock limit stopped it.
     pub deadline_hit: bool,
+    /// The pool's number for the worker that ran it (workers are numbered from 1 in the
+    /// order they started; for logs and tests).
+    pub worker: u64,
 }
 
 /// How a job ended.
@@ -80,12 +94,87 @@ pub struct JobLimits {
     pub queue_timeout: Duration,
     /// Enforced by the worker; sent with each job.
     pub worker: protocol::JobLimits,
+    /// When a worker stops serving jobs.
+    pub retire: RetirePolicy,
 }
+
+/// When a worker is retired instead of parked for the next job (besides any job that hit
+/// a limit or broke the worker, which always retires it).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RetirePolicy {
+    /// Jobs a worker runs before it is retired (at least 1; 1 = a fresh worker per job).
+    pub max_jobs: u32,
+    /// Live heap, as the worker reports it in `done`, beyond which it is retired.
+    pub heap_limit_bytes: u64,
+}
+
+/// First wait before starting a worker again after a failed start; doubled after each
+/// failure up to [`RESTART_BACKOFF_MAX`].
+const RESTART_BACKOFF_START: Duration = Duration::from_millis(100);
+/// Longest wait between attempts to start a replacement worker.
+const RESTART_BACKOFF_MAX: Duration = Duration::from_secs(30);
 
 struct Worker {
     child: Child,
     stdin: ChildStdin,
     stdout: BufReader<ChildStdout>,
+}
+
+/// A started worker with the pool's bookkeeping.
+struct Pooled {
+    worker: Worker,
+    /// The pool's number for it (see [`Timed::worker`]).
+    id: u64,
+    /// Jobs it has finished.
+    jobs_done: u32,
+}
+
+/// Why a worker is retired.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Retirement {
+    /// It ran [`RetirePolicy::max_jobs`] jobs.
+    MaxJobs,
+    /// Its job hit a limit; whatever state it reached is not reused.
+    Failed(ErrorKind),
+    /// It reported more live heap than [`RetirePolicy::heap_limit_bytes`].
+    Heap(u64),
+    /// It died or broke the protocol.
+    Broken,
+    /// It overran the deadline and was killed.
+    Timeout,
+}
+
+impl std::fmt::Display for Retirement {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Self::MaxJobs => f.write_str("it ran its last allowed job"),
+            Self::Failed(kind) => write!(f, "its job failed with {kind:?}"),
+            Self::Heap(bytes) => write!(f, "it holds {bytes} bytes of heap"),
+            Self::Broken => f.write_str("it died or broke the protocol"),
+            Self::Timeout => f.write_str("it overran the deadline"),
+        }
+    }
+}
+
+impl RetirePolicy {
+    /// Whether a worker that has now finished `jobs_done` jobs, the last ending with
+    /// `outcome`, must be retired, and why.
+    fn verdict(&self, jobs_done: u32, outcome: &Outcome) -> Option<Retirement> {
+        if let Some(error) = &outcome.error {
+            match error.kind {
+                ErrorKind::Timeout | ErrorKind::Memory | ErrorKind::Limit => {
+                    return Some(Retirement::Failed(error.kind));
+                }
+                ErrorKind::Exception => {}
+            }
+        }
+        if let Some(bytes) = outcome.heap_bytes
+            && bytes > self.heap_limit_bytes
+        {
+            return Some(Retirement::Heap(bytes));
+        }
+        (jobs_done >= self.max_jobs).then_some(Retirement::MaxJobs)
+    }
 }
 
 /// Why a worker stopped serving a job.
@@ -99,8 +188,34 @@ enum WorkerEnd {
 pub struct Pool {
     spec: WorkerSpec,
     limits: JobLimits,
-    idle: Mutex<Vec<Worker>>,
+    /// Workers kept ready (and the most jobs running at once).
+    size: usize,
+    idle: Mutex<Vec<Pooled>>,
     slots: Semaphore,
+    /// Workers started so far (the last one's number).
+    started: AtomicU64,
+    /// Woken when a worker is parked.
+    parked: Notify,
+    /// Why the last attempt to start a worker failed (cleared by a success).
+    start_error: Mutex<Option<String>>,
+}
+
+/// Starts a replacement worker when dropped armed (see [`Pool::run`]).
+struct ReplaceOnDrop(Option<Arc<Pool>>);
+
+impl ReplaceOnDrop {
+    fn disarm(mut self) {
+        self.0 = None;
+    }
+}
+
+impl Drop for ReplaceOnDrop {
+    fn drop(&mut self) {
+        if let Some(pool) = self.0.take() {
+            tracing::debug!("action job cancelled; its worker is stopped and replaced");
+            pool.replenish();
+        }
+    }
 }
 
 impl Pool {
@@ -109,8 +224,12 @@ impl Pool {
         let pool = Arc::new(Self {
             spec,
             limits,
+            size,
             idle: Mutex::new(Vec::new()),
             slots: Semaphore::new(size),
+            started: AtomicU64::new(0),
+            parked: Notify::new(),
+            start_error: Mutex::new(None),
         });
         for _ in 0..size {
             pool.replenish();
@@ -118,25 +237,108 @@ impl Pool {
         pool
     }
 
-    /// Starts one worker in the background and parks it as idle.
+    /// Starts a worker and numbers it.
+    async fn start(&self) -> Result<Pooled, String> {
+        let started = spawn(&self.spec).await;
+        if let Ok(mut last) = self.start_error.lock() {
+            *last = started.as_ref().err().cloned();
+        }
+        let worker = started?;
+        let id = self.started.fetch_add(1, Ordering::Relaxed) + 1;
+        Ok(Pooled {
+            worker,
+            id,
+            jobs_done: 0,
+        })
+    }
+
+    /// Starts one worker in the background and parks it as idle. A failed start is
+    /// logged and tried again after a growing pause ([`RESTART_BACKOFF_START`] doubling
+    /// to [`RESTART_BACKOFF_MAX`]) until one starts or the pool is gone.
     fn replenish(self: &Arc<Self>) {
-        let pool = Arc::clone(self);
+        let pool: Weak<Self> = Arc::downgrade(self);
         tokio::spawn(async move {
-            match spawn(&pool.spec).await {
-                Ok(worker) => pool.park(worker),
-                Err(err) => tracing::error!(error = %err, "cannot start an action worker"),
+            let mut pause = RESTART_BACKOFF_START;
+            loop {
+                let Some(live) = pool.upgrade() else { return };
+                match live.start().await {
+                    Ok(worker) => return live.park(worker),
+                    Err(err) => tracing::error!(
+                        error = %err,
+                        retry_in_ms = pause.as_millis() as u64,
+                        "cannot start an action worker; trying again"
+                    ),
+                }
+                drop(live);
+                tokio::time::sleep(pause).await;
+                pause = (pause * 2).min(RESTART_BACKOFF_MAX);
             }
         });
     }
 
-    fn park(&self, worker: Worker) {
-        if let Ok(mut idle) = self.idle.lock() {
+    /// Keeps `worker` for the next job and wakes a job waiting for one. The pool never
+    /// holds more idle workers than its size (a bound, not expected to bind: each
+    /// replacement follows exactly one lost worker).
+    fn park(&self, worker: Pooled) {
+        let Ok(mut idle) = self.idle.lock() else {
+            return;
+        };
+        if idle.len() < self.size {
             idle.push(worker);
+            drop(idle);
+            self.parked.notify_one();
+        } else {
+            drop(idle);
+            tracing::debug!(worker = worker.id, "surplus action worker stopped");
+            discard(worker.worker);
         }
     }
 
-    fn take_idle(&self) -> Option<Worker> {
+    fn take_idle(&self) -> Option<Pooled> {
         self.idle.lock().ok().and_then(|mut idle| idle.pop())
+    }
+
+    /// An idle worker, or the next one parked. A job holding a slot always has one on
+    /// its way (every lost or retired worker is replaced), so it waits for that rather
+    /// than starting another; after [`JobLimits::queue_timeout`] without one (starts keep
+    /// failing) it gives up.
+    async fn take_or_wait(&self) -> Result<Pooled, PoolError> {
+        let wait = async {
+            loop {
+                let parked = self.parked.notified();
+                tokio::pin!(parked);
+                parked.as_mut().enable();
+                if let Some(worker) = self.take_idle() {
+                    return worker;
+                }
+                parked.await;
+            }
+        };
+        tokio::time::timeout(self.limits.queue_timeout, wait)
+            .await
+            .map_err(|_| {
+                let why = self
+                    .start_error
+                    .lock()
+                    .ok()
+                    .and_then(|e| e.clone())
+                    .unwrap_or_else(|| "starting one takes too long".into());
+                PoolError::Unavailable(format!("no action worker is ready: {why}"))
+            })
+    }
+
+    /// Stops `worker` for good and starts its replacement in the background.
+    fn retire(self: &Arc<Self>, worker: Pooled, why: Retirement) {
+        match why {
+            Retirement::MaxJobs => {
+                tracing::debug!(worker = worker.id, jobs = worker.jobs_done, reason = %why, "action worker retired");
+            }
+            _ => {
+                tracing::info!(worker = worker.id, jobs = worker.jobs_done, reason = %why, "action worker retired");
+            }
+        }
+        discard(worker.worker);
+        self.replenish();
     }
 
     /// Runs `job` on a worker, answering its host calls through `host`, with the
@@ -150,14 +352,6 @@ impl Pool {
         limit: Option<Duration>,
     ) -> Result<Run, PoolError> {
         let timeout = limit.map_or(self.limits.timeout, |l| l.min(self.limits.timeout));
-        let _slot = tokio::time::timeout(self.limits.queue_timeout, self.slots.acquire())
-            .await
-            .map_err(|_| PoolError::Busy)?
-            .map_err(|_| PoolError::Unavailable("the worker pool is closed".into()))?;
-        let mut worker = match self.take_idle() {
-            Some(worker) => worker,
-            None => spawn(&self.spec).await.map_err(PoolError::Unavailable)?,
-        };
         let run = protocol::encode(&ToWorker::Run(RunJob {
             code: job.code,
             js_params: job.js_params,
@@ -165,31 +359,54 @@ impl Pool {
             limits: self.limits.worker,
         }))
         .map_err(|e| PoolError::Unavailable(e.to_string()))?;
+        let _slot = tokio::time::timeout(self.limits.queue_timeout, self.slots.acquire())
+            .await
+            .map_err(|_| PoolError::Busy)?
+            .map_err(|_| PoolError::Unavailable("the worker pool is closed".into()))?;
+        let mut worker = self.take_or_wait().await?;
+        // If this future is dropped mid-job (the request was cancelled), the worker is
+        // killed with it (`kill_on_drop`) and this guard starts its replacement.
+        let replace_if_cancelled = ReplaceOnDrop(Some(Arc::clone(self)));
+        let worker_id = worker.id;
 
         let started = Instant::now();
         let mut refused = None;
-        let ended =
-            tokio::time::timeout(timeout, serve_job(&mut worker, &run, host, &mut refused)).await;
+        let ended = tokio::time::timeout(
+            timeout,
+            serve_job(&mut worker.worker, &run, host, &mut refused),
+        )
+        .await;
         let run_time = started.elapsed();
         let timed = |outcome, deadline_hit| Timed {
             outcome,
             run_time,
             deadline_hit,
+            worker: worker_id,
         };
         let timed = match ended {
-            Ok(WorkerEnd::Done(outcome)) => {
-                self.park(worker);
+            Ok(WorkerEnd::Done(mut outcome)) => {
+                replace_if_cancelled.disarm();
+                worker.jobs_done = worker.jobs_done.saturating_add(1);
+                match self.limits.retire.verdict(worker.jobs_done, &outcome) {
+                    Some(why) => self.retire(worker, why),
+                    None => self.park(worker),
+                }
+                // The worker's own bookkeeping, not the caller's business.
+                outcome.heap_bytes = None;
                 timed(outcome, false)
             }
             Ok(WorkerEnd::Broken(outcome)) => {
-                let _ = worker.child.start_kill();
-                self.replenish();
+                replace_if_cancelled.disarm();
+                worker.jobs_done = worker.jobs_done.saturating_add(1);
+                self.retire(worker, Retirement::Broken);
                 timed(outcome, false)
             }
             Err(_) => {
-                let _ = worker.child.start_kill();
-                let _ = worker.child.wait().await;
-                self.replenish();
+                let _ = worker.worker.child.start_kill();
+                let _ = worker.worker.child.wait().await;
+                replace_if_cancelled.disarm();
+                worker.jobs_done = worker.jobs_done.saturating_add(1);
+                self.retire(worker, Retirement::Timeout);
                 timed(
                     failed(
                         ErrorKind::Timeout,
@@ -327,11 +544,17 @@ async fn serve_job(
     }
 }
 
+/// Stops a worker that will not be used again (killing an already dead one is harmless).
+fn discard(mut worker: Worker) {
+    let _ = worker.child.start_kill();
+}
+
 fn failed(kind: ErrorKind, message: String) -> Outcome {
     JobDone {
         response: Value::Null,
         logs: String::new(),
         error: Some(ActionError { kind, message }),
+        heap_bytes: None,
     }
 }
 
@@ -381,4 +604,368 @@ async fn write_frame(writer: &mut ChildStdin, frame: &[u8]) -> Result<(), String
         .await
         .map_err(|e| format!("write: {e}"))?;
     writer.flush().await.map_err(|e| format!("write: {e}"))
+}
+
+#[cfg(test)]
+mod tests {
+    //! The pool with real `action-worker` processes (built by `cargo test --workspace`, or
+    //! `cargo build -p action-runtime --bin action-worker`).
+
+    use std::path::Path;
+
+    use serde_json::json;
+
+    use super::*;
+    use crate::execution::fetch::{FetchLimits, Fetcher};
+    use crate::keyservice_client::Keys;
+    use crate::store::{AccountId, Store, WalletScope};
+
+    /// 150 global symbols with 80 Ki-character keys, distinct per `run`: boa's symbol
+    /// registry is process-wide, so about 70 MiB of heap outlive the action.
+    const SYMBOL_FOR_LEAK: &str = "async function main(run) { const base = 'k'.repeat(80 * 1024); for (let i = 0; i < 150; i++) Symbol.for(run + ':' + i + ':' + base); return 'registered'; }";
+    const HELLO: &str = "async function main(p) { return p; }";
+    const MEMORY_LIMIT_MB: u64 = 256;
+
+    /// Retirement that never happens on its own (only failures retire).
+    const NEVER: RetirePolicy = RetirePolicy {
+        max_jobs: u32::MAX,
+        heap_limit_bytes: u64::MAX,
+    };
+
+    fn newest_mtime(dir: &Path) -> Option<std::time::SystemTime> {
+        let mut newest = None;
+        for entry in std::fs::read_dir(dir).ok()?.flatten() {
+            let path = entry.path();
+            let time = if path.is_dir() {
+                newest_mtime(&path)
+            } else {
+                entry.metadata().ok()?.modified().ok()
+            };
+            newest = newest.max(time);
+        }
+        newest
+    }
+
+    /// `action-worker` of this target directory, refused when older than its sources.
+    fn worker_binary() -> PathBuf {
+        let exe = std::env::current_exe().unwrap();
+        let dir = exe.parent().and_then(Path::parent).unwrap();
+        let path = dir.join("action-worker");
+        let hint = "build it with `cargo build -p action-runtime --bin action-worker` (`cargo test --workspace` does)";
+        let built = std::fs::metadata(&path)
+            .and_then(|m| m.modified())
+            .unwrap_or_else(|_| panic!("{} is missing; {hint}", path.display()));
+        let sources = Path::new(env!("CARGO_MANIFEST_DIR")).join("runtime/src");
+        assert!(
+            Some(built) >= newest_mtime(&sources),
+            "{} is older than its sources; {hint}",
+            path.display()
+        );
+        path
+    }
+
+    struct Fixture {
+        dir: tempfile::TempDir,
+        store: Store,
+    }
+
+    impl Fixture {
+        fn new() -> Self {
+            // The pool's log (retirements, the workers' stderr) shows with a failure.
+            let _ = tracing_subscriber::fmt().with_test_writer().try_init();
+            let dir = tempfile::tempdir().unwrap();
+            std::fs::create_dir(dir.path().join("cwd")).unwrap();
+            let store = Store::open(&dir.path().join("state.db")).unwrap();
+            Self { dir, store }
+        }
+
+        /// A pool of `size` warm workers (it waits until they are parked).
+        async fn pool(&self, size: usize, retire: RetirePolicy, timeout: Duration) -> Arc<Pool> {
+            let pool = self.pool_with(worker_binary(), size, retire, timeout);
+            assert!(
+                eventually(|| idle_count(&pool) == size).await,
+                "the pool did not fill"
+            );
+            pool
+        }
+
+        fn pool_with(
+            &self,
+            binary: PathBuf,
+            size: usize,
+            retire: RetirePolicy,
+            timeout: Duration,
+        ) -> Arc<Pool> {
+            let spec = WorkerSpec {
+                binary,
+                memory_limit_mb: MEMORY_LIMIT_MB,
+                cwd: self.dir.path().join("cwd"),
+            };
+            let limits = JobLimits {
+                timeout,
+                queue_timeout: Duration::from_secs(60),
+                worker: protocol::JobLimits::default(),
+                retire,
+            };
+            Pool::new(spec, limits, size)
+        }
+
+        /// The host side of one tenant (no keys, no fetches: the actions here make no
+        /// host calls).
+        fn tenant(&self, account: i64) -> HostContext {
+            let fetcher = Fetcher::new(FetchLimits {
+                timeout: Duration::from_secs(1),
+                max_response_bytes: 1024,
+                max_request_bytes: 1024,
+                allow_private: false,
+            })
+            .unwrap();
+            HostContext::new(
+                self.store.clone(),
+                Keys::new(
+                    &self.dir.path().join("no-keyservice.sock"),
+                    Duration::from_secs(1),
+                ),
+                fetcher,
+                AccountId(account),
+                WalletScope::Account,
+                "QmTest".into(),
+                0,
+            )
+        }
+    }
+
+    async fn run(pool: &Arc<Pool>, host: &mut HostContext, code: &str, params: Value) -> Timed {
+        let job = ResolvedJob {
+            code: code.into(),
+            action_cid: "QmTest".into(),
+            js_params: params,
+        };
+        match pool.run(job, host, None).await.unwrap() {
+            Run::Finished(timed) => timed,
+            Run::Refused(refused) => panic!("refused: {refused}"),
+        }
+    }
+
+    fn kind(timed: &Timed) -> Option<ErrorKind> {
+        timed.outcome.error.as_ref().map(|e| e.kind)
+    }
+
+    async fn eventually(mut done: impl FnMut() -> bool) -> bool {
+        for _ in 0..400 {
+            if done() {
+                return true;
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        done()
+    }
+
+    fn idle_count(pool: &Pool) -> usize {
+        pool.idle.lock().unwrap().len()
+    }
+
+    #[tokio::test]
+    async fn a_worker_reporting_a_heap_past_the_threshold_is_retired() {
+        // The Symbol.for reproduction with the other tenant's action failing is in
+        // tests/e2e/execution.rs; here, the pool's heap rule on its own.
+        let f = Fixture::new();
+        let (mut leaker, mut other) = (f.tenant(1), f.tenant(2));
+        let timeout = Duration::from_secs(60);
+        let heap_rule = |heap_limit_bytes| RetirePolicy {
+            max_jobs: 100,
+            heap_limit_bytes,
+        };
+        // Positive control: threshold out of reach, the leaking worker serves on.
+        let pool = f.pool(1, heap_rule(u64::MAX), timeout).await;
+        let leak = run(&pool, &mut leaker, SYMBOL_FOR_LEAK, json!(0)).await;
+        assert_eq!(leak.outcome.response, json!("registered"), "{leak:?}");
+        let next = run(&pool, &mut other, HELLO, json!(1)).await;
+        assert_eq!(next.worker, leak.worker, "no heap rule: the same worker");
+
+        // 32 MiB: the leak (about 70 MiB) retires the worker, the next tenant gets a
+        // fresh one, and jobs that leave nothing behind keep theirs.
+        let pool = f.pool(1, heap_rule(32 << 20), timeout).await;
+        for round in 0..2 {
+            let leak = run(&pool, &mut leaker, SYMBOL_FOR_LEAK, json!(round)).await;
+            assert_eq!(leak.outcome.response, json!("registered"), "{leak:?}");
+            let next = run(&pool, &mut other, HELLO, json!(round)).await;
+            assert_eq!(next.outcome.response, json!(round));
+            assert_ne!(next.worker, leak.worker, "round {round}: a fresh worker");
+            assert_eq!(next.outcome.heap_bytes, None, "not passed on to the caller");
+            let again = run(&pool, &mut other, HELLO, json!(round)).await;
+            assert_eq!(again.worker, next.worker, "round {round}: kept");
+        }
+    }
+
+    /// The worker numbers of six hello-world jobs on a pool of one retiring after
+    /// `max_jobs`.
+    async fn workers_of_six_jobs(f: &Fixture, max_jobs: u32) -> Vec<u64> {
+        let mut host = f.tenant(1);
+        let policy = RetirePolicy {
+            max_jobs,
+            heap_limit_bytes: u64::MAX,
+        };
+        let pool = f.pool(1, policy, Duration::from_secs(60)).await;
+        let mut ids = Vec::new();
+        for i in 0..6 {
+            let timed = run(&pool, &mut host, HELLO, json!(i)).await;
+            assert_eq!(timed.outcome.response, json!(i), "{timed:?}");
+            ids.push(timed.worker);
+        }
+        ids
+    }
+
+    #[tokio::test]
+    async fn a_worker_is_retired_after_max_jobs() {
+        let f = Fixture::new();
+        let ids = workers_of_six_jobs(&f, 2).await;
+        assert!(
+            ids[0] == ids[1] && ids[2] == ids[3] && ids[4] == ids[5],
+            "two jobs per worker: {ids:?}"
+        );
+        assert!(
+            ids[1] < ids[2] && ids[3] < ids[4],
+            "a new worker every two jobs: {ids:?}"
+        );
+        let ids = workers_of_six_jobs(&f, 1).await;
+        assert!(ids.windows(2).all(|w| w[0] < w[1]), "one job each: {ids:?}");
+        let ids = workers_of_six_jobs(&f, 100).await;
+        assert!(ids.iter().all(|id| *id == ids[0]), "reused: {ids:?}");
+    }
+
+    #[tokio::test]
+    async fn a_retired_worker_is_replaced_before_the_next_job() {
+        let f = Fixture::new();
+        let mut host = f.tenant(1);
+        let pool = f
+            .pool(
+                1,
+                RetirePolicy {
+                    max_jobs: 1,
+                    heap_limit_bytes: u64::MAX,
+                },
+                Duration::from_secs(60),
+            )
+            .await;
+        let first = run(&pool, &mut host, HELLO, json!(1)).await;
+        // No job is waiting, yet the replacement starts and is parked.
+        assert!(
+            eventually(|| idle_count(&pool) == 1).await,
+            "the retired worker is replaced in the background"
+        );
+        let started = pool.started.load(Ordering::Relaxed);
+        let second = run(&pool, &mut host, HELLO, json!(2)).await;
+        assert_eq!(second.outcome.response, json!(2));
+        assert_ne!(second.worker, first.worker);
+        assert_eq!(
+            second.worker, started,
+            "the job took the worker started ahead of it"
+        );
+    }
+
+    #[tokio::test]
+    async fn after_a_limit_failure_the_next_job_runs_on_a_fresh_worker() {
+        let f = Fixture::new();
+        let mut host = f.tenant(1);
+        let pool = f.pool(1, NEVER, Duration::from_secs(5)).await;
+        let cases = [
+            (
+                "async function main() { while (true) {} }",
+                ErrorKind::Timeout,
+            ),
+            (
+                "async function main() { const a = []; while (true) { a.push('x'.repeat(8 << 20) + a.length); } }",
+                ErrorKind::Memory,
+            ),
+            (
+                "function f(n) { return f(n + 1) + 1 } async function main() { return f(0) }",
+                ErrorKind::Limit,
+            ),
+            (
+                "async function main() { return 'x'.repeat(200 * 1024) }",
+                ErrorKind::Limit,
+            ),
+        ];
+        for (code, expected) in cases {
+            let before = run(&pool, &mut host, HELLO, json!("before")).await;
+            let failed = run(&pool, &mut host, code, Value::Null).await;
+            assert_eq!(kind(&failed), Some(expected), "{code}: {failed:?}");
+            assert_eq!(
+                failed.worker, before.worker,
+                "{code}: ran on the warm worker"
+            );
+            let after = run(&pool, &mut host, HELLO, json!("after")).await;
+            assert_eq!(after.outcome.response, json!("after"), "{after:?}");
+            assert_ne!(after.worker, failed.worker, "{code}: a fresh worker");
+        }
+        // A plain exception is the code's own failure: the worker stays.
+        let thrown = run(
+            &pool,
+            &mut host,
+            "async function main() { throw new Error('no') }",
+            Value::Null,
+        )
+        .await;
+        assert_eq!(kind(&thrown), Some(ErrorKind::Exception));
+        let after = run(&pool, &mut host, HELLO, json!(1)).await;
+        assert_eq!(after.worker, thrown.worker, "kept after an exception");
+    }
+
+    #[tokio::test]
+    async fn a_replacement_that_cannot_start_is_retried() {
+        let f = Fixture::new();
+        let binary = f.dir.path().join("bin").join("action-worker");
+        let pool = f.pool_with(binary.clone(), 1, NEVER, Duration::from_secs(60));
+        // The first attempts fail (no binary yet); the pool keeps trying with backoff.
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        assert_eq!(idle_count(&pool), 0);
+        std::fs::create_dir(binary.parent().unwrap()).unwrap();
+        std::os::unix::fs::symlink(worker_binary(), &binary).unwrap();
+        assert!(
+            eventually(|| idle_count(&pool) == 1).await,
+            "a later attempt starts the worker without any job asking for it"
+        );
+    }
+
+    #[test]
+    fn the_policy_retires_on_limits_heap_and_job_count() {
+        let policy = RetirePolicy {
+            max_jobs: 3,
+            heap_limit_bytes: 1000,
+        };
+        let done = |error: Option<ErrorKind>, heap_bytes| JobDone {
+            response: Value::Null,
+            logs: String::new(),
+            error: error.map(|kind| ActionError {
+                kind,
+                message: String::new(),
+            }),
+            heap_bytes,
+        };
+        assert_eq!(policy.verdict(1, &done(None, Some(1000))), None);
+        assert_eq!(
+            policy.verdict(1, &done(None, None)),
+            None,
+            "no report, no heap rule"
+        );
+        assert_eq!(
+            policy.verdict(1, &done(None, Some(1001))),
+            Some(Retirement::Heap(1001))
+        );
+        assert_eq!(
+            policy.verdict(3, &done(None, None)),
+            Some(Retirement::MaxJobs)
+        );
+        assert_eq!(
+            policy.verdict(2, &done(Some(ErrorKind::Exception), None)),
+            None
+        );
+        for kind in [ErrorKind::Timeout, ErrorKind::Memory, ErrorKind::Limit] {
+            assert_eq!(
+                policy.verdict(1, &done(Some(kind), Some(1))),
+                Some(Retirement::Failed(kind))
+            );
+        }
+    }
 }

@@ -4,7 +4,13 @@
 use std::io::Write as _;
 use std::process::ExitCode;
 
+use action_runtime::heap::CountingAllocator;
 use action_runtime::worker::{self, WorkerOptions};
+
+/// Counts live heap bytes, reported to the parent in every `done` (see
+/// `action_runtime::heap`).
+#[global_allocator]
+static ALLOCATOR: CountingAllocator = CountingAllocator;
 
 fn main() -> ExitCode {
     match WorkerOptions::parse(std::env::args().skip(1)).and_then(worker::run) {

@@ -98,11 +98,13 @@ pub(crate) fn finish(
             response,
             logs,
             error: None,
+            heap_bytes: None,
         },
         Err(error) => JobDone {
             response: Value::Null,
             logs,
             error: Some(error),
+            heap_bytes: None,
         },
     })
 }
