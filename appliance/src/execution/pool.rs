@@ -6,8 +6,6 @@
 //! means an allocation failed, is reported as `memory`. Either way it is replaced in the
 //! background, so the pool stays warm and other actions are unaffected.
 
-use std::path::PathBuf;
-use std::process::Stdio;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -17,11 +15,12 @@ use action_runtime::protocol::{
 };
 use serde_json::Value;
 use tokio::io::{AsyncReadExt, AsyncWriteExt, BufReader};
-use tokio::process::{Child, ChildStdin, ChildStdout, Command};
+use tokio::net::unix::pipe;
 use tokio::sync::Semaphore;
 
 use super::Outcome;
 use super::host::{HostContext, HostError, WalletRefused};
+use super::spawn::{Spawner, WorkerProcess};
 
 /// One action to run, its code found.
 #[derive(Debug, Clone)]
@@ -62,15 +61,6 @@ pub enum PoolError {
 /// Time a worker gets to start and say `ready`.
 const READY_TIMEOUT: Duration = Duration::from_secs(10);
 
-/// How to start a worker.
-#[derive(Debug, Clone)]
-pub struct WorkerSpec {
-    pub binary: PathBuf,
-    pub memory_limit_mb: u64,
-    /// An empty directory the worker runs in.
-    pub cwd: PathBuf,
-}
-
 /// The limits of every job.
 #[derive(Debug, Clone, Copy)]
 pub struct JobLimits {
@@ -83,9 +73,10 @@ pub struct JobLimits {
 }
 
 struct Worker {
-    child: Child,
-    stdin: ChildStdin,
-    stdout: BufReader<ChildStdout>,
+    /// Started directly or by the worker launcher (`spawn.rs`).
+    process: WorkerProcess,
+    stdin: pipe::Sender,
+    stdout: BufReader<pipe::Receiver>,
 }
 
 /// Why a worker stopped serving a job.
@@ -97,7 +88,7 @@ enum WorkerEnd {
 }
 
 pub struct Pool {
-    spec: WorkerSpec,
+    spawner: Spawner,
     limits: JobLimits,
     idle: Mutex<Vec<Worker>>,
     slots: Semaphore,
@@ -105,9 +96,9 @@ pub struct Pool {
 
 impl Pool {
     /// Starts `size` workers (in the background; the pool fills as they come up).
-    pub fn new(spec: WorkerSpec, limits: JobLimits, size: usize) -> Arc<Self> {
+    pub fn new(spawner: Spawner, limits: JobLimits, size: usize) -> Arc<Self> {
         let pool = Arc::new(Self {
-            spec,
+            spawner,
             limits,
             idle: Mutex::new(Vec::new()),
             slots: Semaphore::new(size),
@@ -122,7 +113,7 @@ impl Pool {
     fn replenish(self: &Arc<Self>) {
         let pool = Arc::clone(self);
         tokio::spawn(async move {
-            match spawn(&pool.spec).await {
+            match spawn(&pool.spawner).await {
                 Ok(worker) => pool.park(worker),
                 Err(err) => tracing::error!(error = %err, "cannot start an action worker"),
             }
@@ -156,7 +147,7 @@ impl Pool {
             .map_err(|_| PoolError::Unavailable("the worker pool is closed".into()))?;
         let mut worker = match self.take_idle() {
             Some(worker) => worker,
-            None => spawn(&self.spec).await.map_err(PoolError::Unavailable)?,
+            None => spawn(&self.spawner).await.map_err(PoolError::Unavailable)?,
         };
         let run = protocol::encode(&ToWorker::Run(RunJob {
             code: job.code,
@@ -182,13 +173,13 @@ impl Pool {
                 timed(outcome, false)
             }
             Ok(WorkerEnd::Broken(outcome)) => {
-                let _ = worker.child.start_kill();
+                let _ = worker.process.start_kill();
                 self.replenish();
                 timed(outcome, false)
             }
             Err(_) => {
-                let _ = worker.child.start_kill();
-                let _ = worker.child.wait().await;
+                let _ = worker.process.start_kill();
+                let _ = worker.process.wait().await;
                 self.replenish();
                 timed(
                     failed(
@@ -209,30 +200,13 @@ impl Pool {
     }
 }
 
-async fn spawn(spec: &WorkerSpec) -> Result<Worker, String> {
-    let mut child = Command::new(&spec.binary)
-        .arg("--memory-limit-mb")
-        .arg(spec.memory_limit_mb.to_string())
-        .env_clear()
-        .current_dir(&spec.cwd)
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        // A pipe, not the appliance's own stderr: the worker's lock-down sets
-        // RLIMIT_FSIZE to 0, so it could not write to a stderr that is a regular file.
-        .stderr(Stdio::piped())
-        .kill_on_drop(true)
-        .spawn()
-        .map_err(|e| format!("cannot start {}: {e}", spec.binary.display()))?;
-    if let Some(stderr) = child.stderr.take() {
-        tokio::spawn(forward_stderr(stderr, child.id()));
-    }
-    let (Some(stdin), Some(stdout)) = (child.stdin.take(), child.stdout.take()) else {
-        return Err("the worker's pipes are missing".into());
-    };
+async fn spawn(spawner: &Spawner) -> Result<Worker, String> {
+    let spawned = spawner.spawn().await?;
+    tokio::spawn(forward_stderr(spawned.stderr, spawned.process.id()));
     let mut worker = Worker {
-        child,
-        stdin,
-        stdout: BufReader::new(stdout),
+        process: spawned.process,
+        stdin: spawned.stdin,
+        stdout: BufReader::new(spawned.stdout),
     };
     match tokio::time::timeout(READY_TIMEOUT, read_frame(&mut worker.stdout)).await {
         Ok(Ok(FromWorker::Ready)) => Ok(worker),
@@ -250,7 +224,7 @@ const MAX_STDERR_LINE: usize = 1024;
 
 /// Logs what a worker writes to stderr (its lock-down report, a panic message), bounded
 /// by [`MAX_STDERR_LINES`] and [`MAX_STDERR_LINE`], until the worker exits.
-async fn forward_stderr(stderr: tokio::process::ChildStderr, pid: Option<u32>) {
+async fn forward_stderr(stderr: pipe::Receiver, pid: Option<u32>) {
     let mut reader = BufReader::new(stderr);
     let mut chunk = [0u8; 4096];
     let mut line: Vec<u8> = Vec::new();
@@ -347,7 +321,7 @@ fn broken(detail: &str) -> Outcome {
 /// abort means an allocation failed.
 async fn died(worker: &mut Worker, err: &str) -> Outcome {
     use std::os::unix::process::ExitStatusExt as _;
-    let status = tokio::time::timeout(Duration::from_secs(2), worker.child.wait()).await;
+    let status = tokio::time::timeout(Duration::from_secs(2), worker.process.wait()).await;
     let aborted = matches!(&status, Ok(Ok(s)) if matches!(s.signal(), Some(6 | 11)));
     if aborted {
         failed(
@@ -359,7 +333,7 @@ async fn died(worker: &mut Worker, err: &str) -> Outcome {
     }
 }
 
-async fn read_frame(reader: &mut BufReader<ChildStdout>) -> Result<FromWorker, String> {
+async fn read_frame(reader: &mut BufReader<pipe::Receiver>) -> Result<FromWorker, String> {
     let mut header = [0u8; HEADER_LEN];
     reader
         .read_exact(&mut header)
@@ -375,7 +349,7 @@ async fn read_frame(reader: &mut BufReader<ChildStdout>) -> Result<FromWorker, S
 }
 
 /// Writes a complete frame (from [`protocol::encode`]).
-async fn write_frame(writer: &mut ChildStdin, frame: &[u8]) -> Result<(), String> {
+async fn write_frame(writer: &mut pipe::Sender, frame: &[u8]) -> Result<(), String> {
     writer
         .write_all(frame)
         .await
