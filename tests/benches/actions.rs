@@ -81,7 +81,22 @@ async fn measure(
 
 #[tokio::main]
 async fn main() {
-    let app = Appliance::start().await;
+    // BENCH_WORKERS=direct: workers as the appliance's own children instead of through
+    // the worker launcher (the image's path, and `appliance dev`'s), for comparison.
+    let direct = std::env::var("BENCH_WORKERS").is_ok_and(|v| v == "direct");
+    let app = if direct {
+        Appliance::start_with(&[("APPLIANCE_ACTIONS__SPAWN_WORKER_LAUNCHER", "false")]).await
+    } else {
+        Appliance::start().await
+    };
+    println!(
+        "workers: {}",
+        if direct {
+            "direct children"
+        } else {
+            "through worker-launcher"
+        }
+    );
     let (key, _) = app.new_account("bench").await;
     let wallets = app
         .get("/list_wallets", Some(&key))
