@@ -330,7 +330,20 @@ pub struct ActionsConfig {
     /// `memory_limit_mb` minus this.
     pub worker_retire_heap_mb: u64,
     /// The worker binary. Default: `action-worker` next to the appliance binary.
+    /// Not used when workers come from the launcher (it names its own).
     pub worker_binary: Option<PathBuf>,
+    /// The `worker-launcher` socket: workers are started by the launcher, under its uid
+    /// (the image's third uid, no supplementary groups), and their pipes handed over.
+    /// The launcher takes the memory limit from its own copy of this file. Unset (and
+    /// `spawn_worker_launcher` off): workers are the appliance's own children, under
+    /// its uid and groups (development only; logged at start).
+    pub worker_launcher_socket: Option<PathBuf>,
+    /// Development: start `worker-launcher` as a supervised child (same uid, reported at
+    /// start) on `worker_launcher_socket`, by default `<data_dir>/worker-launcher.sock`,
+    /// so development drives workers through the same path as the image.
+    pub spawn_worker_launcher: bool,
+    /// spawn_worker_launcher: the launcher binary. Default: next to the appliance binary.
+    pub worker_launcher_binary: Option<PathBuf>,
     /// An IPFS HTTP gateway (e.g. `https://ipfs.io`) from which unknown CIDs are
     /// fetched for execution; the content is accepted only if its CID matches.
     pub ipfs_gateway: Option<String>,
@@ -354,6 +367,9 @@ impl Default for ActionsConfig {
             worker_max_jobs: 1000,
             worker_retire_heap_mb: 0,
             worker_binary: None,
+            worker_launcher_socket: None,
+            spawn_worker_launcher: false,
+            worker_launcher_binary: None,
             ipfs_gateway: None,
         }
     }
@@ -618,12 +634,18 @@ impl Config {
             provider: QuoteProviderKind::Simulated,
             ..AttestationConfig::default()
         };
+        // Workers through a launcher child, as in the image (there under another uid).
+        let actions = ActionsConfig {
+            spawn_worker_launcher: true,
+            ..ActionsConfig::default()
+        };
         Self {
             listen,
             data_dir,
             keyservice,
             chain,
             attestation,
+            actions,
             ..Self::default()
         }
     }

@@ -102,6 +102,8 @@ pub struct Running {
     stop: oneshot::Sender<()>,
     task: JoinHandle<()>,
     supervisor: Option<dev::keyservice_child::Supervisor>,
+    /// The development worker launcher child.
+    launcher: Option<dev::launcher_child::Supervisor>,
     /// The chain relayer and indexer (stopped on drop).
     _followers: Option<chain::Followers>,
     /// `appliance dev`'s local chain (anvil).
@@ -133,6 +135,9 @@ impl Running {
         drop(self._followers);
         if let Some(dev_chain) = self.dev_chain {
             dev_chain.shutdown().await;
+        }
+        if let Some(launcher) = self.launcher {
+            launcher.shutdown().await;
         }
         if let Some(supervisor) = self.supervisor {
             supervisor.shutdown().await;
@@ -182,6 +187,7 @@ async fn start_with(mut config: Config, dev_anvil: Option<PathBuf>) -> Result<Ru
         .worker_binary
         .clone()
         .unwrap_or_else(execution::default_worker_binary);
+    let launcher = start_worker_launcher(&mut config, &worker_binary, &worker_cwd).await?;
     let executor = execution::Executor::start(&config.actions, worker_binary, worker_cwd)
         .map_err(StartError::Runtime)?;
 
@@ -269,6 +275,7 @@ async fn start_with(mut config: Config, dev_anvil: Option<PathBuf>) -> Result<Ru
         stop,
         task,
         supervisor,
+        launcher,
         _followers: followers,
         dev_chain,
     })
@@ -330,6 +337,42 @@ fn start_chain_followers(
         contract,
         chain,
     )))
+}
+
+/// Development: starts `worker-launcher` as a supervised child when
+/// `actions.spawn_worker_launcher` is set, and points `actions.worker_launcher_socket` at
+/// it, so workers come through the launcher protocol as in the image.
+async fn start_worker_launcher(
+    config: &mut Config,
+    worker_binary: &std::path::Path,
+    worker_cwd: &std::path::Path,
+) -> Result<Option<dev::launcher_child::Supervisor>, StartError> {
+    let actions = &mut config.actions;
+    if !actions.spawn_worker_launcher {
+        return Ok(None);
+    }
+    let socket = actions
+        .worker_launcher_socket
+        .clone()
+        .unwrap_or_else(|| config.data_dir.join("worker-launcher.sock"));
+    let spec = dev::launcher_child::LauncherSpec {
+        binary: actions
+            .worker_launcher_binary
+            .clone()
+            .unwrap_or_else(dev::launcher_child::default_binary),
+        socket: socket.clone(),
+        worker_binary: worker_binary.to_owned(),
+        worker_cwd: worker_cwd.to_owned(),
+        memory_limit_mb: actions.memory_limit_mb,
+        // Room for the pool and the replacements it starts while killed workers are
+        // still being reaped.
+        max_workers: execution::pool_size(actions) * 2 + 4,
+    };
+    let supervisor = dev::launcher_child::Supervisor::start(spec)
+        .await
+        .map_err(|e| StartError::Runtime(e.to_string()))?;
+    actions.worker_launcher_socket = Some(socket);
+    Ok(Some(supervisor))
 }
 
 /// Connects to keyservice, first starting it as a supervised child if so configured.

@@ -486,9 +486,10 @@ mod tests {
             "    content: |\n      {}",
             DEFAULT_APPLIANCE_CONFIG
         )));
+        // keyservice, appliance and workers: one image.
         assert_eq!(
             check_docker_compose(compose).unwrap(),
-            vec![image(), image()]
+            vec![image(), image(), image()]
         );
         let checked = check_app_compose(rendered.bytes()).unwrap();
         assert_eq!(checked.hash, rendered.hash());
@@ -540,6 +541,60 @@ mod tests {
         assert!(TEMPLATE.contains(
             "    configs:\n      - source: appliance_toml\n        target: /etc/keyservice/appliance.toml\n"
         ));
+    }
+
+    #[test]
+    fn workers_run_under_their_own_user_with_only_the_launcher_socket() {
+        let workers = service(TEMPLATE, "workers");
+        assert!(workers.contains("    user: \"10003:10003\"\n"), "{workers}");
+        assert!(
+            !workers.contains("group_add"),
+            "workers get no supplementary group"
+        );
+        assert!(workers.contains("    network_mode: none\n"));
+        assert!(workers.contains("    read_only: true\n"));
+        assert!(workers.contains("\"--peer-uid\", \"10002\""));
+        // Its only volume is the launcher socket: no keyservice socket, data or dstack.
+        let volumes: Vec<&str> = workers
+            .lines()
+            .filter(|l| l.starts_with("      - ") && l.contains(":/"))
+            .collect();
+        assert_eq!(
+            volumes,
+            ["      - worker-launcher-socket:/run/worker-launcher"]
+        );
+        // The memory limit comes from the same measured configuration.
+        assert!(
+            workers.contains("\"--appliance-config\", \"/etc/worker-launcher/appliance.toml\"")
+        );
+        assert!(workers.contains("        target: /etc/worker-launcher/appliance.toml\n"));
+        // The appliance reaches the launcher and is told where it is.
+        let appliance = service(TEMPLATE, "appliance");
+        assert!(appliance.contains("      - worker-launcher-socket:/run/worker-launcher\n"));
+        assert!(appliance.contains(
+            "      - APPLIANCE_ACTIONS__WORKER_LAUNCHER_SOCKET=/run/worker-launcher/worker-launcher.sock\n"
+        ));
+        // Positive control: the same helper sees the appliance's own extra group.
+        assert!(appliance.contains("group_add"));
+        // Rendering keeps it.
+        let rendered = render_template(image()).unwrap();
+        let app: AppCompose = serde_json::from_slice(rendered.bytes()).unwrap();
+        assert!(app.docker_compose_file.contains("  workers:\n"));
+    }
+
+    /// The lines of one service of a compose template (until the next top-level or
+    /// service key).
+    fn service(template: &str, name: &str) -> String {
+        let header = format!("  {name}:\n");
+        let start = template
+            .find(&header)
+            .unwrap_or_else(|| panic!("no service {name}"));
+        let body = &template[start + header.len()..];
+        body.lines()
+            .take_while(|l| l.starts_with("    ") || l.trim_start().starts_with('#'))
+            .filter(|l| !l.trim_start().starts_with('#'))
+            .map(|l| format!("{l}\n"))
+            .collect()
     }
 
     #[test]

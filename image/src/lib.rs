@@ -3,10 +3,14 @@
 //!
 //! Layout of the image:
 //!
-//! * layer 1 (base): `/etc/passwd`, `/etc/group` (users `keyservice` 10001 and `appliance`
-//!   10002; `appliance` is a member of group `keyservice` so it can reach the 0660 socket),
-//!   the state directories with their owners (`/var/lib/keyservice` 0700 keyservice,
-//!   `/var/lib/appliance` 0700 appliance, `/run/keyservice` 0750 keyservice, `/tmp` 1777),
+//! * layer 1 (base): `/etc/passwd`, `/etc/group` (users `keyservice` 10001, `appliance`
+//!   10002 and `actions` 10003; `appliance` is a member of group `keyservice` so it can
+//!   reach the 0660 socket; `actions`, the uid action workers and their launcher run
+//!   under, is a member of no group but its own), the state directories with their owners
+//!   (`/var/lib/keyservice` 0700 keyservice, `/var/lib/appliance` 0700 appliance,
+//!   `/run/keyservice` 0750 keyservice, `/run/worker-launcher` 0750 actions:appliance so
+//!   the launcher can create its socket and only the appliance's group can reach it,
+//!   `/var/empty` 0555 root, the workers' empty working directory, `/tmp` 1777),
 //!   and exactly the shared libraries the binaries load (resolved with `ldd`, stored as
 //!   regular files at the paths the loader asks for).
 //! * layer 2 (app): the binaries in `/usr/local/bin`, 0755 root.
@@ -32,12 +36,21 @@ pub mod tar;
 use tar::{Entry, Tree};
 
 /// The binaries the image carries by default (in `/usr/local/bin`).
-pub const DEFAULT_BINARIES: &[&str] = &["appliance", "keyservice", "action-worker", "evidence"];
+pub const DEFAULT_BINARIES: &[&str] = &[
+    "appliance",
+    "keyservice",
+    "action-worker",
+    "worker-launcher",
+    "evidence",
+];
 
 /// uid/gid of the keyservice user.
 pub const KEYSERVICE_UID: u32 = 10001;
 /// uid/gid of the appliance user.
 pub const APPLIANCE_UID: u32 = 10002;
+/// uid/gid of the action workers and their launcher: in no group but its own, so the
+/// keyservice socket (group 10001) and the appliance's data (10002, 0700) are not theirs.
+pub const ACTIONS_UID: u32 = 10003;
 
 /// Where the binaries live in the image.
 pub const BIN_DIR: &str = "/usr/local/bin";
@@ -197,7 +210,8 @@ fn passwd() -> String {
     format!(
         "root:x:0:0:root:/root:/sbin/nologin\n\
          keyservice:x:{KEYSERVICE_UID}:{KEYSERVICE_UID}:keyservice:/var/lib/keyservice:/sbin/nologin\n\
-         appliance:x:{APPLIANCE_UID}:{APPLIANCE_UID}:appliance:/var/lib/appliance:/sbin/nologin\n"
+         appliance:x:{APPLIANCE_UID}:{APPLIANCE_UID}:appliance:/var/lib/appliance:/sbin/nologin\n\
+         actions:x:{ACTIONS_UID}:{ACTIONS_UID}:actions:/var/empty:/sbin/nologin\n"
     )
 }
 
@@ -205,7 +219,8 @@ fn group() -> String {
     format!(
         "root:x:0:\n\
          keyservice:x:{KEYSERVICE_UID}:appliance\n\
-         appliance:x:{APPLIANCE_UID}:\n"
+         appliance:x:{APPLIANCE_UID}:\n\
+         actions:x:{ACTIONS_UID}:\n"
     )
 }
 
@@ -219,6 +234,13 @@ pub fn base_tree(libraries: &[PathBuf]) -> Result<Tree, ImageError> {
         "run/keyservice",
         Entry::dir(0o750, KEYSERVICE_UID, KEYSERVICE_UID),
     )?;
+    // The launcher (actions) creates its socket here; the appliance reaches it through
+    // the group (its primary group); nobody else may enter.
+    t.insert(
+        "run/worker-launcher",
+        Entry::dir(0o750, ACTIONS_UID, APPLIANCE_UID),
+    )?;
+    t.insert("var/empty", Entry::dir(0o555, 0, 0))?;
     t.insert(
         "var/lib/keyservice",
         Entry::dir(0o700, KEYSERVICE_UID, KEYSERVICE_UID),
@@ -589,5 +611,25 @@ mod tests {
         assert!(passwd().contains("keyservice:x:10001:10001:"));
         assert!(passwd().contains("appliance:x:10002:10002:"));
         assert!(group().contains("keyservice:x:10001:appliance\n"));
+    }
+
+    #[test]
+    fn the_actions_user_is_in_no_group_but_its_own() {
+        assert!(passwd().contains("actions:x:10003:10003:"));
+        assert!(group().contains("actions:x:10003:\n"));
+        // No group line lists it as a member.
+        for line in group().lines() {
+            let members = line.rsplit(':').next().unwrap_or("");
+            assert!(
+                !members.split(',').any(|m| m == "actions"),
+                "actions is a member of {line}"
+            );
+        }
+        // Positive control: the same check sees the appliance in group keyservice.
+        assert!(
+            group()
+                .lines()
+                .any(|l| l.rsplit(':').next() == Some("appliance"))
+        );
     }
 }

@@ -116,7 +116,7 @@ fn listing(tar_bytes: &[u8], dir: &Path) -> String {
 }
 
 #[test]
-fn layers_have_fixed_owners_times_and_the_two_users() {
+fn layers_have_fixed_owners_times_and_the_three_users() {
     let dir = tempfile::tempdir().unwrap();
     let bin = fake_bin_dir(dir.path());
     let image = build(&spec(&bin, EPOCH)).unwrap();
@@ -135,6 +135,8 @@ fn layers_have_fixed_owners_times_and_the_two_users() {
     assert!(find(&base, "var/lib/keyservice/").starts_with("drwx------ 10001/10001 "));
     assert!(find(&base, "var/lib/appliance/").starts_with("drwx------ 10002/10002 "));
     assert!(find(&base, "run/keyservice/").starts_with("drwxr-x--- 10001/10001 "));
+    assert!(find(&base, "run/worker-launcher/").starts_with("drwxr-x--- 10003/10002 "));
+    assert!(find(&base, "var/empty/").starts_with("dr-xr-xr-x 0/0 "));
     assert!(find(&base, "tmp/").starts_with("drwxrwxrwt 0/0 "));
     assert!(find(&base, "etc/passwd").starts_with("-rw-r--r-- 0/0 "));
     for name in DEFAULT_BINARIES {

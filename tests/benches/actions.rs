@@ -83,11 +83,31 @@ async fn measure(
 
 #[tokio::main]
 async fn main() {
+    // BENCH_WORKERS=direct: workers as the appliance's own children instead of through
+    // the worker launcher (the image's path, and `appliance dev`'s), for comparison;
+    // BENCH_WORKER_MAX_JOBS: actions.worker_max_jobs (the cost of worker retirement).
+    let direct = std::env::var("BENCH_WORKERS").is_ok_and(|v| v == "direct");
     let max_jobs = std::env::var("BENCH_WORKER_MAX_JOBS").ok();
-    let app = match &max_jobs {
-        Some(n) => Appliance::start_with(&[("APPLIANCE_ACTIONS__WORKER_MAX_JOBS", n)]).await,
-        None => Appliance::start().await,
+    let mut env: Vec<(&str, &str)> = Vec::new();
+    if direct {
+        env.push(("APPLIANCE_ACTIONS__SPAWN_WORKER_LAUNCHER", "false"));
+    }
+    if let Some(n) = &max_jobs {
+        env.push(("APPLIANCE_ACTIONS__WORKER_MAX_JOBS", n));
+    }
+    let app = if env.is_empty() {
+        Appliance::start().await
+    } else {
+        Appliance::start_with(&env).await
     };
+    println!(
+        "workers: {}",
+        if direct {
+            "direct children"
+        } else {
+            "through worker-launcher"
+        }
+    );
     let (key, _) = app.new_account("bench").await;
     let wallets = app
         .get("/list_wallets", Some(&key))

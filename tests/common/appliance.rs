@@ -75,8 +75,10 @@ impl Appliance {
             .append(true)
             .open(data_dir.join("appliance.log"))
             .unwrap();
-        // The appliance starts the worker found next to itself: refuse a stale one too.
+        // The appliance starts the worker (and, in dev, the worker launcher) found next to
+        // itself: refuse stale ones too.
         binary("action-worker");
+        binary("worker-launcher");
         let mut cmd = Command::new(binary("appliance"));
         for (key, _) in std::env::vars() {
             if key.starts_with("APPLIANCE_") {

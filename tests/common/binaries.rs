@@ -48,6 +48,7 @@ pub fn binary(name: &str) -> PathBuf {
         .unwrap_or_else(|_| panic!("{} is not built; {hint}", path.display()));
     let package = match name {
         "action-worker" => "appliance/runtime",
+        "worker-launcher" => "appliance/worker-launcher",
         other => other,
     };
     let sources = workspace_root().join(package).join("src");

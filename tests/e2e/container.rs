@@ -48,10 +48,7 @@ const PROBE: &str = "/probe/container-probe";
 /// each with what it waits for. A pending check that fails is printed as `PENDING` and
 /// does not fail the test; one that holds is printed too, as a reminder to remove it from
 /// this list.
-const PENDING: &[(&str, &str)] = &[(
-    "workers",
-    "no `workers` service (uid 10003) in the compose yet (worker-launcher)",
-)];
+const PENDING: &[(&str, &str)] = &[];
 
 /// Writes a line to standard error past the test harness's capture, so that a skip, a
 /// pending check and the timings show in every run, not only with `--nocapture`.

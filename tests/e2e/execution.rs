@@ -587,7 +587,9 @@ async fn symbol_for_leftovers_never_make_another_tenants_action_fail() {
 async fn a_busy_worker_exits_when_the_appliance_is_killed() {
     let mut app = Appliance::start().await;
     let (key, _) = app.new_account("orphans").await;
-    let workers = e2e::children_of(app.pid(), "action-worker");
+    // `appliance dev` starts its workers through a worker-launcher child.
+    let launcher = dev_launcher(&app);
+    let workers = e2e::children_of(launcher, "action-worker");
     assert!(
         !workers.is_empty(),
         "the appliance keeps pre-started workers"
@@ -605,7 +607,8 @@ async fn a_busy_worker_exits_when_the_appliance_is_killed() {
         !busy.is_finished(),
         "the looping action should still be running"
     );
-    let workers = e2e::children_of(app.pid(), "action-worker");
+    let mut workers = e2e::children_of(launcher, "action-worker");
+    workers.push(launcher);
     app.kill9();
     let _ = busy.await;
     assert!(
@@ -613,6 +616,186 @@ async fn a_busy_worker_exits_when_the_appliance_is_killed() {
             .iter()
             .all(|pid| !e2e::alive(*pid)))
         .await,
-        "orphaned workers kept running: {workers:?}"
+        "orphaned workers (or their launcher) kept running: {workers:?}"
     );
+}
+
+/// The one worker-launcher child of a dev appliance.
+fn dev_launcher(app: &Appliance) -> u32 {
+    let launchers = e2e::children_of(app.pid(), "worker-launcher");
+    assert_eq!(launchers.len(), 1, "one launcher child: {launchers:?}");
+    launchers[0]
+}
+
+/// Workers (action-worker processes, not a launcher naming the binary) whose parent is
+/// `parent`.
+fn worker_children(parent: u32) -> Vec<u32> {
+    e2e::children_of(parent, "action-worker")
+        .into_iter()
+        .filter(|pid| {
+            // argv[0] (the worker may re-execute itself through /proc/self/exe, which
+            // renames its `comm`, but keeps its arguments).
+            std::fs::read(format!("/proc/{pid}/cmdline")).is_ok_and(|raw| {
+                raw.split(|b| *b == 0)
+                    .next()
+                    .is_some_and(|argv0| argv0.ends_with(b"action-worker"))
+            })
+        })
+        .collect()
+}
+
+#[tokio::test]
+async fn dev_runs_workers_through_its_launcher_child_and_serve_without_one_directly() {
+    let dev = Appliance::start().await;
+    let (key, _) = dev.new_account("dev-launcher").await;
+    let launcher = dev_launcher(&dev);
+    assert!(
+        e2e::eventually(Duration::from_secs(10), || !worker_children(launcher)
+            .is_empty())
+        .await,
+        "the launcher holds the pre-started workers"
+    );
+    assert!(
+        worker_children(dev.pid()).is_empty(),
+        "no worker is the appliance's own child"
+    );
+    let reply = dev
+        .post(
+            "/lit_action",
+            Some(&key),
+            json!({"code": "async function main() { return 6 * 7 }"}),
+        )
+        .await;
+    assert_eq!(reply.assert_ok()["response"], json!(42));
+    assert!(
+        dev.log()
+            .contains("action workers are started by the worker launcher")
+    );
+    assert!(
+        dev.log().contains("--allow-same-uid-dev"),
+        "the same-uid launcher says so"
+    );
+
+    // Positive control of the process check: `serve` with no launcher configured has
+    // direct worker children, and says that this is for development only.
+    let dir = tempfile::tempdir().unwrap();
+    let socket = dir.path().join("ks.sock");
+    let _keyservice = e2e::KeyService::start(
+        &socket,
+        &dir.path().join("ks-state"),
+        &dir.path().join("compose.json"),
+    )
+    .await;
+    let env = vec![(
+        "APPLIANCE_KEYSERVICE__SOCKET".to_owned(),
+        socket.display().to_string(),
+    )];
+    let serve = Appliance::launch(dir.path(), e2e::Launch::Serve { env }).await;
+    assert!(
+        e2e::eventually(Duration::from_secs(10), || !worker_children(serve.pid())
+            .is_empty())
+        .await,
+        "direct workers"
+    );
+    assert!(e2e::children_of(serve.pid(), "worker-launcher").is_empty());
+    assert!(serve.log().contains("development only"));
+}
+
+#[tokio::test]
+async fn serve_runs_actions_through_a_separate_launcher() {
+    // The production shape: the launcher is its own process (its own container and uid
+    // in the image); the appliance is only told its socket.
+    let dir = tempfile::tempdir().unwrap();
+    let socket = dir.path().join("ks.sock");
+    let _keyservice = e2e::KeyService::start(
+        &socket,
+        &dir.path().join("ks-state"),
+        &dir.path().join("compose.json"),
+    )
+    .await;
+    let launcher_socket = dir.path().join("wl.sock");
+    let cwd = dir.path().join("empty");
+    std::fs::create_dir(&cwd).unwrap();
+    let launcher = std::process::Command::new(e2e::binary("worker-launcher"))
+        .arg("--socket")
+        .arg(&launcher_socket)
+        .arg("--worker-binary")
+        .arg(e2e::binary("action-worker"))
+        .arg("--worker-cwd")
+        .arg(&cwd)
+        .args([
+            "--memory-limit-mb",
+            "64",
+            "--max-workers",
+            "8",
+            "--allow-same-uid-dev",
+        ])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let launcher = KillOnDrop(launcher);
+    assert!(
+        e2e::eventually(Duration::from_secs(10), || launcher_socket.exists()).await,
+        "the launcher listens"
+    );
+    let env = vec![
+        (
+            "APPLIANCE_KEYSERVICE__SOCKET".to_owned(),
+            socket.display().to_string(),
+        ),
+        (
+            "APPLIANCE_ACTIONS__WORKER_LAUNCHER_SOCKET".to_owned(),
+            launcher_socket.display().to_string(),
+        ),
+        ("APPLIANCE_ACTIONS__WORKERS".to_owned(), "2".to_owned()),
+        (
+            "APPLIANCE_ACTIONS__TIMEOUT_MS".to_owned(),
+            "1500".to_owned(),
+        ),
+    ];
+    let app = Appliance::launch(dir.path(), e2e::Launch::Serve { env }).await;
+    let (key, _) = app.new_account("launcher").await;
+    let run = |code: &'static str| {
+        let app = &app;
+        let key = key.clone();
+        async move {
+            app.post("/lit_action", Some(&key), json!({ "code": code }))
+                .await
+        }
+    };
+    let reply = run("async function main() { return 'through the launcher' }").await;
+    assert_eq!(reply.assert_ok()["response"], json!("through the launcher"));
+    let workers = worker_children(launcher.0.id());
+    assert!(
+        !workers.is_empty(),
+        "the workers are the launcher's children"
+    );
+    assert!(worker_children(app.pid()).is_empty());
+    // A timeout kills the worker through the launcher; the next action runs.
+    let reply = run("async function main() { while (true) {} }").await;
+    assert_eq!(reply.assert_ok()["error"]["kind"], json!("timeout"));
+    // Running out of memory is still `memory`: the launcher passes the signal back.
+    let reply = run("async function main() { const a = []; while (true) { a.push('x'.repeat(1 << 20) + a.length); } }").await;
+    assert_eq!(reply.assert_ok()["error"]["kind"], json!("memory"));
+    let reply = run("async function main() { return 1 }").await;
+    assert_eq!(reply.assert_ok()["response"], json!(1));
+    drop(app);
+    // The appliance gone, its connections closed: the launcher killed every worker.
+    assert!(
+        e2e::eventually(Duration::from_secs(10), || worker_children(launcher.0.id())
+            .is_empty())
+        .await,
+        "workers outlived the appliance's connections"
+    );
+}
+
+/// A process the test started, killed when the test ends (also when it fails).
+struct KillOnDrop(std::process::Child);
+
+impl Drop for KillOnDrop {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
 }

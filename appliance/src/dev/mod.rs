@@ -4,6 +4,8 @@
 //!
 //! * `keyservice_child`: keyservice as a supervised child process (restarted if it dies,
 //!   stopped with the appliance), and the restart loop the dev chain shares.
+//! * `launcher_child`: `worker-launcher` as a supervised child (same uid), so workers are
+//!   started through the launcher protocol as in the image.
 //! * `chain`: a local anvil with its state in the data directory, funded payers and the
 //!   contracts deployed once.
 //! * `child_guard`: `appliance child-guard`, which stops a helper (anvil) when the
@@ -12,3 +14,4 @@
 pub mod chain;
 pub mod child_guard;
 pub mod keyservice_child;
+pub mod launcher_child;

@@ -10,6 +10,7 @@ pub mod code;
 pub mod fetch;
 pub mod host;
 pub mod pool;
+pub mod spawn;
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -26,7 +27,8 @@ use crate::store::{AccountId, CidHash, Store, StoreError, WalletScope};
 use code::{Gateway, GatewayError};
 use fetch::{FetchLimits, Fetcher};
 use host::{HostContext, WalletRefused};
-use pool::{JobLimits, Pool, PoolError, RetirePolicy, Run, WorkerSpec};
+use pool::{JobLimits, Pool, PoolError, RetirePolicy, Run};
+use spawn::{Spawner, WorkerSpec};
 
 /// What a caller asks to run, as the request gave it.
 #[derive(Debug, Clone)]
@@ -224,18 +226,16 @@ impl Executor {
         worker_binary: std::path::PathBuf,
         worker_cwd: std::path::PathBuf,
     ) -> Result<Self, String> {
-        let size = if config.workers == 0 {
-            std::thread::available_parallelism()
-                .map_or(2, |n| n.get() * 2)
-                .max(2)
-        } else {
-            config.workers
+        let size = pool_size(config);
+        let spawner = match &config.worker_launcher_socket {
+            Some(socket) => Spawner::Launcher(socket.clone()),
+            None => Spawner::Direct(WorkerSpec {
+                binary: worker_binary,
+                memory_limit_mb: config.memory_limit_mb,
+                cwd: worker_cwd,
+            }),
         };
-        let spec = WorkerSpec {
-            binary: worker_binary,
-            memory_limit_mb: config.memory_limit_mb,
-            cwd: worker_cwd,
-        };
+        spawner.report();
         let limits = JobLimits {
             timeout: Duration::from_millis(config.timeout_ms),
             queue_timeout: Duration::from_secs(10),
@@ -261,7 +261,7 @@ impl Executor {
             .map(Gateway::new)
             .transpose()?;
         Ok(Self {
-            pool: Pool::new(spec, limits, size),
+            pool: Pool::new(spawner, limits, size),
             fetcher,
             gateway,
         })
@@ -275,6 +275,17 @@ impl Executor {
     /// The IPFS gateway, when one is configured.
     pub fn gateway(&self) -> Option<&Gateway> {
         self.gateway.as_ref()
+    }
+}
+
+/// Workers the pool keeps ready: `actions.workers`, or two per CPU (at least 2) for 0.
+pub fn pool_size(config: &ActionsConfig) -> usize {
+    if config.workers == 0 {
+        std::thread::available_parallelism()
+            .map_or(2, |n| n.get() * 2)
+            .max(2)
+    } else {
+        config.workers
     }
 }
 

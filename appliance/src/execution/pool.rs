@@ -16,8 +16,6 @@
 //! the next job usually finds a warm worker; a job that finds none waits for the
 //! replacement already on its way rather than starting another.
 
-use std::path::PathBuf;
-use std::process::Stdio;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, Weak};
 use std::time::{Duration, Instant};
@@ -28,11 +26,12 @@ use action_runtime::protocol::{
 };
 use serde_json::Value;
 use tokio::io::{AsyncReadExt, AsyncWriteExt, BufReader};
-use tokio::process::{Child, ChildStdin, ChildStdout, Command};
+use tokio::net::unix::pipe;
 use tokio::sync::{Notify, Semaphore};
 
 use super::Outcome;
 use super::host::{HostContext, HostError, WalletRefused};
+use super::spawn::{Spawner, WorkerProcess};
 
 /// One action to run, its code found.
 #[derive(Debug, Clone)]
@@ -76,15 +75,6 @@ pub enum PoolError {
 /// Time a worker gets to start and say `ready`.
 const READY_TIMEOUT: Duration = Duration::from_secs(10);
 
-/// How to start a worker.
-#[derive(Debug, Clone)]
-pub struct WorkerSpec {
-    pub binary: PathBuf,
-    pub memory_limit_mb: u64,
-    /// An empty directory the worker runs in.
-    pub cwd: PathBuf,
-}
-
 /// The limits of every job.
 #[derive(Debug, Clone, Copy)]
 pub struct JobLimits {
@@ -115,9 +105,10 @@ const RESTART_BACKOFF_START: Duration = Duration::from_millis(100);
 const RESTART_BACKOFF_MAX: Duration = Duration::from_secs(30);
 
 struct Worker {
-    child: Child,
-    stdin: ChildStdin,
-    stdout: BufReader<ChildStdout>,
+    /// Started directly or by the worker launcher (`spawn.rs`).
+    process: WorkerProcess,
+    stdin: pipe::Sender,
+    stdout: BufReader<pipe::Receiver>,
 }
 
 /// A started worker with the pool's bookkeeping.
@@ -186,7 +177,7 @@ enum WorkerEnd {
 }
 
 pub struct Pool {
-    spec: WorkerSpec,
+    spawner: Spawner,
     limits: JobLimits,
     /// Workers kept ready (and the most jobs running at once).
     size: usize,
@@ -220,9 +211,9 @@ impl Drop for ReplaceOnDrop {
 
 impl Pool {
     /// Starts `size` workers (in the background; the pool fills as they come up).
-    pub fn new(spec: WorkerSpec, limits: JobLimits, size: usize) -> Arc<Self> {
+    pub fn new(spawner: Spawner, limits: JobLimits, size: usize) -> Arc<Self> {
         let pool = Arc::new(Self {
-            spec,
+            spawner,
             limits,
             size,
             idle: Mutex::new(Vec::new()),
@@ -239,7 +230,7 @@ impl Pool {
 
     /// Starts a worker and numbers it.
     async fn start(&self) -> Result<Pooled, String> {
-        let started = spawn(&self.spec).await;
+        let started = spawn(&self.spawner).await;
         if let Ok(mut last) = self.start_error.lock() {
             *last = started.as_ref().err().cloned();
         }
@@ -402,8 +393,8 @@ impl Pool {
                 timed(outcome, false)
             }
             Err(_) => {
-                let _ = worker.worker.child.start_kill();
-                let _ = worker.worker.child.wait().await;
+                let _ = worker.worker.process.start_kill();
+                let _ = worker.worker.process.wait().await;
                 replace_if_cancelled.disarm();
                 worker.jobs_done = worker.jobs_done.saturating_add(1);
                 self.retire(worker, Retirement::Timeout);
@@ -426,30 +417,13 @@ impl Pool {
     }
 }
 
-async fn spawn(spec: &WorkerSpec) -> Result<Worker, String> {
-    let mut child = Command::new(&spec.binary)
-        .arg("--memory-limit-mb")
-        .arg(spec.memory_limit_mb.to_string())
-        .env_clear()
-        .current_dir(&spec.cwd)
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        // A pipe, not the appliance's own stderr: the worker's lock-down sets
-        // RLIMIT_FSIZE to 0, so it could not write to a stderr that is a regular file.
-        .stderr(Stdio::piped())
-        .kill_on_drop(true)
-        .spawn()
-        .map_err(|e| format!("cannot start {}: {e}", spec.binary.display()))?;
-    if let Some(stderr) = child.stderr.take() {
-        tokio::spawn(forward_stderr(stderr, child.id()));
-    }
-    let (Some(stdin), Some(stdout)) = (child.stdin.take(), child.stdout.take()) else {
-        return Err("the worker's pipes are missing".into());
-    };
+async fn spawn(spawner: &Spawner) -> Result<Worker, String> {
+    let spawned = spawner.spawn().await?;
+    tokio::spawn(forward_stderr(spawned.stderr, spawned.process.id()));
     let mut worker = Worker {
-        child,
-        stdin,
-        stdout: BufReader::new(stdout),
+        process: spawned.process,
+        stdin: spawned.stdin,
+        stdout: BufReader::new(spawned.stdout),
     };
     match tokio::time::timeout(READY_TIMEOUT, read_frame(&mut worker.stdout)).await {
         Ok(Ok(FromWorker::Ready)) => Ok(worker),
@@ -467,7 +441,7 @@ const MAX_STDERR_LINE: usize = 1024;
 
 /// Logs what a worker writes to stderr (its lock-down report, a panic message), bounded
 /// by [`MAX_STDERR_LINES`] and [`MAX_STDERR_LINE`], until the worker exits.
-async fn forward_stderr(stderr: tokio::process::ChildStderr, pid: Option<u32>) {
+async fn forward_stderr(stderr: pipe::Receiver, pid: Option<u32>) {
     let mut reader = BufReader::new(stderr);
     let mut chunk = [0u8; 4096];
     let mut line: Vec<u8> = Vec::new();
@@ -546,7 +520,7 @@ async fn serve_job(
 
 /// Stops a worker that will not be used again (killing an already dead one is harmless).
 fn discard(mut worker: Worker) {
-    let _ = worker.child.start_kill();
+    let _ = worker.process.start_kill();
 }
 
 fn failed(kind: ErrorKind, message: String) -> Outcome {
@@ -570,7 +544,7 @@ fn broken(detail: &str) -> Outcome {
 /// abort means an allocation failed.
 async fn died(worker: &mut Worker, err: &str) -> Outcome {
     use std::os::unix::process::ExitStatusExt as _;
-    let status = tokio::time::timeout(Duration::from_secs(2), worker.child.wait()).await;
+    let status = tokio::time::timeout(Duration::from_secs(2), worker.process.wait()).await;
     let aborted = matches!(&status, Ok(Ok(s)) if matches!(s.signal(), Some(6 | 11)));
     if aborted {
         failed(
@@ -582,7 +556,7 @@ async fn died(worker: &mut Worker, err: &str) -> Outcome {
     }
 }
 
-async fn read_frame(reader: &mut BufReader<ChildStdout>) -> Result<FromWorker, String> {
+async fn read_frame(reader: &mut BufReader<pipe::Receiver>) -> Result<FromWorker, String> {
     let mut header = [0u8; HEADER_LEN];
     reader
         .read_exact(&mut header)
@@ -598,7 +572,7 @@ async fn read_frame(reader: &mut BufReader<ChildStdout>) -> Result<FromWorker, S
 }
 
 /// Writes a complete frame (from [`protocol::encode`]).
-async fn write_frame(writer: &mut ChildStdin, frame: &[u8]) -> Result<(), String> {
+async fn write_frame(writer: &mut pipe::Sender, frame: &[u8]) -> Result<(), String> {
     writer
         .write_all(frame)
         .await
@@ -611,12 +585,13 @@ mod tests {
     //! The pool with real `action-worker` processes (built by `cargo test --workspace`, or
     //! `cargo build -p action-runtime --bin action-worker`).
 
-    use std::path::Path;
+    use std::path::{Path, PathBuf};
 
     use serde_json::json;
 
     use super::*;
     use crate::execution::fetch::{FetchLimits, Fetcher};
+    use crate::execution::spawn::WorkerSpec;
     use crate::keyservice_client::Keys;
     use crate::store::{AccountId, Store, WalletScope};
 
@@ -707,7 +682,7 @@ mod tests {
                 worker: protocol::JobLimits::default(),
                 retire,
             };
-            Pool::new(spec, limits, size)
+            Pool::new(Spawner::Direct(spec), limits, size)
         }
 
         /// The host side of one tenant (no keys, no fetches: the actions here make no
