@@ -392,7 +392,14 @@ async fn the_compose_keeps_the_key_boundary_under_a_real_engine() {
             .expect("lit_action"),
     )
     .await;
-    let run = reply.assert_ok().clone();
+    assert_eq!(
+        reply.status,
+        reqwest::StatusCode::OK,
+        "lit_action: {}\n{}",
+        reply.text,
+        engine.all_logs()
+    );
+    let run = reply.body.clone();
     assert_eq!(run["has_error"], json!(false), "{}", reply.text);
     assert_eq!(run["response"], json!(42), "{}", reply.text);
 

@@ -131,14 +131,16 @@ async fn connection(
     slots: Arc<Semaphore>,
     own_uid: u32,
 ) {
-    let peer = match rustix::net::sockopt::socket_peercred(&stream) {
+    // tokio's reading, not rustix's: a peer in another pid namespace (the appliance's
+    // container) has pid 0 in SO_PEERCRED, which rustix's `Pid` refuses.
+    let peer = match stream.peer_cred() {
         Ok(cred) => cred,
         Err(err) => {
             tracing::warn!(error = %err, "cannot read the peer's credentials");
             return;
         }
     };
-    let peer_uid = peer.uid.as_raw();
+    let peer_uid = peer.uid();
     let allowed =
         config.peer_uids.contains(&peer_uid) || (config.allow_same_uid && peer_uid == own_uid);
     if !allowed {
@@ -223,7 +225,7 @@ async fn connection(
     drop((stdin, stdout, stderr));
     tracing::info!(
         worker_pid = pid,
-        peer_pid = peer.pid.as_raw_nonzero().get(),
+        peer_pid = peer.pid().unwrap_or(0),
         "started a worker"
     );
 
