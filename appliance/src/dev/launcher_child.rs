@@ -37,6 +37,10 @@ impl LauncherSpec {
             .arg("--max-workers")
             .arg(self.max_workers.to_string())
             .args(["--allow-same-uid-dev", "--exit-with-parent"])
+            // Our pid, not the parent the launcher would see at start: if we die before
+            // it looks, it still stops.
+            .arg("--parent-pid")
+            .arg(std::process::id().to_string())
             .env_clear()
             .stdin(Stdio::null())
             .stdout(Stdio::null())

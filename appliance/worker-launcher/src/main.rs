@@ -48,6 +48,11 @@ struct Args {
     /// Stop when the parent process exits (development: the appliance's child).
     #[arg(long)]
     exit_with_parent: bool,
+    /// The supervisor's pid, for `--exit-with-parent`: the launcher stops as soon as its
+    /// parent is any other process, even if the supervisor died before the launcher
+    /// could look (without it, the parent seen at start is the one watched).
+    #[arg(long, requires = "exit_with_parent")]
+    parent_pid: Option<u32>,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -166,12 +171,13 @@ fn run(args: Args) -> Result<(), StartError> {
     {
         tracing::warn!(error = %err, "could not make the launcher non-dumpable");
     }
-    if args.exit_with_parent
-        && let Err(err) =
-            rustix::process::set_parent_process_death_signal(Some(rustix::process::Signal::TERM))
-    {
-        tracing::warn!(error = %err, "could not ask for SIGTERM when the parent exits");
-    }
+    // Watched by polling, not PR_SET_PDEATHSIG: that signal follows the parent *thread*
+    // that spawned us (a runtime's pool thread may exit long before the appliance does),
+    // and it misses a parent that died before we asked.
+    let parent = args.exit_with_parent.then(|| {
+        args.parent_pid
+            .unwrap_or_else(std::os::unix::process::parent_id)
+    });
     let config = LauncherConfig {
         worker_binary,
         worker_cwd: args.worker_cwd,
@@ -206,11 +212,31 @@ fn run(args: Args) -> Result<(), StartError> {
             peer_uids = ?config.peer_uids,
             "worker launcher listening"
         );
-        server::serve(listener, config, shutdown_signal()).await;
+        let stop = async {
+            tokio::select! {
+                () = shutdown_signal() => {}
+                () = parent_exit(parent) => {}
+            }
+        };
+        server::serve(listener, config, stop).await;
         let _ = std::fs::remove_file(&args.socket);
         tracing::info!("worker launcher stopped");
         Ok(())
     })
+}
+
+/// Resolves once the parent process is no longer `parent` (never, for `None`).
+async fn parent_exit(parent: Option<u32>) {
+    let Some(parent) = parent else {
+        return std::future::pending().await;
+    };
+    loop {
+        if std::os::unix::process::parent_id() != parent {
+            tracing::warn!(parent, "the parent process exited; stopping");
+            return;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+    }
 }
 
 async fn shutdown_signal() {

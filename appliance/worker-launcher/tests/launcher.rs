@@ -224,3 +224,59 @@ fn the_memory_limit_comes_from_the_appliance_configuration() {
         other => panic!("expected Spawned, got {other:?}"),
     }
 }
+
+/// `--exit-with-parent --parent-pid P` (how `appliance dev` starts the launcher): a
+/// launcher whose supervisor died before it looked stops by itself, and one whose named
+/// parent is its real parent keeps serving (control).
+#[tokio::test]
+async fn a_launcher_whose_supervisor_is_already_gone_stops() {
+    let dir = tempfile::tempdir().unwrap();
+    let own_pid = std::process::id().to_string();
+    let mut kept = Launcher::dev(
+        dir.path(),
+        &[
+            "--memory-limit-mb",
+            "96",
+            "--exit-with-parent",
+            "--parent-pid",
+            &own_pid,
+        ],
+    );
+    tokio::time::sleep(Duration::from_millis(600)).await;
+    assert!(
+        kept.child.try_wait().unwrap().is_none(),
+        "the launcher stopped although its parent lives"
+    );
+    let mut worker = kept.launch().await.unwrap();
+    worker.ready().await;
+
+    let socket = dir.path().join("orphan.sock");
+    let mut orphan = std::process::Command::new(env!("CARGO_BIN_EXE_worker-launcher"))
+        .arg("--socket")
+        .arg(&socket)
+        .arg("--worker-binary")
+        .arg(common::action_worker())
+        .arg("--worker-cwd")
+        .arg(dir.path())
+        .args(["--memory-limit-mb", "96", "--allow-same-uid-dev"])
+        .args(["--exit-with-parent", "--parent-pid", "1"])
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let deadline = std::time::Instant::now() + PATIENCE;
+    let status = loop {
+        if let Some(status) = orphan.try_wait().unwrap() {
+            break Some(status);
+        }
+        if std::time::Instant::now() > deadline {
+            let _ = orphan.kill();
+            let _ = orphan.wait();
+            break None;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    };
+    assert!(status.is_some(), "the launcher outlived its supervisor");
+    assert!(!socket.exists(), "a stopped launcher removes its socket");
+}
