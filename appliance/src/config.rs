@@ -861,6 +861,11 @@ mod tests {
             .unwrap();
         assert_eq!(c.actions.max_code_bytes, 7);
         assert!(c.keyservice.spawn, "dev settings kept");
+        assert!(
+            c.actions.spawn_worker_launcher,
+            "dev runs its workers through a launcher child"
+        );
+        assert!(!Config::default().actions.spawn_worker_launcher);
         assert_eq!(c.keyservice.socket, dev.keyservice.socket);
         assert!(dev.with_env(env(&[("APPLIANCE_NOPE", "1")])).is_err());
     }

@@ -32,7 +32,8 @@ fn the_rendered_file_hashes_to_what_the_tool_prints() {
         .lines()
         .filter_map(|l| l.trim().strip_prefix("image: "))
         .collect();
-    assert_eq!(images, [image(0xab), image(0xab)]);
+    // keyservice, appliance and workers.
+    assert_eq!(images, [image(0xab), image(0xab), image(0xab)]);
     assert_eq!(app["runner"], "docker-compose");
     assert_eq!(app["kms_enabled"], true);
 

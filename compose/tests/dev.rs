@@ -35,7 +35,7 @@ fn appliance_bin() -> PathBuf {
         .join("appliance");
     assert!(
         bin.is_file(),
-        "{} not found: cargo build -p appliance -p action-runtime -p keyservice",
+        "{} not found: cargo build -p appliance -p action-runtime -p keyservice -p worker-launcher",
         bin.display()
     );
     bin

@@ -1,4 +1,4 @@
-//! The workspace binaries under test (`appliance`, `keyservice`, `action-worker`,
+//! The workspace binaries under test (`appliance`, `keyservice`, `action-worker`, `worker-launcher`,
 //! `evidence`), found next to this test executable and refused when older than their
 //! sources.
 

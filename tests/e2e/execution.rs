@@ -729,6 +729,8 @@ async fn serve_runs_actions_through_a_separate_launcher() {
             "--max-workers",
             "8",
             "--allow-same-uid-dev",
+            // Gone with this test process even if it is killed.
+            "--exit-with-parent",
         ])
         .stdout(std::process::Stdio::null())
         .stderr(std::process::Stdio::null())

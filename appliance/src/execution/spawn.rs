@@ -150,3 +150,37 @@ async fn spawn_launched(socket: &std::path::Path) -> Result<Spawned, String> {
         },
     })
 }
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn an_absent_launcher_is_a_clear_error_naming_its_socket() {
+        let dir = tempfile::tempdir().unwrap();
+        let socket = dir.path().join("worker-launcher.sock");
+        let Err(err) = Spawner::Launcher(socket.clone()).spawn().await else {
+            panic!("a worker came from no launcher");
+        };
+        assert!(
+            err.contains("cannot connect to the worker launcher at")
+                && err.contains(&socket.display().to_string()),
+            "{err}"
+        );
+        // Positive control: the direct path with a missing binary fails differently,
+        // naming the binary, so the message above is the launcher path's own.
+        let spec = WorkerSpec {
+            binary: dir.path().join("no-such-worker"),
+            memory_limit_mb: 64,
+            cwd: dir.path().to_owned(),
+        };
+        let Err(err) = Spawner::Direct(spec).spawn().await else {
+            panic!("a worker started from no binary");
+        };
+        assert!(
+            err.contains("cannot start") && err.contains("no-such-worker"),
+            "{err}"
+        );
+    }
+}
