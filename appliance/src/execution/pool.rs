@@ -607,36 +607,13 @@ mod tests {
         heap_limit_bytes: u64::MAX,
     };
 
-    fn newest_mtime(dir: &Path) -> Option<std::time::SystemTime> {
-        let mut newest = None;
-        for entry in std::fs::read_dir(dir).ok()?.flatten() {
-            let path = entry.path();
-            let time = if path.is_dir() {
-                newest_mtime(&path)
-            } else {
-                entry.metadata().ok()?.modified().ok()
-            };
-            newest = newest.max(time);
-        }
-        newest
-    }
-
     /// `action-worker` of this target directory, refused when older than its sources.
     fn worker_binary() -> PathBuf {
-        let exe = std::env::current_exe().unwrap();
-        let dir = exe.parent().and_then(Path::parent).unwrap();
-        let path = dir.join("action-worker");
-        let hint = "build it with `cargo build -p action-runtime --bin action-worker` (`cargo test --workspace` does)";
-        let built = std::fs::metadata(&path)
-            .and_then(|m| m.modified())
-            .unwrap_or_else(|_| panic!("{} is missing; {hint}", path.display()));
-        let sources = Path::new(env!("CARGO_MANIFEST_DIR")).join("runtime/src");
-        assert!(
-            Some(built) >= newest_mtime(&sources),
-            "{} is older than its sources; {hint}",
-            path.display()
-        );
-        path
+        test_support::binaries::fresh_binary(
+            "action-worker",
+            &Path::new(env!("CARGO_MANIFEST_DIR")).join("runtime/src"),
+            "build it with `cargo build -p action-runtime --bin action-worker` (`cargo test --workspace` does)",
+        )
     }
 
     struct Fixture {

@@ -1,4 +1,5 @@
-//! Helpers shared by the tests of every crate in the workspace: the one place that knows
+//! Helpers shared by the tests of every crate in the workspace: the workspace binaries a
+//! test starts, checked fresh ([`binaries`]); the one place that knows
 //! where `scripts/setup` installs the test tools ([`tools`]), a node runner that can load
 //! those npm packages ([`node`]), with the `anvil` feature a local chain ([`anvil`]), and a
 //! stand-in dstack guest agent on a Unix socket ([`dstack_agent`]).
@@ -9,6 +10,7 @@
 
 #[cfg(feature = "anvil")]
 pub mod anvil;
+pub mod binaries;
 pub mod dstack_agent;
 pub mod node;
 pub mod tools;

@@ -18,43 +18,16 @@ use worker_launcher::client::{self, Connection, LaunchError};
 /// How long anything a test waits for may take before the test fails.
 pub const PATIENCE: Duration = Duration::from_secs(30);
 
-/// The workspace's target directory for this profile (`target/debug`).
-pub fn bin_dir() -> PathBuf {
-    let exe = std::env::current_exe().unwrap();
-    exe.parent().and_then(Path::parent).unwrap().to_owned()
-}
-
-fn newest_mtime(dir: &Path) -> Option<std::time::SystemTime> {
-    let mut newest = None;
-    for entry in std::fs::read_dir(dir).ok()?.flatten() {
-        let path = entry.path();
-        let time = if path.is_dir() {
-            newest_mtime(&path)
-        } else {
-            entry.metadata().ok()?.modified().ok()
-        };
-        newest = newest.max(time);
-    }
-    newest
-}
+pub use test_support::binaries::bin_dir;
 
 /// The `action-worker` binary of this target directory, refused when missing or older
 /// than its sources (`cargo test -p worker-launcher` does not build other packages).
 pub fn action_worker() -> PathBuf {
-    let path = bin_dir().join("action-worker");
-    let hint = "build it first: cargo build -p action-runtime --bin action-worker";
-    let built = std::fs::metadata(&path)
-        .and_then(|m| m.modified())
-        .unwrap_or_else(|_| panic!("{} is not built; {hint}", path.display()));
-    let sources = Path::new(env!("CARGO_MANIFEST_DIR")).join("../runtime/src");
-    if let Some(newest) = newest_mtime(&sources) {
-        assert!(
-            built >= newest,
-            "{} is older than its sources; {hint}",
-            path.display()
-        );
-    }
-    path
+    test_support::binaries::fresh_binary(
+        "action-worker",
+        &Path::new(env!("CARGO_MANIFEST_DIR")).join("../runtime/src"),
+        "build it first: cargo build -p action-runtime --bin action-worker",
+    )
 }
 
 /// A running launcher, stopped (SIGKILL) when dropped.

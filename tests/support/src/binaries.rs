@@ -1,0 +1,51 @@
+//! Workspace binaries a test starts as real processes (`action-worker`, `keyservice`, …),
+//! found in the target directory of the running test and refused when missing or older
+//! than their sources: `cargo test -p X` builds only X's own binaries, and a stale binary
+//! of another package would otherwise be tested silently.
+
+use std::path::{Path, PathBuf};
+use std::time::SystemTime;
+
+/// The directory of the workspace's built binaries (`target/debug`), from this test
+/// executable's own path (`target/debug/deps/<test>`).
+pub fn bin_dir() -> PathBuf {
+    let exe = std::env::current_exe().expect("current_exe");
+    exe.parent()
+        .and_then(Path::parent)
+        .expect("the test executable is in <target>/<profile>/deps")
+        .to_owned()
+}
+
+/// The newest modification time of any file under `dir` (`None` for an empty or
+/// unreadable directory).
+pub fn newest_mtime(dir: &Path) -> Option<SystemTime> {
+    let mut newest = None;
+    for entry in std::fs::read_dir(dir).ok()?.flatten() {
+        let path = entry.path();
+        let time = if path.is_dir() {
+            newest_mtime(&path)
+        } else {
+            entry.metadata().ok()?.modified().ok()
+        };
+        newest = newest.max(time);
+    }
+    newest
+}
+
+/// `name` in [`bin_dir`], refused (a panic naming `hint`, the command that fixes it) when
+/// it is not built or is older than any file under `sources`.
+pub fn fresh_binary(name: &str, sources: &Path, hint: &str) -> PathBuf {
+    let path = bin_dir().join(name);
+    let built = std::fs::metadata(&path)
+        .and_then(|m| m.modified())
+        .unwrap_or_else(|_| panic!("{} is not built; {hint}", path.display()));
+    if let Some(newest) = newest_mtime(sources) {
+        assert!(
+            built >= newest,
+            "{} is older than {}; {hint}",
+            path.display(),
+            sources.display()
+        );
+    }
+    path
+}
