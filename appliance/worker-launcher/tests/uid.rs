@@ -13,7 +13,8 @@ use std::os::unix::process::CommandExt as _;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use common::{Driven, Launcher, PATIENCE, action_worker, bin_dir, proc_status};
+use common::{Driven, Launcher, PATIENCE, action_worker, proc_status};
+use test_support::binaries::bin_dir;
 use tokio::io::AsyncReadExt as _;
 use worker_launcher::client::LaunchError;
 use worker_launcher::protocol::Refusal;

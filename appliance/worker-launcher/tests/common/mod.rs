@@ -18,8 +18,6 @@ use worker_launcher::client::{self, Connection, LaunchError};
 /// How long anything a test waits for may take before the test fails.
 pub const PATIENCE: Duration = Duration::from_secs(30);
 
-pub use test_support::binaries::bin_dir;
-
 /// The `action-worker` binary of this target directory, refused when missing or older
 /// than its sources (`cargo test -p worker-launcher` does not build other packages).
 pub fn action_worker() -> PathBuf {
