@@ -113,12 +113,21 @@ pub async fn launch(socket: &Path) -> Result<LaunchedWorker, LaunchError> {
             path: socket.to_owned(),
             source,
         })?;
-    stream
+    // A launcher that refuses at once (busy, a peer it does not serve) answers and closes
+    // without reading the request, so the write may fail with a broken pipe while the
+    // refusal waits to be read: read the answer anyway, and report the write's error
+    // only if there is none.
+    let written = stream
         .write_all(&protocol::encode_request(Request::Spawn))
-        .await?;
+        .await;
     let mut fds = Vec::new();
     let mut header = [0u8; HEADER_LEN];
-    recv_exact(&stream, &mut header, &mut fds).await?;
+    if let Err(read_error) = recv_exact(&stream, &mut header, &mut fds).await {
+        return Err(match written {
+            Err(write_error) => write_error.into(),
+            Ok(()) => read_error,
+        });
+    }
     let len = protocol::frame_len(header)?;
     let mut body = vec![0u8; len];
     recv_exact(&stream, &mut body, &mut fds).await?;
