@@ -299,7 +299,8 @@ async fn a_wallet_converts_an_api_mode_account_and_administers_it_on_chain() {
     let admin = anvil.addresses()[7];
     let admin_text = address(&admin_key);
     assert_eq!(admin_text.parse::<Address>().unwrap(), admin);
-    let mut body = signed(&admin_key, "ConvertAccount", chain, now());
+    let converted_at = now();
+    let mut body = signed(&admin_key, "ConvertAccount", chain, converted_at);
     // Signed by the admin, but naming another new admin: refused.
     body["new_admin_wallet_address"] = json!(anvil.addresses()[8].to_string());
     let msg = app
@@ -357,7 +358,9 @@ async fn a_wallet_converts_an_api_mode_account_and_administers_it_on_chain() {
         "{msg}"
     );
     // Converting again: 409.
-    let again = signed(&admin_key, "ConvertAccount", chain, now() - 1);
+    // Another `issuedAt` than the first conversion's, so this is a new signature (the
+    // same one would be a replay, 422) whatever the clock read.
+    let again = signed(&admin_key, "ConvertAccount", chain, converted_at - 1);
     let mut again = again;
     again["new_admin_wallet_address"] = json!(admin_text);
     app.post("/convert_to_chain_secured_account", Some(&key), again)
@@ -787,7 +790,10 @@ async fn a_chain_secured_usage_key_stops_at_its_on_chain_expiration() {
             .unwrap()
             .to_owned()
     };
-    let (expiring, lasting) = (mint(now()).await, mint(now() - 1).await);
+    // One reading of the clock: read twice, a second boundary between the two mints
+    // would give both the same `issuedAt`, the same signature, and a replay refusal.
+    let issued_at = now();
+    let (expiring, lasting) = (mint(issued_at).await, mint(issued_at - 1).await);
     const LIFETIME: i64 = 10;
     let expires_at = now() + LIFETIME;
     set_usage_key(
