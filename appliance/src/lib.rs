@@ -436,9 +436,7 @@ pub(crate) async fn start_keyservice(
     };
     let supervisor = dev::keyservice_child::Supervisor::start(spec)
         .map_err(|source| StartError::KeyserviceSpawn { binary, source })?;
-    if let Err(err) =
-        dev::keyservice_child::wait_ready(Duration::from_secs(20), || keys.check()).await
-    {
+    if let Err(err) = dev::supervise::wait_ready(Duration::from_secs(20), || keys.check()).await {
         supervisor.shutdown().await;
         return Err(StartError::KeyserviceNotReady {
             socket: ks.socket.clone(),

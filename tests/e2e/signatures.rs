@@ -226,6 +226,19 @@ fn hex_u256(text: &str) -> U256 {
     U256::from_str_radix(text.trim_start_matches("0x"), 16).unwrap()
 }
 
+/// Mints a usage key (and its wallet) with `key`'s `AddUsageApiKey` signature made at
+/// `issued_at`: the 200 body (`usage_api_key`, `wallet_address`, `derivation_path`, …).
+async fn mint_usage_key(app: &Appliance, key: &str, chain: u64, issued_at: i64) -> Value {
+    app.post(
+        "/add_usage_api_key_with_signature",
+        None,
+        signed(key, "AddUsageApiKey", chain, issued_at),
+    )
+    .await
+    .assert_ok()
+    .clone()
+}
+
 async fn wait<F, Fut>(what: &str, check: F)
 where
     F: FnMut() -> Fut,
@@ -418,15 +431,7 @@ async fn a_wallet_converts_an_api_mode_account_and_administers_it_on_chain() {
     .await;
 
     // A usage key and a wallet minted with the admin's signatures.
-    let minted = app
-        .post(
-            "/add_usage_api_key_with_signature",
-            None,
-            signed(&admin_key, "AddUsageApiKey", chain, now()),
-        )
-        .await
-        .assert_ok()
-        .clone();
+    let minted = mint_usage_key(&app, &admin_key, chain, now()).await;
     let new_key = minted["usage_api_key"].as_str().unwrap().to_owned();
     let minted_wallet: Address = minted["wallet_address"].as_str().unwrap().parse().unwrap();
     run(new_key.clone(), code).await.assert_error(401);
@@ -626,15 +631,7 @@ async fn a_front_run_registration_gives_the_attacker_nothing_and_the_minter_ever
     let (victim_account, attacker_account) = (account_of(5), account_of(6));
 
     // The attacker's own execute-all usage key, minted and registered by the attacker.
-    let own = app
-        .post(
-            "/add_usage_api_key_with_signature",
-            None,
-            signed(&attacker_key, "AddUsageApiKey", chain, now()),
-        )
-        .await
-        .assert_ok()
-        .clone();
+    let own = mint_usage_key(&app, &attacker_key, chain, now()).await;
     let attacker_usage = own["usage_api_key"].as_str().unwrap().to_owned();
     set_usage_key(
         &attacker,
@@ -657,15 +654,7 @@ async fn a_front_run_registration_gives_the_attacker_nothing_and_the_minter_ever
     .await;
 
     // The victim mints a usage key (and its wallet).
-    let minted = app
-        .post(
-            "/add_usage_api_key_with_signature",
-            None,
-            signed(&victim_key, "AddUsageApiKey", chain, now()),
-        )
-        .await
-        .assert_ok()
-        .clone();
+    let minted = mint_usage_key(&app, &victim_key, chain, now()).await;
     let victim_usage = minted["usage_api_key"].as_str().unwrap().to_owned();
     let minted_wallet: Address = minted["wallet_address"].as_str().unwrap().parse().unwrap();
     let path = hex_u256(minted["derivation_path"].as_str().unwrap());
@@ -778,14 +767,7 @@ async fn a_chain_secured_usage_key_stops_at_its_on_chain_expiration() {
     // Two signatures, distinct even within one second (issuedAt differs).
     let (app_ref, owner_ref) = (&app, &owner_key);
     let mint = |issued_at: i64| async move {
-        let (app, owner_key) = (app_ref, owner_ref);
-        app.post(
-            "/add_usage_api_key_with_signature",
-            None,
-            signed(owner_key, "AddUsageApiKey", chain, issued_at),
-        )
-        .await
-        .assert_ok()["usage_api_key"]
+        mint_usage_key(app_ref, owner_ref, chain, issued_at).await["usage_api_key"]
             .as_str()
             .unwrap()
             .to_owned()

@@ -373,12 +373,6 @@ async fn supervise(spec: AnvilSpec, first: Child, port: u16, stopped: watch::Rec
             .map(|(child, _)| child)
             .map_err(|e| e.to_string())
     };
-    crate::dev::keyservice_child::keep_running(
-        "anvil",
-        first,
-        Duration::from_secs(10),
-        respawn,
-        stopped,
-    )
-    .await;
+    crate::dev::supervise::keep_running("anvil", first, Duration::from_secs(10), respawn, stopped)
+        .await;
 }

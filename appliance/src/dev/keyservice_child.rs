@@ -7,7 +7,7 @@
 
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use tokio::process::{Child, Command};
 use tokio::sync::watch;
@@ -106,7 +106,7 @@ async fn supervise(spec: ChildSpec, first: Child, stopped: watch::Receiver<bool>
             .map_err(|e| format!("{e} ({})", spec.binary.display()));
         async move { spawned }
     };
-    keep_running(
+    super::supervise::keep_running(
         "keyservice",
         first,
         Duration::from_secs(3),
@@ -114,69 +114,6 @@ async fn supervise(spec: ChildSpec, first: Child, stopped: watch::Receiver<bool>
         stopped,
     )
     .await;
-}
-
-/// Keeps a child process running until `stopped` changes: one that exits is restarted by
-/// `respawn` after a backoff (200 ms, doubling up to 5 s, back to 200 ms after 30 s of
-/// good running). When stopped, the child gets SIGTERM and `grace` to exit, then SIGKILL.
-pub(crate) async fn keep_running<F, Fut>(
-    name: &'static str,
-    first: Child,
-    grace: Duration,
-    mut respawn: F,
-    mut stopped: watch::Receiver<bool>,
-) where
-    F: FnMut() -> Fut,
-    Fut: std::future::Future<Output = Result<Child, String>>,
-{
-    let mut child = Some(first);
-    let mut backoff = Duration::from_millis(200);
-    loop {
-        if let Some(running) = child.as_mut() {
-            let started = Instant::now();
-            tokio::select! {
-                status = running.wait() => {
-                    match status {
-                        Ok(status) => tracing::error!(%status, child = name, "child exited; restarting"),
-                        Err(err) => tracing::error!(error = %err, child = name, "child could not be waited on; restarting"),
-                    }
-                    if started.elapsed() > Duration::from_secs(30) {
-                        backoff = Duration::from_millis(200);
-                    }
-                    child = None;
-                }
-                _ = stopped.changed() => {
-                    crate::dev::child_guard::terminate(running, grace).await;
-                    return;
-                }
-            }
-        }
-        tokio::select! {
-            () = tokio::time::sleep(backoff) => {}
-            _ = stopped.changed() => return,
-        }
-        backoff = (backoff * 2).min(Duration::from_secs(5));
-        match respawn().await {
-            Ok(next) => child = Some(next),
-            Err(err) => tracing::error!(error = %err, child = name, "cannot restart the child"),
-        }
-    }
-}
-
-/// Waits until `ready` succeeds, up to `limit`.
-pub async fn wait_ready<F, Fut, E>(limit: Duration, mut ready: F) -> Result<(), E>
-where
-    F: FnMut() -> Fut,
-    Fut: std::future::Future<Output = Result<(), E>>,
-{
-    let deadline = Instant::now() + limit;
-    loop {
-        match ready().await {
-            Ok(()) => return Ok(()),
-            Err(err) if Instant::now() >= deadline => return Err(err),
-            Err(_) => tokio::time::sleep(Duration::from_millis(25)).await,
-        }
-    }
 }
 
 /// Writes the development compose if none exists, so a fresh `appliance dev` seals to

@@ -107,7 +107,7 @@ impl Supervisor {
                     .map_err(|e| format!("{e} ({})", spec.binary.display()));
                 async move { spawned }
             };
-            super::keyservice_child::keep_running(
+            super::supervise::keep_running(
                 "worker-launcher",
                 first,
                 Duration::from_secs(3),
@@ -119,7 +119,7 @@ impl Supervisor {
         let supervisor = Self { stop, task };
         // The launcher binds by renaming a finished socket into place: once the path is
         // a socket, it accepts.
-        let ready = super::keyservice_child::wait_ready(Duration::from_secs(20), || {
+        let ready = super::supervise::wait_ready(Duration::from_secs(20), || {
             let listening =
                 std::fs::symlink_metadata(&socket).is_ok_and(|m| m.file_type().is_socket());
             async move { if listening { Ok(()) } else { Err(()) } }

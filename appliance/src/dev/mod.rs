@@ -3,7 +3,9 @@
 //! and the chain is a real RPC endpoint.
 //!
 //! * `keyservice_child`: keyservice as a supervised child process (restarted if it dies,
-//!   stopped with the appliance), and the restart loop the dev chain shares.
+//!   stopped with the appliance).
+//! * `supervise`: the restart loop with backoff and the readiness wait that every child
+//!   here (keyservice, the launcher, anvil) shares.
 //! * `launcher_child`: `worker-launcher` as a supervised child (same uid), so workers are
 //!   started through the launcher protocol as in the image.
 //! * `chain`: a local anvil with its state in the data directory, funded payers and the
@@ -15,3 +17,4 @@ pub mod chain;
 pub mod child_guard;
 pub mod keyservice_child;
 pub mod launcher_child;
+pub mod supervise;
