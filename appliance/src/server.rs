@@ -17,6 +17,8 @@ use tokio::sync::Semaphore;
 use tokio_rustls::TlsAcceptor;
 
 use crate::config::HttpConfig;
+use crate::http::ClientAddr;
+use tower::ServiceExt;
 
 /// How long shutdown waits for open connections before giving up on them.
 const DRAIN_TIMEOUT: Duration = Duration::from_secs(10);
@@ -64,7 +66,13 @@ pub async fn serve(
         let _ = tcp.set_nodelay(true);
         let acceptor = acceptor.clone();
         let builder = builder.clone();
-        let service = TowerToHyperService::new(app.clone());
+        // Every request on this connection learns its peer (`ClientAddr`).
+        let service = TowerToHyperService::new(app.clone().map_request(
+            move |mut req: http::Request<hyper::body::Incoming>| {
+                req.extensions_mut().insert(ClientAddr(peer));
+                req
+            },
+        ));
         let watcher = graceful.watcher();
         tokio::spawn(async move {
             let _permit = permit;

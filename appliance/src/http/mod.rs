@@ -18,6 +18,11 @@ use utoipa_swagger_ui::SwaggerUi;
 use crate::error::ApiError;
 use crate::state::AppState;
 
+/// The TCP peer of the connection a request came on, put into every request's
+/// extensions by the accept loop (`crate::server`). Per-client limits key on its IP.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ClientAddr(pub std::net::SocketAddr);
+
 /// The API's path prefix.
 pub const API_PREFIX: &str = "/core/v1";
 
