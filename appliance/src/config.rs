@@ -320,6 +320,18 @@ pub struct ActionsConfig {
     pub fetch_allow_private: bool,
     /// Worker processes kept ready; 0 = two per CPU (at least 2).
     pub workers: usize,
+    /// Actions one account may run at once; more wait in the account's own queue, and
+    /// waiting accounts are served in turn (round-robin between accounts, FIFO within
+    /// one). 0 = half the pool, rounded down, at least 1.
+    pub max_concurrent_per_account: usize,
+    /// Actions one account may have waiting for a worker; beyond it the account's new
+    /// actions are refused with 429 (other accounts are not affected).
+    pub max_queued_per_account: usize,
+    /// Actions waiting for a worker in all; beyond it an action that cannot run at once
+    /// is refused with 429.
+    pub max_queued: usize,
+    /// Longest wait for a worker, in ms; an action still waiting then is refused with 429.
+    pub queue_timeout_ms: u64,
     /// Jobs one worker runs before it is retired and replaced (at least 1; 1 = a fresh
     /// worker for every job). A worker is also retired after any job that hit a limit
     /// (timeout, memory, size or depth limits).
@@ -364,6 +376,10 @@ impl Default for ActionsConfig {
             fetch_max_response_bytes: 1024 * 1024,
             fetch_allow_private: false,
             workers: 0,
+            max_concurrent_per_account: 0,
+            max_queued_per_account: 16,
+            max_queued: 1024,
+            queue_timeout_ms: 10_000,
             worker_max_jobs: 1000,
             worker_retire_heap_mb: 0,
             worker_binary: None,
@@ -390,6 +406,11 @@ impl ActionsConfig {
         if self.memory_limit_mb == 0 {
             return Err(ConfigError::Invalid(
                 "actions.memory_limit_mb must be positive".into(),
+            ));
+        }
+        if self.max_queued_per_account == 0 || self.max_queued == 0 {
+            return Err(ConfigError::Invalid(
+                "actions.max_queued_per_account and actions.max_queued must be at least 1".into(),
             ));
         }
         if self.worker_max_jobs == 0 {

@@ -253,7 +253,9 @@ impl From<crate::execution::ExecError> for ApiError {
             ExecError::ExecutionDenied(denied) => denied.into(),
             ExecError::WalletDenied(_) => Self::Forbidden(err.to_string()),
             ExecError::InsufficientCredit(billing) | ExecError::Billing(billing) => billing.into(),
-            ExecError::Busy => Self::TooManyRequests(err.to_string()),
+            ExecError::Busy(_) => Self::TooManyRequests(err.to_string()),
+            // Nobody is listening any more; a status for the log only.
+            ExecError::Abandoned => Self::Unavailable(err.to_string()),
             ExecError::WorkersUnavailable(_) => {
                 tracing::error!(error = %err, "action runtime unavailable");
                 Self::Unavailable("actions cannot run right now; retry shortly".into())
@@ -359,9 +361,14 @@ mod execution_error_tests {
             ),
             (ExecError::from(credit), 402, credit_text),
             (
-                ExecError::Busy,
+                ExecError::Busy(crate::execution::fair::Refusal::WaitedTooLong),
                 429,
                 "every action worker is busy; retry shortly".into(),
+            ),
+            (
+                ExecError::Busy(crate::execution::fair::Refusal::AccountQueueFull(3)),
+                429,
+                "this account already has 3 action(s) waiting for a worker (besides those running); retry when some have finished".into(),
             ),
             (
                 ExecError::WorkersUnavailable("no binary".into()),

@@ -2,11 +2,18 @@
 //! finds the code, decides what it may use (by `authz`'s execution operations),
 //! reserves credit, runs it in the worker pool and charges the time it ran.
 //!
+//! The run and its charge happen in a task of their own, which the request does not
+//! own: whatever ends the request (a client that goes away, an HTTP/2 stream reset, the
+//! server's request deadline), the task stops the job (its worker is killed) and charges
+//! the time it ran, exactly once. A job that asks for a wallet outside its scope is
+//! stopped at that call and charged too; the caller gets the refusal (403).
+//!
 //! The JavaScript runs in `action-worker` processes (crate `action-runtime`): `pool`
 //! drives them, `host` answers their key operations and fetches (`fetch`), `code` finds
 //! code by CID. Nothing here speaks HTTP; `error.rs` maps [`ExecError`] to responses.
 
 pub mod code;
+pub mod fair;
 pub mod fetch;
 pub mod host;
 pub mod pool;
@@ -17,9 +24,10 @@ use std::time::Duration;
 
 use action_runtime::protocol::{ActionError, ErrorKind, JobDone};
 use serde_json::Value;
+use tracing::Instrument as _;
 
 use crate::authz::{self, Credential, Denied, ExecutionGrant};
-use crate::billing::{Billing, BillingError};
+use crate::billing::{ActionTicket, Billing, BillingError};
 use crate::cid;
 use crate::config::ActionsConfig;
 use crate::keyservice_client::Keys;
@@ -27,7 +35,7 @@ use crate::store::{AccountId, CidHash, Store, StoreError, WalletScope};
 use code::{Gateway, GatewayError};
 use fetch::{FetchLimits, Fetcher};
 use host::{HostContext, WalletRefused};
-use pool::{JobLimits, Pool, PoolError, RetirePolicy, Run};
+use pool::{Admission, JobLimits, Pool, PoolError, RetirePolicy, Run};
 use spawn::{Spawner, WorkerSpec};
 
 /// What a caller asks to run, as the request gave it.
@@ -90,15 +98,21 @@ pub enum ExecError {
     #[error(transparent)]
     ExecutionDenied(Denied),
     /// The code asked for a wallet outside its scope (or one that does not exist). It
-    /// ran to its end, but its outcome is withheld and it is not charged.
+    /// was stopped at that call and charged for the time it ran; nothing else of it
+    /// reaches the caller.
     #[error("the action was refused a wallet: {0}")]
     WalletDenied(WalletRefused),
     /// The account cannot pay for one second of running; nothing ran.
     #[error(transparent)]
     InsufficientCredit(BillingError),
-    /// Every worker is busy and the queue wait ran out.
-    #[error("every action worker is busy; retry shortly")]
-    Busy,
+    /// Not admitted to the worker pool: the account's queue or the whole queue is
+    /// full, or the wait for a worker ran out.
+    #[error(transparent)]
+    Busy(fair::Refusal),
+    /// The request went away (client gone, stream reset, request deadline); the action
+    /// was stopped and charged for the time it ran. No one receives this error.
+    #[error("the request was abandoned; the action was stopped")]
+    Abandoned,
     /// No worker can be started or reached.
     #[error("actions cannot run right now: {0}")]
     WorkersUnavailable(String),
@@ -111,8 +125,9 @@ pub enum ExecError {
 impl From<PoolError> for ExecError {
     fn from(err: PoolError) -> Self {
         match err {
-            PoolError::Busy => Self::Busy,
+            PoolError::Busy(refusal) => Self::Busy(refusal),
             PoolError::Unavailable(detail) => Self::WorkersUnavailable(detail),
+            PoolError::Abandoned => Self::Abandoned,
         }
     }
 }
@@ -155,9 +170,7 @@ pub async fn execute(
             Duration::from_millis(limits.timeout_ms),
         )
         .await?;
-    let credit_limit = ticket.as_ref().and_then(|t| t.deadline());
-
-    let mut host = HostContext::new(
+    let host = HostContext::new(
         ctx.store.clone(),
         ctx.keys.clone(),
         ctx.executor.fetcher.clone(),
@@ -171,25 +184,73 @@ pub async fn execute(
         action_cid,
         js_params: job.js_params,
     };
-    let timed = match ctx.executor.pool.run(job, &mut host, credit_limit).await? {
-        Run::Finished(timed) => timed,
-        // Dropping the ticket releases the reservation: a refusal is not charged.
-        Run::Refused(refused) => return Err(ExecError::WalletDenied(refused)),
+    // The run and its charge belong to a task the request does not own. `_attached` lives
+    // as long as this future: when the request is dropped, so is it, and the task stops
+    // the job and charges what ran.
+    let (_attached, detached) = tokio::sync::oneshot::channel::<()>();
+    let abandoned = async move {
+        let _ = detached.await;
     };
-    let mut outcome = timed.outcome;
+    let paid = paid_run(
+        ctx.store.clone(),
+        Arc::clone(&ctx.executor.pool),
+        job,
+        host,
+        ticket,
+        abandoned,
+    );
+    match tokio::spawn(paid.in_current_span()).await {
+        Ok(result) => result,
+        Err(err) => Err(ExecError::WorkersUnavailable(format!(
+            "the action's task failed: {err}"
+        ))),
+    }
+}
+
+/// Runs `job` and charges the time it ran against `ticket`, whatever ended it: its end,
+/// its limit, a refused wallet, or `abandoned` (the request went away). A job that never
+/// started is not charged; either way the reservation is released (the ticket's drop).
+async fn paid_run(
+    store: Store,
+    pool: Arc<Pool>,
+    job: pool::ResolvedJob,
+    mut host: HostContext,
+    ticket: Option<ActionTicket>,
+    abandoned: impl Future<Output = ()>,
+) -> Result<Outcome, ExecError> {
+    let credit_limit = ticket.as_ref().and_then(|t| t.deadline());
+    let run = pool.run(job, &mut host, credit_limit, abandoned).await?;
+    let run_time = run.run_time();
+    let mut charged = None;
     if let Some(ticket) = ticket {
         let paid_seconds = ticket.seconds();
-        let charged = ticket.charge(ctx.store, timed.run_time).await?;
-        if timed.deadline_hit && credit_limit.is_some() {
-            outcome.error = Some(ActionError {
-                kind: ErrorKind::Limit,
-                message: format!(
-                    "the action was stopped after {paid_seconds} s because the account's credit ran out ({charged} cent(s) charged); add credit to run longer"
-                ),
-            });
-        }
+        let cents = ticket.charge(&store, run_time).await?;
+        tracing::info!(
+            cents,
+            run_ms = run_time.as_millis() as u64,
+            ending = run.ending(),
+            "action charged"
+        );
+        charged = Some((paid_seconds, cents));
     }
-    Ok(outcome)
+    match run {
+        Run::Finished(timed) => {
+            let mut outcome = timed.outcome;
+            if let (true, Some(_), Some((paid_seconds, cents))) =
+                (timed.deadline_hit, credit_limit, charged)
+            {
+                outcome.error = Some(ActionError {
+                    kind: ErrorKind::Limit,
+                    message: format!(
+                        "the action was stopped after {paid_seconds} s because the account's credit ran out ({cents} cent(s) charged); add credit to run longer"
+                    ),
+                });
+            }
+            Ok(outcome)
+        }
+        Run::Refused { refused, .. } => Err(ExecError::WalletDenied(refused)),
+        Run::Abandoned { .. } => Err(ExecError::Abandoned),
+    }
 }
 
 /// The wallets `caller` may use while running `action_cid`, or the refusal to run it:
@@ -238,7 +299,12 @@ impl Executor {
         spawner.report();
         let limits = JobLimits {
             timeout: Duration::from_millis(config.timeout_ms),
-            queue_timeout: Duration::from_secs(10),
+            queue_timeout: Duration::from_millis(config.queue_timeout_ms),
+            admission: Admission {
+                per_account: max_concurrent_per_account(config),
+                queued_per_account: config.max_queued_per_account,
+                queued_total: config.max_queued,
+            },
             worker: action_runtime::protocol::JobLimits {
                 max_response_bytes: config.max_response_bytes,
                 max_log_bytes: config.max_log_bytes,
@@ -286,6 +352,15 @@ pub fn pool_size(config: &ActionsConfig) -> usize {
             .max(2)
     } else {
         config.workers
+    }
+}
+
+/// Actions one account may run at once: `actions.max_concurrent_per_account`, or for 0
+/// half the pool (rounded down, at least 1), so one account always leaves room for others.
+pub fn max_concurrent_per_account(config: &ActionsConfig) -> usize {
+    match config.max_concurrent_per_account {
+        0 => (pool_size(config) / 2).max(1),
+        n => n,
     }
 }
 

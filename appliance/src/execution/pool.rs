@@ -27,9 +27,10 @@ use action_runtime::protocol::{
 use serde_json::Value;
 use tokio::io::{AsyncReadExt, AsyncWriteExt, BufReader};
 use tokio::net::unix::pipe;
-use tokio::sync::{Notify, Semaphore};
+use tokio::sync::Notify;
 
 use super::Outcome;
+use super::fair::{FairLimits, Refusal, Scheduler};
 use super::host::{HostContext, HostError, WalletRefused};
 use super::spawn::{Spawner, WorkerProcess};
 
@@ -58,18 +59,49 @@ pub struct Timed {
 pub enum Run {
     /// It ran to its end (or its limit); the outcome says how.
     Finished(Timed),
-    /// A host call was refused a wallet: the action saw a rejected promise and ran on,
-    /// but its outcome must not reach the caller. The first refusal is kept.
-    Refused(WalletRefused),
+    /// A host call was refused a wallet: the job was stopped there (its worker killed,
+    /// the call never answered) after running for `run_time`.
+    Refused {
+        refused: WalletRefused,
+        run_time: Duration,
+    },
+    /// Whoever asked for it went away mid-run: the job was stopped (its worker killed)
+    /// after running for `run_time`.
+    Abandoned { run_time: Duration },
+}
+
+impl Run {
+    /// How long the job ran (whatever ended it).
+    pub fn run_time(&self) -> Duration {
+        match self {
+            Self::Finished(timed) => timed.run_time,
+            Self::Refused { run_time, .. } | Self::Abandoned { run_time } => *run_time,
+        }
+    }
+
+    /// What ended it, for the log.
+    pub fn ending(&self) -> &'static str {
+        match self {
+            Self::Finished(timed) if timed.deadline_hit => "deadline",
+            Self::Finished(timed) if timed.outcome.error.is_some() => "failed",
+            Self::Finished(_) => "finished",
+            Self::Refused { .. } => "refused wallet",
+            Self::Abandoned { .. } => "abandoned",
+        }
+    }
 }
 
 /// Why a job could not run at all.
 #[derive(Debug, thiserror::Error)]
 pub enum PoolError {
-    #[error("every action worker is busy; retry shortly")]
-    Busy,
+    /// Not admitted (see `fair`).
+    #[error(transparent)]
+    Busy(#[from] Refusal),
     #[error("actions cannot run right now: {0}")]
     Unavailable(String),
+    /// Whoever asked for it went away before it started; nothing ran.
+    #[error("the job was abandoned before it started")]
+    Abandoned,
 }
 
 /// Time a worker gets to start and say `ready`.
@@ -82,10 +114,23 @@ pub struct JobLimits {
     pub timeout: Duration,
     /// How long a job may wait for a free worker before it is refused as busy.
     pub queue_timeout: Duration,
+    /// Who gets a worker when (the pool's size and the wait are added by the pool).
+    pub admission: Admission,
     /// Enforced by the worker; sent with each job.
     pub worker: protocol::JobLimits,
     /// When a worker stops serving jobs.
     pub retire: RetirePolicy,
+}
+
+/// The per-account rules of [`FairLimits`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Admission {
+    /// Jobs one account may run at once.
+    pub per_account: usize,
+    /// Jobs one account may have waiting for a worker.
+    pub queued_per_account: usize,
+    /// Jobs waiting in all.
+    pub queued_total: usize,
 }
 
 /// When a worker is retired instead of parked for the next job (besides any job that hit
@@ -133,6 +178,10 @@ enum Retirement {
     Broken,
     /// It overran the deadline and was killed.
     Timeout,
+    /// Its job was refused a wallet and stopped there.
+    Refused,
+    /// Its job was abandoned by its caller.
+    Abandoned,
 }
 
 impl std::fmt::Display for Retirement {
@@ -143,6 +192,8 @@ impl std::fmt::Display for Retirement {
             Self::Heap(bytes) => write!(f, "it holds {bytes} bytes of heap"),
             Self::Broken => f.write_str("it died or broke the protocol"),
             Self::Timeout => f.write_str("it overran the deadline"),
+            Self::Refused => f.write_str("its job was refused a wallet and stopped"),
+            Self::Abandoned => f.write_str("its job's caller went away"),
         }
     }
 }
@@ -174,6 +225,8 @@ enum WorkerEnd {
     Done(Outcome),
     /// It died or broke the protocol; it must not be reused.
     Broken(Outcome),
+    /// It asked for a wallet outside the job's scope; the call was not answered.
+    Refused(WalletRefused),
 }
 
 pub struct Pool {
@@ -182,7 +235,8 @@ pub struct Pool {
     /// Workers kept ready (and the most jobs running at once).
     size: usize,
     idle: Mutex<Vec<Pooled>>,
-    slots: Semaphore,
+    /// Who runs next: at most `size` jobs at once, fairly between accounts.
+    scheduler: Arc<Scheduler>,
     /// Workers started so far (the last one's number).
     started: AtomicU64,
     /// Woken when a worker is parked.
@@ -217,7 +271,13 @@ impl Pool {
             limits,
             size,
             idle: Mutex::new(Vec::new()),
-            slots: Semaphore::new(size),
+            scheduler: Scheduler::new(FairLimits {
+                slots: size,
+                per_account: limits.admission.per_account,
+                queued_per_account: limits.admission.queued_per_account,
+                queued_total: limits.admission.queued_total,
+                wait: limits.queue_timeout,
+            }),
             started: AtomicU64::new(0),
             parked: Notify::new(),
             start_error: Mutex::new(None),
@@ -334,13 +394,17 @@ impl Pool {
 
     /// Runs `job` on a worker, answering its host calls through `host`, with the
     /// wall-clock limit lowered to `limit` (if that is shorter than the configured one).
-    /// The run time reported is from handing the job to the worker to its end; time
-    /// queued for a worker is not included.
+    /// The job waits its turn first (see `fair`: the account is `host.account`). The run
+    /// time reported is from handing the job to the worker to its end; time queued for a
+    /// worker is not included. When `abandoned` completes (the caller went away) the job
+    /// is stopped: before it started, nothing ran; after, its worker is killed and the
+    /// time it ran is reported.
     pub async fn run(
         self: &Arc<Self>,
         job: ResolvedJob,
         host: &mut HostContext,
         limit: Option<Duration>,
+        abandoned: impl Future<Output = ()>,
     ) -> Result<Run, PoolError> {
         let timeout = limit.map_or(self.limits.timeout, |l| l.min(self.limits.timeout));
         let run = protocol::encode(&ToWorker::Run(RunJob {
@@ -350,55 +414,65 @@ impl Pool {
             limits: self.limits.worker,
         }))
         .map_err(|e| PoolError::Unavailable(e.to_string()))?;
-        let _slot = tokio::time::timeout(self.limits.queue_timeout, self.slots.acquire())
-            .await
-            .map_err(|_| PoolError::Busy)?
-            .map_err(|_| PoolError::Unavailable("the worker pool is closed".into()))?;
-        let mut worker = self.take_or_wait().await?;
-        // If this future is dropped mid-job (the request was cancelled), the worker is
-        // killed with it (`kill_on_drop`) and this guard starts its replacement.
+        tokio::pin!(abandoned);
+        let _slot = tokio::select! {
+            permit = self.scheduler.acquire(host.account) => permit?,
+            () = &mut abandoned => return Err(PoolError::Abandoned),
+        };
+        let mut worker = tokio::select! {
+            worker = self.take_or_wait() => worker?,
+            () = &mut abandoned => return Err(PoolError::Abandoned),
+        };
+        // If this future is dropped mid-job (the task running it was cancelled), the
+        // worker is killed with it (`kill_on_drop`) and this guard starts its replacement.
         let replace_if_cancelled = ReplaceOnDrop(Some(Arc::clone(self)));
         let worker_id = worker.id;
 
         let started = Instant::now();
-        let mut refused = None;
-        let ended = tokio::time::timeout(
-            timeout,
-            serve_job(&mut worker.worker, &run, host, &mut refused),
-        )
-        .await;
+        let ended = tokio::select! {
+            end = serve_job(&mut worker.worker, &run, host) => Ended::Worker(end),
+            () = tokio::time::sleep(timeout) => Ended::Deadline,
+            () = &mut abandoned => Ended::Abandoned,
+        };
         let run_time = started.elapsed();
+        worker.jobs_done = worker.jobs_done.saturating_add(1);
         let timed = |outcome, deadline_hit| Timed {
             outcome,
             run_time,
             deadline_hit,
             worker: worker_id,
         };
-        let timed = match ended {
-            Ok(WorkerEnd::Done(mut outcome)) => {
+        let run = match ended {
+            Ended::Worker(WorkerEnd::Done(mut outcome)) => {
                 replace_if_cancelled.disarm();
-                worker.jobs_done = worker.jobs_done.saturating_add(1);
                 match self.limits.retire.verdict(worker.jobs_done, &outcome) {
                     Some(why) => self.retire(worker, why),
                     None => self.park(worker),
                 }
                 // The worker's own bookkeeping, not the caller's business.
                 outcome.heap_bytes = None;
-                timed(outcome, false)
+                Run::Finished(timed(outcome, false))
             }
-            Ok(WorkerEnd::Broken(outcome)) => {
+            Ended::Worker(WorkerEnd::Broken(outcome)) => {
                 replace_if_cancelled.disarm();
-                worker.jobs_done = worker.jobs_done.saturating_add(1);
                 self.retire(worker, Retirement::Broken);
-                timed(outcome, false)
+                Run::Finished(timed(outcome, false))
             }
-            Err(_) => {
-                let _ = worker.worker.process.start_kill();
-                let _ = worker.worker.process.wait().await;
+            Ended::Worker(WorkerEnd::Refused(refused)) => {
+                // The refused call is never answered: the job ends here.
+                self.stop(worker, Retirement::Refused).await;
                 replace_if_cancelled.disarm();
-                worker.jobs_done = worker.jobs_done.saturating_add(1);
-                self.retire(worker, Retirement::Timeout);
-                timed(
+                Run::Refused { refused, run_time }
+            }
+            Ended::Abandoned => {
+                self.stop(worker, Retirement::Abandoned).await;
+                replace_if_cancelled.disarm();
+                Run::Abandoned { run_time }
+            }
+            Ended::Deadline => {
+                self.stop(worker, Retirement::Timeout).await;
+                replace_if_cancelled.disarm();
+                Run::Finished(timed(
                     failed(
                         ErrorKind::Timeout,
                         format!(
@@ -407,14 +481,32 @@ impl Pool {
                         ),
                     ),
                     true,
-                )
+                ))
             }
         };
-        Ok(match refused {
-            Some(refused) => Run::Refused(refused),
-            None => Run::Finished(timed),
-        })
+        Ok(run)
     }
+
+    /// Kills a worker in the middle of a job, waits for it to be gone (so nothing it
+    /// started goes on), and replaces it.
+    async fn stop(self: &Arc<Self>, mut worker: Pooled, why: Retirement) {
+        let _ = worker.worker.process.start_kill();
+        let _ = worker.worker.process.wait().await;
+        self.retire(worker, why);
+    }
+
+    /// The admission scheduler (for tests).
+    #[cfg(test)]
+    fn scheduler(&self) -> &Arc<Scheduler> {
+        &self.scheduler
+    }
+}
+
+/// What ended a job's run.
+enum Ended {
+    Worker(WorkerEnd),
+    Deadline,
+    Abandoned,
 }
 
 async fn spawn(spawner: &Spawner) -> Result<Worker, String> {
@@ -472,14 +564,9 @@ async fn forward_stderr(stderr: pipe::Receiver, pid: Option<u32>) {
     }
 }
 
-/// Sends `run` and serves the worker until `done`, keeping the first wallet refusal in
-/// `refused` (outside this future, so a timeout does not lose it).
-async fn serve_job(
-    worker: &mut Worker,
-    run: &[u8],
-    host: &mut HostContext,
-    refused: &mut Option<WalletRefused>,
-) -> WorkerEnd {
+/// Sends `run` and serves the worker until `done`, or until it asks for a wallet the job
+/// may not use (that call is not answered: the job stops there).
+async fn serve_job(worker: &mut Worker, run: &[u8], host: &mut HostContext) -> WorkerEnd {
     if let Err(err) = write_frame(&mut worker.stdin, run).await {
         return WorkerEnd::Broken(died(worker, &err).await);
     }
@@ -493,11 +580,7 @@ async fn serve_job(
                 let outcome = match host.call(call.request).await {
                     Ok(value) => ReplyOutcome::Ok(value),
                     Err(HostError::Failed(message)) => ReplyOutcome::Err(message),
-                    Err(HostError::Refused(wallet)) => {
-                        let message = wallet.to_string();
-                        refused.get_or_insert(wallet);
-                        ReplyOutcome::Err(message)
-                    }
+                    Err(HostError::Refused(wallet)) => return WorkerEnd::Refused(wallet),
                 };
                 let frame = match protocol::encode(&ToWorker::Reply(HostReply {
                     id: call.id,
@@ -656,6 +739,11 @@ mod tests {
             let limits = JobLimits {
                 timeout,
                 queue_timeout: Duration::from_secs(60),
+                admission: Admission {
+                    per_account: size,
+                    queued_per_account: 100,
+                    queued_total: 100,
+                },
                 worker: protocol::JobLimits::default(),
                 retire,
             };
@@ -693,9 +781,13 @@ mod tests {
             action_cid: "QmTest".into(),
             js_params: params,
         };
-        match pool.run(job, host, None).await.unwrap() {
+        match pool
+            .run(job, host, None, std::future::pending())
+            .await
+            .unwrap()
+        {
             Run::Finished(timed) => timed,
-            Run::Refused(refused) => panic!("refused: {refused}"),
+            other => panic!("not finished: {other:?}"),
         }
     }
 
@@ -878,6 +970,77 @@ mod tests {
             eventually(|| idle_count(&pool) == 1).await,
             "a later attempt starts the worker without any job asking for it"
         );
+    }
+
+    /// Asks for a wallet that does not exist (refused), ignores the rejection and spins.
+    const REFUSED_THEN_SPIN: &str = r#"async function main() {
+        try { await Lit.Actions.signEcdsa({pkpId: "0x" + "ab".repeat(32), toSign: "0x" + "11".repeat(32)}); } catch (e) {}
+        while (true) {}
+    }"#;
+
+    #[tokio::test]
+    async fn a_refused_wallet_stops_the_job_at_once() {
+        let f = Fixture::new();
+        let mut host = f.tenant(1);
+        let pool = f.pool(1, NEVER, Duration::from_secs(60)).await;
+        let before = run(&pool, &mut host, HELLO, json!(1)).await;
+        let job = ResolvedJob {
+            code: REFUSED_THEN_SPIN.into(),
+            action_cid: "QmTest".into(),
+            js_params: Value::Null,
+        };
+        let started = Instant::now();
+        let ran = pool
+            .run(job, &mut host, None, std::future::pending())
+            .await
+            .unwrap();
+        let Run::Refused { run_time, .. } = ran else {
+            panic!("not refused: {ran:?}");
+        };
+        assert!(
+            started.elapsed() < Duration::from_secs(5) && run_time < Duration::from_secs(5),
+            "stopped at the refusal, not the 60 s deadline: {run_time:?}"
+        );
+        let after = run(&pool, &mut host, HELLO, json!(2)).await;
+        assert_ne!(
+            after.worker, before.worker,
+            "the refused job's worker is gone"
+        );
+    }
+
+    #[tokio::test]
+    async fn an_abandoned_job_is_stopped_and_its_run_time_reported() {
+        let f = Fixture::new();
+        let mut host = f.tenant(1);
+        let pool = f.pool(1, NEVER, Duration::from_secs(60)).await;
+        let before = run(&pool, &mut host, HELLO, json!(1)).await;
+        let job = ResolvedJob {
+            code: "async function main() { while (true) {} }".into(),
+            action_cid: "QmTest".into(),
+            js_params: Value::Null,
+        };
+        let ran = pool
+            .run(
+                job,
+                &mut host,
+                None,
+                tokio::time::sleep(Duration::from_millis(400)),
+            )
+            .await
+            .unwrap();
+        let Run::Abandoned { run_time } = ran else {
+            panic!("not abandoned: {ran:?}");
+        };
+        assert!(
+            run_time >= Duration::from_millis(400) && run_time < Duration::from_secs(5),
+            "{run_time:?}"
+        );
+        let after = run(&pool, &mut host, HELLO, json!(2)).await;
+        assert_ne!(
+            after.worker, before.worker,
+            "the abandoned job's worker is gone"
+        );
+        assert_eq!(pool.scheduler().load(), (0, 0), "its place was given back");
     }
 
     #[test]
