@@ -689,3 +689,343 @@ async fn a_converted_account_keeps_its_credit_and_pays_with_wallet_auth() {
         json!(606)
     );
 }
+
+// ---- Every run is paid for: one test per way an action can end. ----
+
+/// Credit every account in the run-charge tests starts with.
+const START_CREDIT: u64 = 1000;
+/// Spins for about 1.2 s, so the run costs 2 started seconds (2 cents).
+const SPIN_1200_MS: &str = "const t0 = Date.now(); while (Date.now() - t0 < 1200) {}";
+
+/// An appliance with billing on (1 cent per started second of an action), `extra`
+/// settings, and one account holding `START_CREDIT` cents.
+struct Billed {
+    _stripe: LocalStripe,
+    _dir: tempfile::TempDir,
+    app: Appliance,
+    key: String,
+}
+
+impl Billed {
+    async fn start(extra: &[(&str, &str)]) -> Self {
+        let stripe = LocalStripe::start();
+        let dir = tempfile::tempdir().unwrap();
+        let mut env = stripe.env(START_CREDIT);
+        env.extend(extra.iter().map(|(k, v)| (k.to_string(), v.to_string())));
+        let app = Appliance::launch(dir.path(), Launch::DevWith { env }).await;
+        let (key, _) = app.new_account("runner").await;
+        Self {
+            _stripe: stripe,
+            _dir: dir,
+            app,
+            key,
+        }
+    }
+
+    fn db(&self) -> rusqlite::Connection {
+        rusqlite::Connection::open_with_flags(
+            self.app.data_dir.join("state.db"),
+            rusqlite::OpenFlags::SQLITE_OPEN_READ_ONLY,
+        )
+        .unwrap()
+    }
+
+    /// The `lit_action` charges in the ledger (cents, positive), oldest first.
+    fn action_charges(&self) -> Vec<i64> {
+        let db = self.db();
+        let mut stmt = db
+            .prepare(
+                "SELECT -amount_cents FROM credit_ledger WHERE kind = 'charge' AND operation = 'lit_action' ORDER BY id",
+            )
+            .unwrap();
+        stmt.query_map([], |r| r.get(0))
+            .unwrap()
+            .map(Result::unwrap)
+            .collect()
+    }
+
+    /// Waits (up to `limit`) until `n` actions have been charged; returns the charges.
+    async fn charges_after(&self, n: usize, limit: Duration) -> Vec<i64> {
+        let deadline = Instant::now() + limit;
+        loop {
+            let charges = self.action_charges();
+            if charges.len() >= n || Instant::now() > deadline {
+                return charges;
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    }
+
+    /// Checks the ledger once every charge is in: exactly `expected` was charged for
+    /// actions, in one row each, the balance (API) is the start credit less every charge,
+    /// and equals the sum of the rows.
+    async fn assert_ledger(&self, expected: &[std::ops::RangeInclusive<i64>]) {
+        let charges = self
+            .charges_after(expected.len(), Duration::from_secs(15))
+            .await;
+        // Nothing more arrives later (a second charge for the same run).
+        tokio::time::sleep(Duration::from_millis(500)).await;
+        let charges_now = self.action_charges();
+        assert_eq!(charges, charges_now, "charged again later");
+        assert_eq!(
+            charges.len(),
+            expected.len(),
+            "one row per run: {charges:?}"
+        );
+        for (got, want) in charges.iter().zip(expected) {
+            assert!(want.contains(got), "charged {got} cents, expected {want:?}");
+        }
+        let db = self.db();
+        let (sum, other_charges): (i64, i64) = db
+            .query_row(
+                "SELECT SUM(amount_cents), SUM(CASE WHEN kind = 'charge' AND operation != 'lit_action' THEN -amount_cents ELSE 0 END) FROM credit_ledger",
+                [],
+                |r| Ok((r.get(0)?, r.get(1)?)),
+            )
+            .unwrap();
+        let balance = balance(&self.app, &self.key).await as i64;
+        assert_eq!(balance, sum, "the balance is the sum of the ledger's rows");
+        assert_eq!(
+            balance,
+            START_CREDIT as i64 - other_charges - charges.iter().sum::<i64>()
+        );
+    }
+
+    async fn lit_action(&self, key: &str, body: Value) -> e2e::Reply {
+        self.app.post("/lit_action", Some(key), body).await
+    }
+}
+
+#[tokio::test]
+async fn a_successful_run_is_charged_once() {
+    let b = Billed::start(&[]).await;
+    let code = format!("async function main() {{ {SPIN_1200_MS} return 6 * 7; }}");
+    let r = b.lit_action(&b.key, json!({ "code": code })).await;
+    assert_eq!(r.assert_ok()["response"], json!(42));
+    b.assert_ledger(&[2..=2]).await;
+}
+
+#[tokio::test]
+async fn a_run_ending_in_an_exception_is_charged_once() {
+    let b = Billed::start(&[]).await;
+    let code = format!("async function main() {{ {SPIN_1200_MS} throw new Error('boom'); }}");
+    let r = b.lit_action(&b.key, json!({ "code": code })).await;
+    let body = r.assert_ok();
+    assert_eq!(body["error"]["kind"], json!("exception"), "{body}");
+    b.assert_ledger(&[2..=2]).await;
+}
+
+/// An HTTP server on 127.0.0.1 counting the requests it gets (actions fetch it).
+async fn counting_server() -> (String, std::sync::Arc<std::sync::atomic::AtomicUsize>) {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let url = format!("http://{}/hit", listener.local_addr().unwrap());
+    let hits = std::sync::Arc::new(AtomicUsize::new(0));
+    let counter = hits.clone();
+    tokio::spawn(async move {
+        while let Ok((mut socket, _)) = listener.accept().await {
+            let counter = counter.clone();
+            tokio::spawn(async move {
+                let mut buf = [0u8; 4096];
+                if matches!(socket.read(&mut buf).await, Ok(n) if n > 0) {
+                    counter.fetch_add(1, Ordering::SeqCst);
+                    let _ = socket
+                        .write_all(
+                            b"HTTP/1.1 200 OK\r\ncontent-length: 2\r\nconnection: close\r\n\r\nok",
+                        )
+                        .await;
+                }
+            });
+        }
+    });
+    (url, hits)
+}
+
+#[tokio::test]
+async fn a_refused_wallet_stops_the_run_at_once_and_charges_it() {
+    use std::sync::atomic::Ordering;
+    let b = Billed::start(&[("APPLIANCE_ACTIONS__FETCH_ALLOW_PRIVATE", "true")]).await;
+    let (url, hits) = counting_server().await;
+    // After the refusal (caught by the code) it would fetch, sign with a permitted
+    // wallet, and spin for 6 s.
+    let code = format!(
+        r#"async function main(p) {{
+            {SPIN_1200_MS}
+            try {{ await Lit.Actions.signEcdsa({{pkpId: p.out, toSign: "0x" + "11".repeat(32)}}); }} catch (e) {{}}
+            await fetch(p.url);
+            await Lit.Actions.signEcdsa({{pkpId: p.in, toSign: "0x" + "22".repeat(32)}});
+            const t1 = Date.now(); while (Date.now() - t1 < 6000) {{}}
+            return "finished";
+        }}"#
+    );
+    let app = &b.app;
+    let cid = app
+        .post("/get_lit_action_ipfs_id", None, json!(code))
+        .await
+        .assert_ok()
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let w_in = app.create_wallet(&b.key).await;
+    let w_out = app.create_wallet(&b.key).await;
+    let group = app
+        .add_group(
+            &b.key,
+            json!({"group_name": "X", "pkp_ids_permitted": [w_in.pkp_id]}),
+        )
+        .await;
+    app.post(
+        "/add_action_to_group",
+        Some(&b.key),
+        json!({"group_id": group, "action_ipfs_cid": cid}),
+    )
+    .await
+    .assert_ok();
+    let (runner, _) = app
+        .add_usage_key(&b.key, json!({"execute_in_groups": [group]}))
+        .await;
+
+    // Positive control: the fetch reaches the counting server.
+    let probe = "async function main(p) { return (await fetch(p.url)).status; }";
+    let r = b
+        .lit_action(&b.key, json!({"code": probe, "js_params": {"url": url}}))
+        .await;
+    assert_eq!(r.assert_ok()["response"], json!(200), "{r:?}");
+    assert_eq!(hits.load(Ordering::SeqCst), 1);
+
+    let started = Instant::now();
+    let refused = b
+        .lit_action(
+            &runner,
+            json!({"code": code, "js_params": {"in": w_in.pkp_id, "out": w_out.pkp_id, "url": url}}),
+        )
+        .await;
+    let elapsed = started.elapsed();
+    assert!(
+        refused.assert_error(403).contains("not available"),
+        "{refused:?}"
+    );
+    assert!(
+        elapsed < Duration::from_secs(5),
+        "answered at the refusal, not after the 6 s spin: {elapsed:?}"
+    );
+    // Nothing after the refusal ran: no fetch, and the charge is the 1.2 s before it
+    // (2 cents) plus the probe's second, not the 6 s spin after it.
+    b.assert_ledger(&[1..=1, 2..=2]).await;
+    assert_eq!(
+        hits.load(Ordering::SeqCst),
+        1,
+        "the code fetched after the refusal"
+    );
+}
+
+/// A `while (true)` action (30 s limit) stopped after about 1.5 s costs 2 cents (3 on a
+/// slow machine), never the 30 it would have run.
+const ENDLESS: &str = "async function main() { while (true) {} }";
+const STOPPED_CHARGE: std::ops::RangeInclusive<i64> = 2..=3;
+
+#[tokio::test]
+async fn a_run_whose_client_goes_away_is_stopped_and_charged() {
+    let b = Billed::start(&[]).await;
+    let client = b.app.client_with(reqwest::Version::HTTP_11);
+    let request = client
+        .post(b.app.api("/lit_action"))
+        .bearer_auth(&b.key)
+        .json(&json!({ "code": ENDLESS }))
+        .send();
+    let gone = tokio::time::timeout(Duration::from_millis(1500), request).await;
+    assert!(gone.is_err(), "the endless action answered: {gone:?}");
+    drop(client);
+    // Stopped at once: charged within seconds, not after the 30 s limit.
+    let charges = b.charges_after(1, Duration::from_secs(8)).await;
+    assert_eq!(charges.len(), 1, "not charged soon after the client left");
+    b.assert_ledger(&[STOPPED_CHARGE]).await;
+}
+
+#[tokio::test]
+async fn a_run_whose_http2_stream_is_reset_is_stopped_and_charged() {
+    use http_body_util::{BodyExt as _, Full};
+    let b = Billed::start(&[]).await;
+    let mut sender = h2_sender(&b.app).await;
+    let request = |path: &str, body: Value| {
+        http::Request::post(b.app.api(path))
+            .header("authorization", format!("Bearer {}", b.key))
+            .header("content-type", "application/json")
+            .body(Full::new(bytes::Bytes::from(body.to_string())))
+            .unwrap()
+    };
+    let running = sender.send_request(request("/lit_action", json!({ "code": ENDLESS })));
+    // Dropping the response future resets the stream (RST_STREAM); the connection stays.
+    let reset = tokio::time::timeout(Duration::from_millis(1500), running).await;
+    assert!(reset.is_err(), "the endless action answered");
+    let charges = b.charges_after(1, Duration::from_secs(8)).await;
+    assert_eq!(charges.len(), 1, "not charged soon after the stream reset");
+    // The same connection still serves requests: only the stream was reset.
+    sender
+        .ready()
+        .await
+        .expect("the connection outlived the reset stream");
+    let quick = sender
+        .send_request(request(
+            "/lit_action",
+            json!({"code": "async function main() { return 1; }"}),
+        ))
+        .await
+        .expect("the connection outlived the reset stream");
+    assert_eq!(quick.status(), 200);
+    let body = quick.into_body().collect().await.unwrap().to_bytes();
+    let body: Value = serde_json::from_slice(&body).unwrap();
+    assert_eq!(body["response"], json!(1), "{body}");
+    b.assert_ledger(&[STOPPED_CHARGE, 1..=1]).await;
+}
+
+/// An HTTP/2 connection (ALPN h2) to the dev appliance, trusting its certificate.
+async fn h2_sender(
+    app: &Appliance,
+) -> hyper::client::conn::http2::SendRequest<http_body_util::Full<bytes::Bytes>> {
+    use rustls_pki_types::pem::PemObject as _;
+    use rustls_pki_types::{CertificateDer, ServerName};
+    use std::sync::Arc;
+    let pem = std::fs::read(app.data_dir.join("tls").join("self-signed.pem")).unwrap();
+    let mut roots = rustls::RootCertStore::empty();
+    for cert in CertificateDer::pem_slice_iter(&pem) {
+        roots.add(cert.unwrap()).unwrap();
+    }
+    let mut config = rustls::ClientConfig::builder_with_provider(Arc::new(
+        rustls::crypto::ring::default_provider(),
+    ))
+    .with_safe_default_protocol_versions()
+    .unwrap()
+    .with_root_certificates(roots)
+    .with_no_client_auth();
+    config.alpn_protocols = vec![b"h2".to_vec()];
+    let authority = app.base_url.trim_start_matches("https://").to_owned();
+    let (host, _) = authority.rsplit_once(':').unwrap();
+    let tcp = tokio::net::TcpStream::connect(&authority).await.unwrap();
+    let tls = tokio_rustls::TlsConnector::from(Arc::new(config))
+        .connect(ServerName::try_from(host.to_owned()).unwrap(), tcp)
+        .await
+        .unwrap();
+    assert_eq!(tls.get_ref().1.alpn_protocol(), Some(&b"h2"[..]));
+    let (sender, conn) = hyper::client::conn::http2::handshake(
+        hyper_util::rt::TokioExecutor::new(),
+        hyper_util::rt::TokioIo::new(tls),
+    )
+    .await
+    .unwrap();
+    tokio::spawn(conn);
+    sender
+}
+
+#[tokio::test]
+async fn a_run_cut_by_the_request_timeout_is_stopped_and_charged() {
+    let b = Billed::start(&[("APPLIANCE_HTTP__REQUEST_TIMEOUT_MS", "1500")]).await;
+    let started = Instant::now();
+    let r = b.lit_action(&b.key, json!({ "code": ENDLESS })).await;
+    assert!(r.assert_error(503).contains("did not complete"), "{r:?}");
+    assert!(started.elapsed() < Duration::from_secs(10));
+    let charges = b.charges_after(1, Duration::from_secs(8)).await;
+    assert_eq!(charges.len(), 1, "not charged soon after the timeout");
+    b.assert_ledger(&[STOPPED_CHARGE]).await;
+}

@@ -16,6 +16,7 @@ mod deploy;
 mod durability;
 mod evidence_e2e;
 mod execution;
+mod fair_execution;
 mod groups;
 mod http_conventions;
 mod keyservice;
