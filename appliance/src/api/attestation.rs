@@ -43,14 +43,15 @@ fn unavailable(err: crate::attest::AttestError) -> ApiError {
     ApiError::Unavailable(format!("the quote provider is unavailable: {err}"))
 }
 
-/// A fresh hardware quote whose report data is all zeros, with the event log.
+/// A hardware quote whose report data is all zeros, with the event log: at most
+/// `attestation.quote_refresh_secs` old (one quote serves every request in that window).
 #[utoipa::path(
     get,
     path = "/attestation",
     tag = "attestation",
     responses(
         super::RateLimited,
-        (status = 200, description = "A fresh quote", body = AttestationBody),
+        (status = 200, description = "A recent quote (at most attestation.quote_refresh_secs old)", body = AttestationBody),
         (status = 503, description = "The quote provider is unavailable", body = ErrorBody),
     )
 )]

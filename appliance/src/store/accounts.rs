@@ -140,6 +140,45 @@ fn resolve(conn: &Connection, hash: &KeyHash) -> Result<Option<ResolvedKey>> {
 #[cfg(test)]
 mod mirror_tests {
     use super::mirrored_description;
+    use crate::store::InitialCredit;
+    use crate::store::testing::{new_account_spec, open_store};
+
+    /// What `new_account` queues for the chain carries a 76-byte hash, never the 4 KiB
+    /// description the caller sent; the store keeps the description itself.
+    #[tokio::test]
+    async fn new_account_queues_a_bounded_mirror_write() {
+        let (_dir, store) = open_store();
+        let description = "d".repeat(4096);
+        let mut spec = new_account_spec(3);
+        spec.description = description.clone();
+        store
+            .create_account(spec, InitialCredit::NONE)
+            .await
+            .unwrap();
+        let ops: Vec<String> = store
+            .read(|c| {
+                Ok(c.prepare("SELECT op FROM chain_outbox ORDER BY seq")?
+                    .query_map([], |r| r.get(0))?
+                    .collect::<rusqlite::Result<Vec<String>>>()?)
+            })
+            .await
+            .unwrap();
+        let new_account = ops
+            .iter()
+            .find(|op| op.contains("\"new_account\""))
+            .expect("a new_account op");
+        assert!(!new_account.contains(&description[..100]), "{new_account}");
+        assert!(
+            new_account.contains(&mirrored_description(&description)),
+            "{new_account}"
+        );
+        assert!(new_account.len() < 400, "{}", new_account.len());
+        let kept: String = store
+            .read(|c| Ok(c.query_row("SELECT description FROM accounts", [], |r| r.get(0))?))
+            .await
+            .unwrap();
+        assert_eq!(kept, description);
+    }
 
     #[test]
     fn descriptions_are_mirrored_as_a_fixed_size_hash() {
