@@ -19,7 +19,7 @@
 
 use std::collections::BTreeMap;
 use std::sync::{Arc, RwLock};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use keyservice_api::{DeploymentInfo, KeyError, QuoteBundle};
 use sha2::{Digest, Sha256};
@@ -167,32 +167,83 @@ pub async fn build(cert: &IssuedCert, keys: &Keys) -> Result<EvidenceSet, Attest
     Ok(EvidenceSet { files })
 }
 
-/// The keyservice handle and the current evidence set; cheap to clone.
+/// The keyservice handle, the current evidence set and the cached `/attestation` and
+/// `/info` bodies; cheap to clone.
 #[derive(Clone)]
 pub struct Attestation {
     keys: Keys,
     current: Arc<RwLock<Arc<EvidenceSet>>>,
+    quote: Arc<Cached>,
+    info: Arc<Cached>,
 }
 
-impl Attestation {
-    /// Quotes come from keyservice through `keys`.
-    pub fn new(keys: Keys) -> Self {
+/// A body fetched from keyservice at most once per `ttl`. The lock is held while
+/// fetching, so concurrent requests for an expired body share one keyservice call.
+struct Cached {
+    ttl: Duration,
+    slot: tokio::sync::Mutex<Option<(Instant, serde_json::Value)>>,
+}
+
+impl Cached {
+    fn new(ttl: Duration) -> Self {
         Self {
-            keys,
-            current: Arc::new(RwLock::new(Arc::new(EvidenceSet::default()))),
+            ttl,
+            slot: tokio::sync::Mutex::new(None),
         }
     }
 
-    /// The `/attestation` body: keyservice's quote over 64 zero bytes.
-    pub async fn attestation_json(&self) -> Result<serde_json::Value, AttestError> {
-        let bundle = self.keys.client().attestation_quote().await?;
-        Ok(quote_of(bundle).attestation_json())
+    async fn get<F, Fut>(&self, fetch: F) -> Result<serde_json::Value, AttestError>
+    where
+        F: FnOnce() -> Fut,
+        Fut: std::future::Future<Output = Result<serde_json::Value, AttestError>>,
+    {
+        let mut slot = self.slot.lock().await;
+        if let Some((at, body)) = slot.as_ref()
+            && at.elapsed() < self.ttl
+        {
+            return Ok(body.clone());
+        }
+        // A failure is not cached: the next request asks again.
+        let body = fetch().await?;
+        if !self.ttl.is_zero() {
+            *slot = Some((Instant::now(), body.clone()));
+        }
+        Ok(body)
+    }
+}
+
+impl Attestation {
+    /// Quotes come from keyservice through `keys`; the `/attestation` quote and the
+    /// `/info` body are asked for at most once per `refresh` (0: on every request).
+    pub fn new(keys: Keys, refresh: Duration) -> Self {
+        Self {
+            keys,
+            current: Arc::new(RwLock::new(Arc::new(EvidenceSet::default()))),
+            quote: Arc::new(Cached::new(refresh)),
+            info: Arc::new(Cached::new(refresh)),
+        }
     }
 
-    /// The `/info` body: the deployment's identity from keyservice's quote provider.
+    /// The `/attestation` body: keyservice's quote over 64 zero bytes, at most
+    /// `refresh` old (an unauthenticated GET must not cost a hardware quote each time).
+    pub async fn attestation_json(&self) -> Result<serde_json::Value, AttestError> {
+        self.quote
+            .get(|| async {
+                let bundle = self.keys.client().attestation_quote().await?;
+                Ok(quote_of(bundle).attestation_json())
+            })
+            .await
+    }
+
+    /// The `/info` body: the deployment's identity from keyservice's quote provider,
+    /// cached as the quote is.
     pub async fn info_json(&self) -> Result<serde_json::Value, AttestError> {
-        let info = self.keys.client().attestation_info().await?;
-        Ok(info_of(info).info_json())
+        self.info
+            .get(|| async {
+                let info = self.keys.client().attestation_info().await?;
+                Ok(info_of(info).info_json())
+            })
+            .await
     }
 
     /// The current evidence set.
@@ -305,6 +356,73 @@ mod tests {
             }
         });
         Keys::new(&socket, Duration::from_secs(10))
+    }
+
+    /// A stand-in keyservice answering `AttestationQuote` and counting the requests.
+    fn counting_keyservice(dir: &std::path::Path) -> (Keys, Arc<std::sync::atomic::AtomicUsize>) {
+        let socket = dir.join("ks-count.sock");
+        let listener = tokio::net::UnixListener::bind(&socket).unwrap();
+        let count = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+        let seen = Arc::clone(&count);
+        tokio::spawn(async move {
+            while let Ok((stream, _)) = listener.accept().await {
+                let seen = Arc::clone(&seen);
+                tokio::spawn(async move {
+                    let (rd, mut wr) = stream.into_split();
+                    let mut frames = codec::FrameReader::new(rd);
+                    while let Ok(Some(body)) = frames.next_frame().await {
+                        let header = FrameHeader::parse(&body).unwrap();
+                        let op = Op::from_u8(header.op).unwrap();
+                        assert!(matches!(op, Op::AttestationQuote), "unexpected {op:?}");
+                        seen.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+                        let q =
+                            SimulatedProvider::new(b"{\"name\":\"t\"}".to_vec()).quote([0u8; 64]);
+                        let answer = Response::Quote(QuoteBundle {
+                            source: QuoteSource::Simulated,
+                            quote: q.bytes,
+                            event_log: q.event_log_json,
+                            vm_config: q.vm_config,
+                        });
+                        let mut frame = Vec::new();
+                        codec::encode_frame(
+                            &mut frame,
+                            FrameHeader::new(header.op, 0, header.id),
+                            |b| answer.encode_payload(b),
+                        );
+                        wr.write_all(&frame).await.unwrap();
+                    }
+                });
+            }
+        });
+        (Keys::new(&socket, Duration::from_secs(10)), count)
+    }
+
+    #[tokio::test]
+    async fn repeated_attestation_requests_within_the_window_ask_keyservice_once() {
+        use std::sync::atomic::Ordering;
+        let dir = tempfile::tempdir().unwrap();
+        let (keys, count) = counting_keyservice(dir.path());
+        let cached = Attestation::new(keys.clone(), Duration::from_secs(60));
+        let first = cached.attestation_json().await.unwrap();
+        for _ in 0..20 {
+            assert_eq!(cached.attestation_json().await.unwrap(), first);
+        }
+        // Concurrent requests on an empty cache share one call too.
+        let fresh = Attestation::new(keys.clone(), Duration::from_secs(60));
+        let bodies =
+            futures_util::future::join_all((0..10).map(|_| fresh.attestation_json())).await;
+        assert!(bodies.iter().all(|b| b.is_ok()));
+        assert_eq!(count.load(Ordering::SeqCst), 2, "one quote per cache");
+        // After the window a new quote is asked for; with 0, every request asks.
+        let short = Attestation::new(keys.clone(), Duration::from_millis(50));
+        short.attestation_json().await.unwrap();
+        tokio::time::sleep(Duration::from_millis(80)).await;
+        short.attestation_json().await.unwrap();
+        assert_eq!(count.load(Ordering::SeqCst), 4);
+        let uncached = Attestation::new(keys, Duration::ZERO);
+        uncached.attestation_json().await.unwrap();
+        uncached.attestation_json().await.unwrap();
+        assert_eq!(count.load(Ordering::SeqCst), 6);
     }
 
     fn cert() -> IssuedCert {

@@ -32,6 +32,7 @@ pub struct Config {
     pub actions: ActionsConfig,
     pub chain: ChainConfig,
     pub billing: BillingConfig,
+    pub rate_limits: RateLimitsConfig,
     pub log: LogConfig,
 }
 
@@ -48,6 +49,7 @@ impl Default for Config {
             actions: ActionsConfig::default(),
             chain: ChainConfig::default(),
             billing: BillingConfig::default(),
+            rate_limits: RateLimitsConfig::default(),
             log: LogConfig::default(),
         }
     }
@@ -197,11 +199,16 @@ pub enum QuoteProviderKind {
 /// The appliance never talks to a quote provider: it asks keyservice for quotes over
 /// report data keyservice builds itself. These keys are keyservice's settings, read from
 /// this same (measured) file by `keyservice run --chain-config`, and passed by
-/// `appliance dev` to the keyservice child it starts; the appliance itself ignores them.
+/// `appliance dev` to the keyservice child it starts; the appliance itself ignores them,
+/// except `quote_refresh_secs`, which is the appliance's.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct AttestationConfig {
     pub provider: QuoteProviderKind,
+    /// The appliance's: `/attestation` serves a quote at most this old (and `/info` a
+    /// body at most this old), so unauthenticated GETs do not each cost a hardware
+    /// quote. 0 asks keyservice on every request.
+    pub quote_refresh_secs: u64,
     /// tsm: the configfs-tsm report directory.
     pub tsm_dir: PathBuf,
     /// tsm, simulated: the app id (40 hex digits). Default: `chain.governance_address`
@@ -213,6 +220,7 @@ impl Default for AttestationConfig {
     fn default() -> Self {
         Self {
             provider: QuoteProviderKind::Dstack,
+            quote_refresh_secs: 60,
             tsm_dir: PathBuf::from("/sys/kernel/config/tsm/report"),
             app_id: None,
         }
@@ -289,15 +297,98 @@ impl Default for HttpConfig {
     }
 }
 
+/// Per-client-IP token buckets on the endpoints that need no credential (see
+/// `crate::http::rate_limit`). Each class has a sustained rate (requests per minute)
+/// and a burst (the bucket's size). A client over its bucket gets 429 with
+/// `Retry-After`. IPv4 clients are counted per address, IPv6 clients per /64.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct RateLimitsConfig {
+    /// Off: no endpoint is rate-limited.
+    pub enabled: bool,
+    /// Clients (per class) whose buckets are remembered. Buckets that have refilled are
+    /// forgotten first (losing nothing); beyond the cap, new clients share one bucket
+    /// per class, so many addresses cannot grow memory without bound.
+    pub max_clients: usize,
+    /// `new_account` (queues on-chain work and grants starting credit).
+    pub new_account_per_minute: f64,
+    pub new_account_burst: u32,
+    /// `create_wallet_with_signature`, `add_usage_api_key_with_signature` (each mints a
+    /// key in keyservice).
+    pub signature_per_minute: f64,
+    pub signature_burst: u32,
+    /// `get_lit_action_ipfs_id` (hashes and may store up to `actions.max_code_bytes`).
+    pub code_per_minute: f64,
+    pub code_burst: u32,
+    /// The other unauthenticated reads: `get_node_chain_config`, `get_api_payers`,
+    /// `get_admin_api_payer`, `billing/stripe_config`, `billing/prices`,
+    /// `get_lit_action_client_config`, `/attestation`, `/info`, `/evidences/…`.
+    pub public_per_minute: f64,
+    pub public_burst: u32,
+}
+
+impl Default for RateLimitsConfig {
+    fn default() -> Self {
+        Self {
+            enabled: true,
+            max_clients: 100_000,
+            new_account_per_minute: 2.0,
+            new_account_burst: 10,
+            signature_per_minute: 20.0,
+            signature_burst: 20,
+            code_per_minute: 60.0,
+            code_burst: 30,
+            public_per_minute: 600.0,
+            public_burst: 120,
+        }
+    }
+}
+
+impl RateLimitsConfig {
+    fn validate(&self) -> Result<(), ConfigError> {
+        let classes = [
+            (
+                "new_account",
+                self.new_account_per_minute,
+                self.new_account_burst,
+            ),
+            ("signature", self.signature_per_minute, self.signature_burst),
+            ("code", self.code_per_minute, self.code_burst),
+            ("public", self.public_per_minute, self.public_burst),
+        ];
+        for (name, rate, burst) in classes {
+            if !(rate.is_finite() && rate > 0.0) || burst == 0 {
+                return Err(ConfigError::Invalid(format!(
+                    "rate_limits.{name}_per_minute must be a positive number and rate_limits.{name}_burst at least 1 (set rate_limits.enabled = false to turn limits off)"
+                )));
+            }
+        }
+        if self.max_clients == 0 {
+            return Err(ConfigError::Invalid(
+                "rate_limits.max_clients must be at least 1".into(),
+            ));
+        }
+        Ok(())
+    }
+}
+
 /// Action execution: code limits, the sandbox's limits and the worker pool.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct ActionsConfig {
     /// Largest action code accepted, in bytes.
     pub max_code_bytes: usize,
-    /// Bytes of action code kept by CID for execution by `ipfs_id`. Beyond it, the
-    /// least recently stored code that no registered action refers to is evicted.
+    /// Bytes of anonymous action code kept by CID for execution by `ipfs_id`: what
+    /// `get_lit_action_ipfs_id` receives without a key. Beyond it, the least recently
+    /// used anonymous code is evicted. An account's code is kept apart, within
+    /// `code_quota_bytes_per_account`, so anonymous uploads never evict it.
     pub code_cache_bytes: u64,
+    /// Bytes of action code kept for one account: code it ran inline, code fetched for
+    /// it from the gateway, code sent to `get_lit_action_ipfs_id` with its key, and the
+    /// code of its registered actions (pinned: never evicted, but counted). Beyond it,
+    /// the account's least recently used unpinned code is evicted; registering an action
+    /// whose known code would push its pinned code past it is refused with 409.
+    pub code_quota_bytes_per_account: u64,
     /// Wall-clock limit of one action; the worker running it is killed after it.
     pub timeout_ms: u64,
     /// Memory an action may allocate (the worker's address-space limit above its
@@ -365,7 +456,8 @@ impl Default for ActionsConfig {
     fn default() -> Self {
         Self {
             max_code_bytes: 1024 * 1024,
-            code_cache_bytes: 256 * 1024 * 1024,
+            code_cache_bytes: 64 * 1024 * 1024,
+            code_quota_bytes_per_account: 16 * 1024 * 1024,
             timeout_ms: 30_000,
             memory_limit_mb: 128,
             max_response_bytes: 100 * 1024,
@@ -733,6 +825,7 @@ impl Config {
     fn validate(&self) -> Result<(), ConfigError> {
         self.billing.validate()?;
         self.actions.validate()?;
+        self.rate_limits.validate()?;
         if self.tls.mode == TlsMode::Files
             && (self.tls.cert_file.is_none() || self.tls.key_file.is_none())
         {

@@ -138,7 +138,7 @@ impl From<StoreError> for ApiError {
     fn from(err: StoreError) -> Self {
         match err {
             StoreError::NotFound(what) => Self::NotFound(what),
-            StoreError::Conflict(what) => Self::Conflict(what),
+            StoreError::Conflict(what) | StoreError::QuotaExceeded(what) => Self::Conflict(what),
             StoreError::Unavailable(what) => Self::Unavailable(what),
             StoreError::PaymentRequired(what) => Self::PaymentRequired(what),
             other => Self::Internal(other.to_string()),

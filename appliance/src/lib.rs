@@ -224,7 +224,10 @@ async fn start_with(mut config: Config, dev_anvil: Option<PathBuf>) -> Result<Ru
     })?;
 
     let acme = start_acme(&config, &keys, &certs).await?;
-    let attestation = attest::Attestation::new(keys.clone());
+    let attestation = attest::Attestation::new(
+        keys.clone(),
+        Duration::from_secs(config.attestation.quote_refresh_secs),
+    );
     let evidence_task = attestation.follow(match &acme {
         Some(acme) => acme.handle.subscribe(),
         None => {
@@ -245,7 +248,9 @@ async fn start_with(mut config: Config, dev_anvil: Option<PathBuf>) -> Result<Ru
     let followers = start_chain_followers(&config, &store, &keys)?;
     let limits = config.http.clone();
     let billing = Arc::new(billing::Billing::new(&config.billing).map_err(StartError::Billing)?);
+    let rate_limiter = Arc::new(http::rate_limit::RateLimiter::new(&config.rate_limits));
     let state = state::AppState {
+        rate_limiter,
         store,
         keys,
         executor,

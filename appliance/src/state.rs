@@ -21,4 +21,6 @@ pub struct AppState {
     pub acme: Option<crate::acme::AcmeHandle>,
     /// The quote provider and the current evidence files.
     pub attestation: crate::attest::Attestation,
+    /// Per-client-IP buckets of the unauthenticated endpoints.
+    pub rate_limiter: Arc<crate::http::rate_limit::RateLimiter>,
 }

@@ -85,6 +85,11 @@ impl Appliance {
                 cmd.env_remove(key);
             }
         }
+        // Rate limits off: tests create accounts and mint keys from 127.0.0.1 far faster
+        // than the production limits allow. A test of the limits turns them back on with
+        // its own overrides (APPLIANCE_RATE_LIMITS__ENABLED=true, tests/e2e/abuse_quotas.rs),
+        // which come after this.
+        cmd.env("APPLIANCE_RATE_LIMITS__ENABLED", "false");
         // Dev appliances run without their local chain (anvil) unless a test asks for it
         // with APPLIANCE_CHAIN__DEV_ANVIL (tests/e2e/deploy.rs).
         match launch {

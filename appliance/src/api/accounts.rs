@@ -46,6 +46,7 @@ pub struct NewAccountResponse {
     tag = "accounts",
     request_body = NewAccountRequest,
     responses(
+        super::RateLimited,
         (status = 200, description = "The account was created", body = NewAccountResponse),
         BodyErrors,
         ServerErrors,

@@ -12,11 +12,11 @@ use super::{
 use crate::authz::{GroupId, Operation, authorize};
 use crate::cid;
 use crate::error::{ApiError, ErrorBody};
-use crate::http::auth::Auth;
+use crate::http::auth::{Auth, OptionalAuth};
 use crate::http::billed::Billed;
 use crate::http::extract::{JsonBody, Paging, QueryParams};
 use crate::state::AppState;
-use crate::store::ActionRecord;
+use crate::store::{ActionRecord, CodeOwner};
 
 #[derive(Debug, Deserialize, ToSchema)]
 pub struct AddActionRequest {
@@ -212,20 +212,28 @@ pub async fn list_actions(
 }
 
 /// The IPFS CID (CIDv0, as `ipfs add --only-hash` computes it) of the code in the body,
-/// a JSON string. The code is kept by CID so it can later be executed by `ipfs_id`.
+/// a JSON string. The code is kept by CID so it can later be executed by `ipfs_id`:
+/// without a key in the small shared anonymous area (which other anonymous uploads may
+/// churn); with a key (optional) in the account's own area, within its code quota.
 #[utoipa::path(
     post,
     path = "/get_lit_action_ipfs_id",
     tag = "actions",
+    security((), ("bearer" = []), ("api_key" = [])),
     request_body(content = String, description = "The action's JavaScript code, as a JSON string"),
     responses(
+        super::RateLimited,
         (status = 200, description = "The CID", body = String, example = json!("QmZr5qtNmcxBdpXF7K7hSkLbxK2wUVhMhZn29PKzhynvcR")),
+        (status = 401, description = "A key was sent but is unknown or revoked", body = ErrorBody),
+        (status = 403, description = "The key sent is a former account key of a ChainSecured account", body = ErrorBody),
+        (status = 409, description = "With a key: the account's stored action code would exceed its quota", body = ErrorBody),
         BodyErrors,
         ServerErrors,
     )
 )]
 pub async fn get_lit_action_ipfs_id(
     State(state): State<AppState>,
+    OptionalAuth(auth): OptionalAuth,
     JsonBody(code): JsonBody<String>,
 ) -> Result<Json<String>, ApiError> {
     let limits = &state.config.actions;
@@ -236,9 +244,16 @@ pub async fn get_lit_action_ipfs_id(
         )));
     }
     let cid = cid::cid_v0(code.as_bytes());
+    let (owner, cap) = match auth {
+        Some(auth) => (
+            CodeOwner::Account(auth.account),
+            limits.code_quota_bytes_per_account,
+        ),
+        None => (CodeOwner::Anonymous, limits.code_cache_bytes),
+    };
     state
         .store
-        .put_code(cid.clone(), code.into_bytes(), limits.code_cache_bytes)
+        .put_code(owner, cid.clone(), code.into_bytes(), cap)
         .await?;
     Ok(Json(cid))
 }

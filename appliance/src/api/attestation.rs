@@ -43,13 +43,15 @@ fn unavailable(err: crate::attest::AttestError) -> ApiError {
     ApiError::Unavailable(format!("the quote provider is unavailable: {err}"))
 }
 
-/// A fresh hardware quote whose report data is all zeros, with the event log.
+/// A hardware quote whose report data is all zeros, with the event log: at most
+/// `attestation.quote_refresh_secs` old (one quote serves every request in that window).
 #[utoipa::path(
     get,
     path = "/attestation",
     tag = "attestation",
     responses(
-        (status = 200, description = "A fresh quote", body = AttestationBody),
+        super::RateLimited,
+        (status = 200, description = "A recent quote (at most attestation.quote_refresh_secs old)", body = AttestationBody),
         (status = 503, description = "The quote provider is unavailable", body = ErrorBody),
     )
 )]
@@ -68,6 +70,7 @@ pub async fn attestation(State(state): State<AppState>) -> Result<Json<Value>, A
     path = "/info",
     tag = "attestation",
     responses(
+        super::RateLimited,
         (status = 200, description = "The deployment's identity", body = InfoBody),
         (status = 503, description = "The quote provider is unavailable", body = ErrorBody),
     )
@@ -82,7 +85,7 @@ pub async fn info(State(state): State<AppState>) -> Result<Json<Value>, ApiError
     get,
     path = "/evidences/",
     tag = "attestation",
-    responses((status = 200, description = "HTML listing linking every evidence file", content_type = "text/html"))
+    responses(super::RateLimited, (status = 200, description = "HTML listing linking every evidence file", content_type = "text/html"))
 )]
 pub async fn evidences_index(State(state): State<AppState>) -> Html<String> {
     Html(state.attestation.evidence().index_html())
@@ -96,6 +99,7 @@ pub async fn evidences_index(State(state): State<AppState>) -> Html<String> {
     tag = "attestation",
     params(("file" = String, Path, description = "A name from the listing")),
     responses(
+        super::RateLimited,
         (status = 200, description = "The file"),
         (status = 404, description = "No such evidence file", body = ErrorBody),
     )

@@ -31,6 +31,7 @@ pub struct StripeConfigResponse {
     path = "/billing/stripe_config",
     tag = "billing",
     responses(
+        super::RateLimited,
         (status = 200, description = "Stripe's publishable key", body = StripeConfigResponse),
         (status = 503, description = "Billing is disabled (no Stripe keys configured)", body = ErrorBody),
     )
@@ -213,7 +214,7 @@ pub struct PricesResponse {
     get,
     path = "/billing/prices",
     tag = "billing",
-    responses((status = 200, description = "The prices in force", body = PricesResponse))
+    responses(super::RateLimited, (status = 200, description = "The prices in force", body = PricesResponse))
 )]
 pub async fn prices(State(state): State<AppState>) -> Json<PricesResponse> {
     let p = state.billing.prices();

@@ -26,7 +26,7 @@ pub struct NodeChainConfig {
     get,
     path = "/get_node_chain_config",
     tag = "chain",
-    responses((status = 200, description = "Chain configuration (never the RPC URL)", body = NodeChainConfig))
+    responses(super::RateLimited, (status = 200, description = "Chain configuration (never the RPC URL)", body = NodeChainConfig))
 )]
 pub async fn get_node_chain_config(State(state): State<AppState>) -> Json<NodeChainConfig> {
     let c = &state.config.chain;
@@ -46,6 +46,7 @@ pub async fn get_node_chain_config(State(state): State<AppState>) -> Json<NodeCh
     path = "/get_api_payers",
     tag = "chain",
     responses(
+        super::RateLimited,
         (status = 200, description = "Addresses, EIP-55", body = Vec<String>),
         (status = 503, description = "keyservice is unavailable"),
     )
@@ -61,6 +62,7 @@ pub async fn get_api_payers(State(state): State<AppState>) -> Result<Json<Vec<St
     path = "/get_admin_api_payer",
     tag = "chain",
     responses(
+        super::RateLimited,
         (status = 200, description = "Address, EIP-55", body = String),
         (status = 503, description = "keyservice is unavailable"),
     )

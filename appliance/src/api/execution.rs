@@ -132,7 +132,7 @@ pub struct ClientConfig {
     get,
     path = "/get_lit_action_client_config",
     tag = "execution",
-    responses((status = 200, description = "The limits in force", body = ClientConfig))
+    responses(super::RateLimited, (status = 200, description = "The limits in force", body = ClientConfig))
 )]
 pub async fn get_lit_action_client_config(State(state): State<AppState>) -> Json<ClientConfig> {
     let a = &state.config.actions;

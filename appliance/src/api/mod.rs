@@ -236,6 +236,19 @@ pub enum AuthErrors {
     Forbidden(ErrorBody),
 }
 
+/// The answer of an endpoint that needs no credential to a client over its rate limit
+/// (`crate::http::rate_limit`).
+#[derive(utoipa::IntoResponses)]
+#[allow(dead_code)]
+pub enum RateLimited {
+    /// Too many requests from this client address; retry after `Retry-After` seconds.
+    #[response(
+        status = 429,
+        headers(("Retry-After" = u64, description = "Whole seconds until the client may retry"))
+    )]
+    TooMany(ErrorBody),
+}
+
 /// Errors any endpoint may answer with.
 #[derive(utoipa::IntoResponses)]
 #[allow(dead_code)]

@@ -154,6 +154,7 @@ async fn mint_for(
     tag = "wallet signatures",
     request_body = SignedRequest,
     responses(
+        super::RateLimited,
         (status = 200, description = "The new, unattached wallet", body = SignedWalletResponse),
         BodyErrors,
         SignatureErrors,
@@ -183,6 +184,7 @@ pub async fn create_wallet_with_signature(
     tag = "wallet signatures",
     request_body = SignedRequest,
     responses(
+        super::RateLimited,
         (status = 200, description = "The new key (shown once) and wallet", body = SignedUsageKeyResponse),
         BodyErrors,
         SignatureErrors,

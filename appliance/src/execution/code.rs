@@ -6,6 +6,7 @@ use std::time::Duration;
 
 use super::{ExecContext, ExecError};
 use crate::cid;
+use crate::store::{AccountId, CodeOwner};
 
 /// An IPFS gateway to fetch code from by CID.
 #[derive(Clone)]
@@ -73,13 +74,15 @@ impl Gateway {
     }
 }
 
-/// The code to run and its CID, from inline code and/or a CID.
-pub(super) async fn resolve(
-    ctx: &ExecContext<'_>,
-    code: Option<String>,
-    ipfs_id: Option<String>,
-) -> Result<(String, String), ExecError> {
-    let limits = ctx.limits;
+/// The CID a job names, from its inline code (checked against `ipfs_id` when both are
+/// given) or its `ipfs_id`, without looking anything up: execution rights are decided on
+/// it before any code is resolved, so a caller without rights learns nothing about
+/// which CIDs the service knows.
+pub(super) fn requested_cid(
+    limits: &crate::config::ActionsConfig,
+    code: Option<&str>,
+    ipfs_id: Option<&str>,
+) -> Result<String, ExecError> {
     match (code, ipfs_id) {
         (Some(code), ipfs_id) => {
             if code.len() > limits.max_code_bytes {
@@ -91,49 +94,81 @@ pub(super) async fn resolve(
             if let Some(given) = ipfs_id
                 && given != computed
             {
-                return Err(ExecError::CidMismatch { computed, given });
+                return Err(ExecError::CidMismatch {
+                    computed,
+                    given: given.to_owned(),
+                });
             }
-            remember(ctx, &computed, &code).await;
-            Ok((code, computed))
+            Ok(computed)
         }
-        (None, Some(ipfs_id)) => {
-            let parsed =
-                cid::parse_cid(&ipfs_id).map_err(|e| ExecError::InvalidCid(e.to_string()))?;
-            let cid_text = parsed.as_str().to_owned();
-            if let Some(bytes) = ctx.store.code(cid_text.clone()).await? {
-                let code = String::from_utf8(bytes)
-                    .map_err(|_| ExecError::StoredCodeNotUtf8(cid_text.clone()))?;
-                return Ok((code, cid_text));
-            }
-            if let Some(gateway) = ctx.executor.gateway()
-                && let Some(code) = gateway.fetch(&cid_text, limits.max_code_bytes).await?
-            {
-                remember(ctx, &cid_text, &code).await;
-                return Ok((code, cid_text));
-            }
-            Err(ExecError::UnknownCid(cid_text))
-        }
+        (None, Some(ipfs_id)) => cid::parse_cid(ipfs_id)
+            .map(|parsed| parsed.as_str().to_owned())
+            .map_err(|e| ExecError::InvalidCid(e.to_string())),
         (None, None) => Err(ExecError::NoCode),
     }
 }
 
-/// Keeps code by CID for later runs by `ipfs_id`, without a write when it is known.
-async fn remember(ctx: &ExecContext<'_>, cid_text: &str, code: &str) {
-    match ctx.store.code(cid_text.to_owned()).await {
-        Ok(Some(_)) => {}
-        _ => {
-            let store = ctx.store.clone();
-            let (cid_text, code, cap) = (
-                cid_text.to_owned(),
-                code.as_bytes().to_vec(),
-                ctx.limits.code_cache_bytes,
-            );
-            // Off the request path: losing a cache entry to a crash is harmless.
-            tokio::spawn(async move {
-                if let Err(err) = store.put_code(cid_text, code, cap).await {
-                    tracing::warn!(error = %err, "could not keep action code");
-                }
-            });
-        }
+/// The code to run for `account`: the inline code, or the code of `cid` from the
+/// account's own area of the code cache, the anonymous area, or the gateway. Code the
+/// account runs is kept in its own area (within its quota) for later runs by CID.
+pub(super) async fn resolve(
+    ctx: &ExecContext<'_>,
+    account: AccountId,
+    code: Option<String>,
+    cid_text: String,
+) -> Result<String, ExecError> {
+    let limits = ctx.limits;
+    if let Some(code) = code {
+        remember(ctx, account, &cid_text, &code, false).await;
+        return Ok(code);
     }
+    if let Some((bytes, own)) = ctx.store.code_for(account, cid_text.clone()).await? {
+        let code =
+            String::from_utf8(bytes).map_err(|_| ExecError::StoredCodeNotUtf8(cid_text.clone()))?;
+        if !own {
+            // Found in the anonymous area, which strangers may churn: keep a copy of
+            // what this account runs in its own area.
+            remember(ctx, account, &cid_text, &code, true).await;
+        }
+        return Ok(code);
+    }
+    if let Some(gateway) = ctx.executor.gateway()
+        && let Some(code) = gateway.fetch(&cid_text, limits.max_code_bytes).await?
+    {
+        remember(ctx, account, &cid_text, &code, true).await;
+        return Ok(code);
+    }
+    Err(ExecError::UnknownCid(cid_text))
+}
+
+/// Keeps code by CID in `account`'s area for later runs by `ipfs_id`, off the request
+/// path and best-effort: a run never fails because its code could not be kept (over
+/// the quota, it is simply not kept). `known_missing` skips the read when the caller
+/// already knows the account's area lacks it.
+async fn remember(
+    ctx: &ExecContext<'_>,
+    account: AccountId,
+    cid_text: &str,
+    code: &str,
+    known_missing: bool,
+) {
+    if !known_missing
+        && let Ok(Some((_, true))) = ctx.store.code_for(account, cid_text.to_owned()).await
+    {
+        return;
+    }
+    let store = ctx.store.clone();
+    let (cid_text, code, quota) = (
+        cid_text.to_owned(),
+        code.as_bytes().to_vec(),
+        ctx.limits.code_quota_bytes_per_account,
+    );
+    tokio::spawn(async move {
+        if let Err(err) = store
+            .put_code(CodeOwner::Account(account), cid_text, code, quota)
+            .await
+        {
+            tracing::warn!(error = %err, "could not keep action code");
+        }
+    });
 }

@@ -1,8 +1,12 @@
 //! `fetch` for actions, performed by the appliance on the worker's behalf, with bounds
-//! on time, response size and (by default) destination: private, loopback and
-//! link-local addresses (cloud metadata endpoints, services on the host) are refused
-//! unless `actions.fetch_allow_private` is set. The check happens in the DNS resolver,
-//! so a name that resolves to a private address (DNS rebinding) is refused too.
+//! on time, response size and (by default) destination: every address that is not
+//! globally reachable (private, loopback, link-local, shared, benchmarking, reserved,
+//! multicast, documentation, and IPv6 prefixes embedding such an IPv4 address: see
+//! `super::routable`, transcribed from the IANA registries) is refused unless
+//! `actions.fetch_allow_private` is set. The check happens in the DNS resolver, so a
+//! name that resolves to such an address (DNS rebinding) is refused too, and on IP
+//! literals. Redirects are not followed: the action sees the 3xx and a fetch of its
+//! `Location` is checked again.
 
 use std::net::{IpAddr, SocketAddr};
 use std::sync::Arc;
@@ -26,29 +30,10 @@ pub struct Fetcher {
     limits: FetchLimits,
 }
 
-/// True for addresses an action may not reach by default.
+/// True for addresses an action may not reach by default: every address that is not
+/// globally reachable by the IANA special-purpose registries (`super::routable`).
 pub fn is_private(ip: IpAddr) -> bool {
-    match ip {
-        IpAddr::V4(v4) => {
-            v4.is_private()
-                || v4.is_loopback()
-                || v4.is_link_local()
-                || v4.is_unspecified()
-                || v4.is_broadcast()
-                || v4.is_documentation()
-                || v4.octets()[0] == 100 && (v4.octets()[1] & 0xc0) == 64 // 100.64/10
-                || v4.octets()[0] == 0
-        }
-        IpAddr::V6(v6) => {
-            if let Some(v4) = v6.to_ipv4_mapped() {
-                return is_private(IpAddr::V4(v4));
-            }
-            v6.is_loopback()
-                || v6.is_unspecified()
-                || (v6.segments()[0] & 0xfe00) == 0xfc00 // unique local
-                || (v6.segments()[0] & 0xffc0) == 0xfe80 // link local
-        }
-    }
+    super::routable::is_blocked(ip)
 }
 
 /// Resolves names, refusing private answers unless allowed.
@@ -102,9 +87,11 @@ impl Fetcher {
             let literal = host.trim_start_matches('[').trim_end_matches(']');
             if let Ok(ip) = literal.parse::<IpAddr>()
                 && !self.limits.allow_private
-                && is_private(ip)
+                && let Some(why) = super::routable::not_global_reason(ip)
             {
-                return Err(format!("fetch to {ip} is not allowed (private address)"));
+                return Err(format!(
+                    "fetch to {ip} is not allowed (not globally reachable: {why})"
+                ));
             }
         }
         let method = if req.method.is_empty() {
@@ -201,6 +188,14 @@ mod tests {
             "fd00::1",
             "fe80::1",
             "::ffff:127.0.0.1",
+            "198.18.0.1",
+            "240.0.0.1",
+            "192.0.0.1",
+            "224.0.0.251",
+            "64:ff9b::10.0.0.1",
+            "2002:7f00:1::1",
+            "2001:0:4136:e378:8000:63bf:3fff:fdd2",
+            "ff02::1",
         ] {
             assert!(is_private(ip.parse().unwrap()), "{ip}");
         }
@@ -223,6 +218,10 @@ mod tests {
             "http://[::1]:1/",
             "http://169.254.169.254/latest/meta-data",
             "http://localhost:1/",
+            "http://198.18.0.1:1/",
+            "http://[64:ff9b::7f00:1]:1/",
+            "http://[2002:7f00:1::1]:1/",
+            "http://240.0.0.1:1/",
         ] {
             let err = fetcher
                 .fetch(FetchRequest {

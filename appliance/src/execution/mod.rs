@@ -17,6 +17,7 @@ pub mod fair;
 pub mod fetch;
 pub mod host;
 pub mod pool;
+pub mod routable;
 pub mod spawn;
 
 use std::sync::Arc;
@@ -157,8 +158,11 @@ pub async fn execute(
             limit: limits.max_js_params_bytes,
         });
     }
-    let (code, action_cid) = code::resolve(ctx, job.code, job.ipfs_id).await?;
+    // Authorize before resolving: the rights are decided on the CID the job names, so
+    // a caller who may not run it gets the same 403 whether or not the code is known.
+    let action_cid = code::requested_cid(limits, job.code.as_deref(), job.ipfs_id.as_deref())?;
     let scope = wallet_scope(ctx, caller, &action_cid).await?;
+    let code = code::resolve(ctx, caller.account, job.code, action_cid.clone()).await?;
 
     // Reserve the seconds the account can pay for (402 if not even one) and cap the run
     // by them. Everything above was authorization and validation, never charged.

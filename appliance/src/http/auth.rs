@@ -148,6 +148,26 @@ impl FromRequestParts<AppState> for Auth {
     }
 }
 
+/// The caller of an endpoint that needs no credential but accepts one: `None` when no
+/// key header was sent; with one, exactly what [`Auth`] decides (401 for an unknown key).
+pub struct OptionalAuth(pub Option<Auth>);
+
+impl FromRequestParts<AppState> for OptionalAuth {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(
+        parts: &mut Parts,
+        state: &AppState,
+    ) -> Result<Self, Self::Rejection> {
+        if !key_header_sent(&parts.headers) {
+            return Ok(Self(None));
+        }
+        Auth::from_request_parts(parts, state)
+            .await
+            .map(|a| Self(Some(a)))
+    }
+}
+
 /// The master key of an account still in API mode (401 unknown key, 403 usage key, 409
 /// already ChainSecured).
 pub struct ApiModeMasterKey(pub AccountId);

@@ -10,6 +10,7 @@ pub mod auth;
 pub mod billed;
 pub mod extract;
 pub mod middleware;
+pub mod rate_limit;
 
 use axum::Router;
 use tower_http::catch_panic::CatchPanicLayer;
@@ -40,6 +41,10 @@ pub fn app(state: AppState, routes: (Router<AppState>, utoipa::openapi::OpenApi)
             ApiError::MethodNotAllowed("this path does not accept that method".into())
         })
         .layer(CatchPanicLayer::custom(middleware::panic_response))
+        .layer(axum::middleware::from_fn_with_state(
+            state.clone(),
+            rate_limit::limit,
+        ))
         .layer(axum::middleware::from_fn(middleware::normalize_errors))
         .layer(axum::middleware::from_fn_with_state(
             state.clone(),

@@ -18,6 +18,21 @@ pub struct NewAccount {
     pub wallet: WalletIdentity,
 }
 
+/// What the chain mirror receives for an account description: not the description (up
+/// to 4 KiB of calldata paid by the service's payer for an unauthenticated call) but
+/// `keccak256:0x<64 hex>` of its UTF-8 bytes, a fixed 76 bytes that still lets the
+/// owner prove which description was given; an empty description stays empty. The
+/// store keeps the full text.
+pub fn mirrored_description(description: &str) -> String {
+    if description.is_empty() {
+        return String::new();
+    }
+    format!(
+        "keccak256:{}",
+        alloy::primitives::keccak256(description.as_bytes())
+    )
+}
+
 #[derive(Debug, Clone)]
 pub struct AccountRecord {
     pub id: AccountId,
@@ -61,7 +76,7 @@ impl Store {
                         &MirrorOp::NewAccount {
                             admin: alloy::primitives::Address::from(new.wallet.address.0),
                             name: new.name.clone(),
-                            description: new.description.clone(),
+                            description: mirrored_description(&new.description),
                         },
                     )?;
                     outbox::record(
@@ -120,4 +135,60 @@ fn resolve(conn: &Connection, hash: &KeyHash) -> Result<Option<ResolvedKey>> {
         return Ok(Some(ResolvedKey::Account(AccountId(id))));
     }
     usage_keys::resolve(conn, hash)
+}
+
+#[cfg(test)]
+mod mirror_tests {
+    use super::mirrored_description;
+    use crate::store::InitialCredit;
+    use crate::store::testing::{new_account_spec, open_store};
+
+    /// What `new_account` queues for the chain carries a 76-byte hash, never the 4 KiB
+    /// description the caller sent; the store keeps the description itself.
+    #[tokio::test]
+    async fn new_account_queues_a_bounded_mirror_write() {
+        let (_dir, store) = open_store();
+        let description = "d".repeat(4096);
+        let mut spec = new_account_spec(3);
+        spec.description = description.clone();
+        store
+            .create_account(spec, InitialCredit::NONE)
+            .await
+            .unwrap();
+        let ops: Vec<String> = store
+            .read(|c| {
+                Ok(c.prepare("SELECT op FROM chain_outbox ORDER BY seq")?
+                    .query_map([], |r| r.get(0))?
+                    .collect::<rusqlite::Result<Vec<String>>>()?)
+            })
+            .await
+            .unwrap();
+        let new_account = ops
+            .iter()
+            .find(|op| op.contains("\"new_account\""))
+            .expect("a new_account op");
+        assert!(!new_account.contains(&description[..100]), "{new_account}");
+        assert!(
+            new_account.contains(&mirrored_description(&description)),
+            "{new_account}"
+        );
+        assert!(new_account.len() < 400, "{}", new_account.len());
+        let kept: String = store
+            .read(|c| Ok(c.query_row("SELECT description FROM accounts", [], |r| r.get(0))?))
+            .await
+            .unwrap();
+        assert_eq!(kept, description);
+    }
+
+    #[test]
+    fn descriptions_are_mirrored_as_a_fixed_size_hash() {
+        assert_eq!(mirrored_description(""), "");
+        let long = "x".repeat(4096);
+        let mirrored = mirrored_description(&long);
+        assert_eq!(mirrored.len(), 76);
+        assert_eq!(
+            mirrored_description("abc"),
+            "keccak256:0x4e03657aea45a94fc7d47ba826c8d667c0d1e6e33a64a036ec44f58fa12d6c45"
+        );
+    }
 }

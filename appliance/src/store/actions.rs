@@ -198,49 +198,111 @@ impl Store {
         .await
     }
 
-    /// Keeps `code` under `cid`, evicting the least recently stored code that no
-    /// registered action refers to while the cache holds more than `cap_bytes`.
-    pub async fn put_code(&self, cid: String, code: Vec<u8>, cap_bytes: u64) -> Result<()> {
+    /// Keeps `code` under `cid` in `owner`'s area of the code cache (see [`CodeOwner`]).
+    ///
+    /// The anonymous area is capped at `cap_bytes`: its least recently stored entries
+    /// (never `cid`) are evicted to fit. An account's area is capped at `cap_bytes` (its
+    /// quota) likewise, but code of its own registered actions is pinned there: never
+    /// evicted, yet counted. If pinned code and `code` together exceed the quota, nothing
+    /// is stored and the answer is [`StoreError::QuotaExceeded`].
+    pub async fn put_code(
+        &self,
+        owner: CodeOwner,
+        cid: String,
+        code: Vec<u8>,
+        cap_bytes: u64,
+    ) -> Result<()> {
         self.write(move |tx| {
+            let owner_id = owner.id();
             let size = code.len() as i64;
             tx.prepare_cached(
-                "INSERT INTO code_blobs (cid, code, size, last_used) VALUES (?1, ?2, ?3, ?4)
-                 ON CONFLICT (cid) DO UPDATE SET last_used = excluded.last_used",
+                "INSERT INTO code_store (owner, cid, code, size, last_used) VALUES (?1, ?2, ?3, ?4, ?5)
+                 ON CONFLICT (owner, cid) DO UPDATE SET last_used = excluded.last_used",
             )?
-            .execute(params![cid, code, size, now_unix()])?;
-            let total: i64 =
-                tx.query_row("SELECT coalesce(sum(size), 0) FROM code_blobs", [], |r| {
-                    r.get(0)
-                })?;
+            .execute(params![owner_id, cid, code, size, now_unix()])?;
+            let total = area_bytes(tx, owner_id)?;
             if total as u64 > cap_bytes {
-                evict(tx, &cid, total - cap_bytes as i64)?;
+                evict(tx, owner_id, &cid, total - cap_bytes as i64)?;
+                let left = area_bytes(tx, owner_id)?;
+                if left as u64 > cap_bytes && matches!(owner, CodeOwner::Account(_)) {
+                    return Err(StoreError::QuotaExceeded(format!(
+                        "the account's stored action code would exceed its quota of {cap_bytes} bytes (code of registered actions counts); delete actions to make room"
+                    )));
+                }
             }
             Ok(())
         })
         .await
     }
 
-    /// The code stored under `cid`, if any.
-    pub async fn code(&self, cid: String) -> Result<Option<Vec<u8>>> {
+    /// The code stored under `cid` for `account`: from its own area, else from the
+    /// anonymous area; with whether it came from the account's own area. Other
+    /// accounts' areas are never read.
+    pub async fn code_for(
+        &self,
+        account: AccountId,
+        cid: String,
+    ) -> Result<Option<(Vec<u8>, bool)>> {
         self.read(move |conn| {
-            Ok(conn
-                .prepare_cached("SELECT code FROM code_blobs WHERE cid = ?1")?
-                .query_row([cid], |r| r.get(0))
+            let mut stmt = conn.prepare_cached(
+                "SELECT code, owner FROM code_store WHERE cid = ?1 AND owner IN (?2, 0)
+                 ORDER BY owner DESC LIMIT 1",
+            )?;
+            Ok(stmt
+                .query_row(params![cid, account.0], |r| {
+                    Ok((r.get::<_, Vec<u8>>(0)?, r.get::<_, i64>(1)? != 0))
+                })
                 .optional()?)
         })
         .await
     }
+
+    /// Bytes of code kept in `owner`'s area.
+    pub async fn code_bytes(&self, owner: CodeOwner) -> Result<u64> {
+        self.read(move |conn| Ok(area_bytes(conn, owner.id())? as u64))
+            .await
+    }
 }
 
-/// Frees at least `excess` bytes of unreferenced code, oldest first, never `keep`.
-fn evict(tx: &Transaction<'_>, keep: &str, excess: i64) -> Result<()> {
+/// Whose area of the code cache an entry lives in.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CodeOwner {
+    /// Code sent to `get_lit_action_ipfs_id` without a key: one small shared area that
+    /// strangers may churn, never evicting any account's code.
+    Anonymous,
+    /// Code an account ran, had fetched or sent with its key: counted against its quota,
+    /// evicted only by its own later code.
+    Account(AccountId),
+}
+
+impl CodeOwner {
+    /// The `owner` column: 0 for the anonymous area (account ids start at 1).
+    fn id(self) -> i64 {
+        match self {
+            Self::Anonymous => 0,
+            Self::Account(account) => account.0,
+        }
+    }
+}
+
+fn area_bytes(conn: &Connection, owner: i64) -> Result<i64> {
+    Ok(conn
+        .prepare_cached("SELECT coalesce(sum(size), 0) FROM code_store WHERE owner = ?1")?
+        .query_row([owner], |r| r.get(0))?)
+}
+
+/// Frees at least `excess` bytes of `owner`'s unpinned code, oldest first, never `keep`.
+/// Pinned: code of the owning account's registered actions (the anonymous area, owner 0,
+/// has no pins).
+fn evict(tx: &Transaction<'_>, owner: i64, keep: &str, excess: i64) -> Result<()> {
     let victims: Vec<(String, i64)> = {
         let mut stmt = tx.prepare_cached(
-            "SELECT cid, size FROM code_blobs c
-             WHERE c.cid <> ?1 AND NOT EXISTS (SELECT 1 FROM actions a WHERE a.ipfs_cid = c.cid)
+            "SELECT cid, size FROM code_store c
+             WHERE c.owner = ?1 AND c.cid <> ?2
+               AND NOT EXISTS (SELECT 1 FROM actions a WHERE a.account_id = c.owner AND a.ipfs_cid = c.cid)
              ORDER BY last_used, cid",
         )?;
-        let rows = stmt.query_map([keep], |r| Ok((r.get(0)?, r.get(1)?)))?;
+        let rows = stmt.query_map(params![owner, keep], |r| Ok((r.get(0)?, r.get(1)?)))?;
         rows.collect::<rusqlite::Result<Vec<_>>>()?
     };
     let mut freed = 0;
@@ -248,7 +310,10 @@ fn evict(tx: &Transaction<'_>, keep: &str, excess: i64) -> Result<()> {
         if freed >= excess {
             break;
         }
-        tx.execute("DELETE FROM code_blobs WHERE cid = ?1", [&cid])?;
+        tx.execute(
+            "DELETE FROM code_store WHERE owner = ?1 AND cid = ?2",
+            params![owner, cid],
+        )?;
         freed += size;
     }
     Ok(())
@@ -260,12 +325,70 @@ mod tests {
     use crate::store::testing::store_with_account;
     use crate::store::{GroupSpec, Permitted};
 
-    #[tokio::test]
-    async fn code_cache_evicts_oldest_unreferenced_first() {
-        let (_dir, store, account) = store_with_account(1).await;
-        // "pinned" is referenced by a registered action: never evicted.
+    async fn used_bytes(store: &Store, owner: CodeOwner) -> u64 {
+        store.code_bytes(owner).await.unwrap()
+    }
+
+    async fn age(store: &Store, cid: &str) {
+        let cid = cid.to_owned();
         store
-            .put_code("pinned".into(), vec![0; 400], 1000)
+            .write(move |tx| {
+                Ok(tx.execute("UPDATE code_store SET last_used = 0 WHERE cid = ?1", [cid])?)
+            })
+            .await
+            .unwrap();
+    }
+
+    #[tokio::test]
+    async fn anonymous_code_never_evicts_an_accounts_code() {
+        let (_dir, store, account) = store_with_account(1).await;
+        let mine = CodeOwner::Account(account);
+        store
+            .put_code(mine, "mine".into(), vec![0; 400], 1000)
+            .await
+            .unwrap();
+        age(&store, "mine").await;
+        // A stranger floods the anonymous area far past its cap.
+        for i in 0..20 {
+            store
+                .put_code(CodeOwner::Anonymous, format!("junk{i}"), vec![1; 400], 1000)
+                .await
+                .unwrap();
+        }
+        assert!(used_bytes(&store, CodeOwner::Anonymous).await <= 1000);
+        assert_eq!(
+            store.code_for(account, "mine".into()).await.unwrap(),
+            Some((vec![0; 400], true))
+        );
+        // The newest anonymous code is readable by any account; older is gone.
+        assert_eq!(
+            store.code_for(account, "junk19".into()).await.unwrap(),
+            Some((vec![1; 400], false))
+        );
+        assert!(
+            store
+                .code_for(account, "junk0".into())
+                .await
+                .unwrap()
+                .is_none()
+        );
+        // Another account's area is never read.
+        let other = AccountId(account.0 + 1000);
+        assert!(
+            store
+                .code_for(other, "mine".into())
+                .await
+                .unwrap()
+                .is_none()
+        );
+    }
+
+    #[tokio::test]
+    async fn pinned_code_counts_against_the_quota() {
+        let (_dir, store, account) = store_with_account(1).await;
+        let mine = CodeOwner::Account(account);
+        store
+            .put_code(mine, "pinned".into(), vec![0; 600], 1000)
             .await
             .unwrap();
         store
@@ -279,40 +402,46 @@ mod tests {
             )
             .await
             .unwrap();
+        age(&store, "pinned").await;
+        // Unpinned code is evicted to make room, the pinned code never.
         store
-            .put_code("old".into(), vec![1; 400], 1000)
+            .put_code(mine, "a".into(), vec![1; 300], 1000)
             .await
             .unwrap();
-        // Same second timestamps: ties break by CID, so make "old" unambiguously older.
+        age(&store, "a").await;
         store
-            .write(
-                |tx| Ok(tx.execute("UPDATE code_blobs SET last_used = 0 WHERE cid = 'old'", [])?),
-            )
+            .put_code(mine, "b".into(), vec![2; 300], 1000)
             .await
             .unwrap();
-        store
-            .put_code("new".into(), vec![2; 400], 1000)
-            .await
-            .unwrap();
+        assert!(store.code_for(account, "a".into()).await.unwrap().is_none());
         assert!(
-            store.code("old".into()).await.unwrap().is_none(),
-            "the oldest unpinned entry goes"
+            store
+                .code_for(account, "pinned".into())
+                .await
+                .unwrap()
+                .is_some()
         );
-        assert_eq!(
-            store.code("pinned".into()).await.unwrap(),
-            Some(vec![0; 400])
+        assert_eq!(used_bytes(&store, mine).await, 900);
+        // Code that does not fit beside the pinned code is refused, and not stored.
+        let err = store
+            .put_code(mine, "big".into(), vec![3; 500], 1000)
+            .await
+            .unwrap_err();
+        assert!(matches!(err, StoreError::QuotaExceeded(_)), "{err}");
+        assert!(
+            store
+                .code_for(account, "big".into())
+                .await
+                .unwrap()
+                .is_none()
         );
-        assert_eq!(store.code("new".into()).await.unwrap(), Some(vec![2; 400]));
+        assert!(used_bytes(&store, mine).await <= 1000);
         // Storing the same CID again does not duplicate it.
         store
-            .put_code("new".into(), vec![2; 400], 1000)
+            .put_code(mine, "b".into(), vec![2; 300], 1000)
             .await
             .unwrap();
-        let total: i64 = store
-            .read(|c| Ok(c.query_row("SELECT sum(size) FROM code_blobs", [], |r| r.get(0))?))
-            .await
-            .unwrap();
-        assert_eq!(total, 800);
+        assert_eq!(used_bytes(&store, mine).await, 900);
     }
 
     #[tokio::test]

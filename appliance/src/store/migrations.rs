@@ -241,6 +241,33 @@ CREATE TABLE minted_usage_keys (
 ALTER TABLE usage_keys ADD COLUMN expires_at INTEGER;
 "#,
     },
+    Migration {
+        version: 9,
+        name: "code cache areas: anonymous and per account",
+        sql: r#"
+-- Action code by CID, in areas: owner 0 is the anonymous area (get_lit_action_ipfs_id
+-- without a key, capped as a whole), any other owner an account id (capped by its quota;
+-- code of the account's registered actions is pinned but counted).
+CREATE TABLE code_store (
+    owner     INTEGER NOT NULL,
+    cid       TEXT    NOT NULL,
+    code      BLOB    NOT NULL,
+    size      INTEGER NOT NULL,
+    last_used INTEGER NOT NULL,
+    PRIMARY KEY (owner, cid)
+) WITHOUT ROWID;
+CREATE INDEX code_store_by_use ON code_store (owner, last_used);
+
+-- Code registered actions refer to goes to those accounts' areas; the rest is anonymous.
+INSERT INTO code_store (owner, cid, code, size, last_used)
+    SELECT DISTINCT a.account_id, c.cid, c.code, c.size, c.last_used
+    FROM code_blobs c JOIN actions a ON a.ipfs_cid = c.cid;
+INSERT INTO code_store (owner, cid, code, size, last_used)
+    SELECT 0, c.cid, c.code, c.size, c.last_used FROM code_blobs c
+    WHERE NOT EXISTS (SELECT 1 FROM actions a WHERE a.ipfs_cid = c.cid);
+DROP TABLE code_blobs;
+"#,
+    },
 ];
 
 pub(super) fn latest_version() -> i64 {
@@ -332,6 +359,41 @@ mod tests {
                 [],
             )
             .is_err()
+        );
+    }
+
+    /// Version 9 moves cached code a registered action refers to into that account's
+    /// area and the rest into the anonymous area.
+    #[test]
+    fn version_9_splits_the_code_cache_into_areas() {
+        let mut conn = Connection::open_in_memory().unwrap();
+        let tx = conn.transaction().unwrap();
+        for m in MIGRATIONS.iter().filter(|m| m.version <= 8) {
+            tx.execute_batch(m.sql).unwrap();
+        }
+        tx.pragma_update(None, "user_version", 8).unwrap();
+        tx.execute_batch(
+            "INSERT INTO accounts (api_key_hash, name, wallet_address, created_at)
+                 VALUES (zeroblob(32), 'a', '0x', 1);
+             INSERT INTO actions (account_id, cid_hash, ipfs_cid, name, description, created_at, updated_at)
+                 VALUES (1, randomblob(32), 'QmPinned', 'n', '', 1, 1);
+             INSERT INTO code_blobs (cid, code, size, last_used) VALUES ('QmPinned', x'01', 1, 5);
+             INSERT INTO code_blobs (cid, code, size, last_used) VALUES ('QmLoose', x'0203', 2, 6);",
+        )
+        .unwrap();
+        tx.commit().unwrap();
+
+        run(&mut conn).unwrap();
+        let rows: Vec<(i64, String, i64)> = conn
+            .prepare("SELECT owner, cid, size FROM code_store ORDER BY cid")
+            .unwrap()
+            .query_map([], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))
+            .unwrap()
+            .collect::<rusqlite::Result<_>>()
+            .unwrap();
+        assert_eq!(
+            rows,
+            vec![(0, "QmLoose".to_owned(), 2), (1, "QmPinned".to_owned(), 1)]
         );
     }
 

@@ -43,7 +43,7 @@ use std::sync::{Arc, Mutex};
 use rusqlite::{Connection, OpenFlags, Transaction, TransactionBehavior};
 
 pub use accounts::{AccountRecord, NewAccount};
-pub use actions::{ActionRecord, CidHash};
+pub use actions::{ActionRecord, CidHash, CodeOwner};
 pub use base::{AccountId, AccountMode, ResolvedKey, UsageKeyId, WalletIdentity};
 pub use chain_apply::{ChainChange, ChainEvent};
 pub use chain_secured::{ChainSecuredAccount, Conversion, MasterKeyAccount};
@@ -68,6 +68,9 @@ pub enum StoreError {
     /// A billed write found too little credit (nothing was written).
     #[error("{0}")]
     PaymentRequired(String),
+    /// A per-account quota (stored action code) would be exceeded; nothing was written.
+    #[error("{0}")]
+    QuotaExceeded(String),
     /// The database cannot be used right now (disk full, locked too long).
     #[error("the store is unavailable: {0}")]
     Unavailable(String),
