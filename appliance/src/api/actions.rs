@@ -217,9 +217,9 @@ pub async fn list_actions(
     post,
     path = "/get_lit_action_ipfs_id",
     tag = "actions",
-    request_body(content = String, description = "The action's JavaScript code, as a JSON string"),
+    request_body(content = String, content_type = "application/json", description = "The action's JavaScript code, as a JSON string"),
     responses(
-        (status = 200, description = "The CID", body = String, example = json!("QmZr5qtNmcxBdpXF7K7hSkLbxK2wUVhMhZn29PKzhynvcR")),
+        (status = 200, description = "The CID", body = String, content_type = "application/json", example = json!("QmZr5qtNmcxBdpXF7K7hSkLbxK2wUVhMhZn29PKzhynvcR")),
         BodyErrors,
         ServerErrors,
     )
