@@ -35,7 +35,8 @@ pub mod server;
 pub mod state;
 pub mod store;
 pub mod tls;
-pub mod typed_data;
+/// The EIP-712 envelope (its own crate, `appliance/typed-data`, so it can be fuzzed alone).
+pub use typed_data;
 pub mod wallet;
 
 use std::net::SocketAddr;

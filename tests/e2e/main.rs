@@ -23,6 +23,7 @@ mod http_conventions;
 mod keyservice;
 mod openapi;
 mod permissions;
+mod schemathesis;
 mod signatures;
 mod usage_keys;
 mod wallets;

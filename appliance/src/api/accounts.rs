@@ -128,7 +128,7 @@ fn looks_like_email(email: &str) -> bool {
     tag = "accounts",
     security(("bearer" = []), ("api_key" = [])),
     responses(
-        (status = 200, description = "Whether the key is a live account key", body = bool),
+        (status = 200, description = "Whether the key is a live account key", body = bool, content_type = "application/json"),
         (status = 401, description = "No key was sent", body = ErrorBody),
         ServerErrors,
     )

@@ -220,10 +220,10 @@ pub async fn list_actions(
     path = "/get_lit_action_ipfs_id",
     tag = "actions",
     security((), ("bearer" = []), ("api_key" = [])),
-    request_body(content = String, description = "The action's JavaScript code, as a JSON string"),
+    request_body(content = String, content_type = "application/json", description = "The action's JavaScript code, as a JSON string"),
     responses(
         super::RateLimited,
-        (status = 200, description = "The CID", body = String, example = json!("QmZr5qtNmcxBdpXF7K7hSkLbxK2wUVhMhZn29PKzhynvcR")),
+        (status = 200, description = "The CID", body = String, content_type = "application/json", example = json!("QmZr5qtNmcxBdpXF7K7hSkLbxK2wUVhMhZn29PKzhynvcR")),
         (status = 401, description = "A key was sent but is unknown or revoked", body = ErrorBody),
         (status = 403, description = "The key sent is a former account key of a ChainSecured account", body = ErrorBody),
         (status = 409, description = "With a key: the account's stored action code would exceed its quota", body = ErrorBody),

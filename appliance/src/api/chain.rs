@@ -7,7 +7,7 @@ use keyservice_api::Payer;
 use serde::Serialize;
 use utoipa::ToSchema;
 
-use crate::error::ApiError;
+use crate::error::{ApiError, ErrorBody};
 use crate::state::AppState;
 
 #[derive(Debug, Serialize, ToSchema)]
@@ -48,7 +48,7 @@ pub async fn get_node_chain_config(State(state): State<AppState>) -> Json<NodeCh
     responses(
         super::RateLimited,
         (status = 200, description = "Addresses, EIP-55", body = Vec<String>),
-        (status = 503, description = "keyservice is unavailable"),
+        (status = 503, description = "keyservice is unavailable", body = ErrorBody),
     )
 )]
 pub async fn get_api_payers(State(state): State<AppState>) -> Result<Json<Vec<String>>, ApiError> {
@@ -63,8 +63,8 @@ pub async fn get_api_payers(State(state): State<AppState>) -> Result<Json<Vec<St
     tag = "chain",
     responses(
         super::RateLimited,
-        (status = 200, description = "Address, EIP-55", body = String),
-        (status = 503, description = "keyservice is unavailable"),
+        (status = 200, description = "Address, EIP-55", body = String, content_type = "application/json"),
+        (status = 503, description = "keyservice is unavailable", body = ErrorBody),
     )
 )]
 pub async fn get_admin_api_payer(State(state): State<AppState>) -> Result<Json<String>, ApiError> {

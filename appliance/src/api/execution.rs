@@ -40,8 +40,8 @@ pub struct ActionError {
 
 #[derive(Debug, Serialize, Deserialize, ToSchema)]
 pub struct LitActionResponse {
-    /// What the code returned or set with `Lit.Actions.setResponse` (null on failure).
-    #[schema(value_type = Object)]
+    /// What the code returned or set with `Lit.Actions.setResponse`: any JSON value
+    /// (null on failure, or when the code returned nothing).
     pub response: Value,
     /// Every console line, each ending in a newline.
     pub logs: String,
@@ -64,10 +64,11 @@ pub struct LitActionResponse {
         (status = 200, description = "The action ran (check has_error)", body = LitActionResponse),
         (status = 404, description = "Unknown ipfs_id", body = ErrorBody),
         (status = 402, description = "Insufficient credit to run for one second; nothing ran", body = ErrorBody),
-        (status = 429, description = "Every worker is busy and the queue is full", body = ErrorBody),
         BodyErrors,
         AuthErrors,
         ServerErrors,
+        // After ServerErrors, whose general 429 this one replaces.
+        (status = 429, description = "Every worker is busy and the queue is full", body = ErrorBody),
     )
 )]
 pub async fn lit_action(

@@ -253,6 +253,11 @@ pub enum RateLimited {
 #[derive(utoipa::IntoResponses)]
 #[allow(dead_code)]
 pub enum ServerErrors {
+    /// Too many requests: this client is over a rate limit, or the service is at its
+    /// capacity for this kind of request. `Retry-After` (seconds), when present, says when
+    /// to try again.
+    #[response(status = 429)]
+    TooManyRequests(ErrorBody),
     /// A bug; details are logged under the request id.
     #[response(status = 500)]
     Internal(ErrorBody),

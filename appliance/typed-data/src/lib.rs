@@ -19,7 +19,7 @@
 //! service must remember it; the store keeps accepted digests (see
 //! `store::signatures`).
 
-use alloy::primitives::{Address, B256, U256, keccak256};
+use alloy_primitives::{Address, B256, U256, keccak256};
 use k256::ecdsa::{RecoveryId, Signature, VerifyingKey};
 use serde_json::{Map, Value};
 
@@ -430,7 +430,7 @@ mod tests {
     use serde_json::json;
 
     /// Signed with viem 2.57.20 `signTypedData` (provenance in `tests/vectors/README.md`).
-    const VECTORS: &str = include_str!("../../tests/vectors/eip712.json");
+    const VECTORS: &str = include_str!("../../../tests/vectors/eip712.json");
     const NOW: i64 = 1_700_000_000;
     const KEY_A: &str = "59c6995e998f97a5a0044966f0945389dc9e86dae88c7a8412f4603b6b78690d";
     const KEY_B: &str = "5de4111afa1a4b94908f83103eb1f1706367c2e68ca870fc3fb9a804cdab365a";
