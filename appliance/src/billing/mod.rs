@@ -12,7 +12,9 @@
 //! * **Action executions** cost `billing.action_second_cents` per started second of run
 //!   time (at least one). Before the run, the affordable seconds are reserved (402 if not
 //!   even one is) and the run's deadline is capped by them; afterwards the run time is
-//!   charged and the reservation released (see [`Billing::start_action`]).
+//!   charged and the reservation released (see [`Billing::start_action`]), whatever ended
+//!   the run: a refused wallet or a request that went away stops it and is charged too
+//!   (`execution::execute` runs and charges in a task the request does not own).
 //! * **Reads** are free.
 //!
 //! Without Stripe keys billing is disabled: nothing is charged, and the billing endpoints
