@@ -70,6 +70,8 @@ fn run(app: &Appliance, label: &str, headers: &[String]) {
         .arg(report.path())
         .arg("--tls-verify")
         .arg(app.data_dir.join("tls").join("self-signed.pem"))
+        // Its cache (.schemathesis/) goes to the temporary folder, not the checkout.
+        .current_dir(report.path())
         .env("NO_COLOR", "1")
         .stdin(std::process::Stdio::null());
     for header in headers {
