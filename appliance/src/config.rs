@@ -469,7 +469,7 @@ impl Default for ActionsConfig {
             fetch_allow_private: false,
             workers: 0,
             max_concurrent_per_account: 0,
-            max_queued_per_account: 16,
+            max_queued_per_account: 64,
             max_queued: 1024,
             queue_timeout_ms: 10_000,
             worker_max_jobs: 1000,
