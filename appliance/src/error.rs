@@ -136,9 +136,10 @@ impl IntoResponse for ApiError {
         }
         let mut response = error_response(self.status(), self.description());
         if let Self::Busy(_) = &self {
-            response
-                .headers_mut()
-                .insert(http::header::RETRY_AFTER, http::HeaderValue::from_static("1"));
+            response.headers_mut().insert(
+                http::header::RETRY_AFTER,
+                http::HeaderValue::from_static("1"),
+            );
         }
         response
     }

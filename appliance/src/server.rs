@@ -235,9 +235,10 @@ impl Connection {
                 }
             })
         };
-        let conn = self
-            .builder
-            .serve_connection_with_upgrades(TokioIo::new(stream), TowerToHyperService::new(service));
+        let conn = self.builder.serve_connection_with_upgrades(
+            TokioIo::new(stream),
+            TowerToHyperService::new(service),
+        );
         tokio::pin!(conn);
         let watchdog = activity.watch(self.timeouts);
         tokio::pin!(watchdog);
@@ -342,7 +343,10 @@ impl Activity {
     }
 
     fn idle_since(&self) -> Instant {
-        *self.idle_since.lock().unwrap_or_else(PoisonError::into_inner)
+        *self
+            .idle_since
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
     }
 
     /// Resolves when the connection should be closed: idle past its timeout, or idle
@@ -485,9 +489,15 @@ mod tests {
         let a = registry.admit(ip, 2).unwrap();
         let _b = registry.admit(ip, 2).unwrap();
         assert!(registry.admit(ip, 2).is_none(), "over the cap");
-        assert!(registry.admit(other, 2).is_some(), "another IP has its own count");
+        assert!(
+            registry.admit(other, 2).is_some(),
+            "another IP has its own count"
+        );
         drop(a);
-        assert!(registry.admit(ip, 2).is_some(), "a closed connection frees its slot");
+        assert!(
+            registry.admit(ip, 2).is_some(),
+            "a closed connection frees its slot"
+        );
     }
 
     fn timeouts(first: u64, h1: u64, h2: u64) -> Timeouts {
@@ -509,8 +519,14 @@ mod tests {
             .expect("the watchdog never fired");
         let took = start.elapsed();
         assert_eq!(got, expected);
-        assert!(took >= Duration::from_millis(at_least), "{expected:?} after {took:?}");
-        assert!(took < Duration::from_millis(at_least + 5_000), "{expected:?} after {took:?}");
+        assert!(
+            took >= Duration::from_millis(at_least),
+            "{expected:?} after {took:?}"
+        );
+        assert!(
+            took < Duration::from_millis(at_least + 5_000),
+            "{expected:?} after {took:?}"
+        );
     }
 
     #[tokio::test]

@@ -6,6 +6,7 @@
 //! The harness they share (processes, HTTPS client, chain, Pebble, viem) is the `e2e`
 //! library in `tests/common/`.
 
+mod abuse_http;
 mod accounts;
 mod acme;
 mod actions;

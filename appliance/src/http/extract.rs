@@ -496,7 +496,10 @@ mod tests {
             bounded_value(req.js_params.as_deref(), "js_params", limit)
         };
         assert_eq!(read("{}", 10).unwrap(), serde_json::Value::Null);
-        assert_eq!(read(r#"{"js_params":null}"#, 10).unwrap(), serde_json::Value::Null);
+        assert_eq!(
+            read(r#"{"js_params":null}"#, 10).unwrap(),
+            serde_json::Value::Null
+        );
         // Whitespace does not count; the compact form is 11 bytes.
         let value = read(r#"{"js_params": { "a" : [ 1, 2 ] } }"#, 11).unwrap();
         assert_eq!(value, serde_json::json!({"a": [1, 2]}));
@@ -526,7 +529,10 @@ mod tests {
         assert_eq!(body_limit(99, &config), small, "an unknown class is small");
         config.http.max_body_bytes = 1000;
         for class in 0..=5 {
-            assert!(body_limit(class, &config) <= 1000, "the ceiling caps {class}");
+            assert!(
+                body_limit(class, &config) <= 1000,
+                "the ceiling caps {class}"
+            );
         }
     }
 
@@ -541,7 +547,10 @@ mod tests {
         let err = second.grow_to(30).await.unwrap_err();
         assert!(matches!(err, ApiError::Busy(_)), "{err}");
         let mut too_big = Reservation::new(Some(budget.clone()));
-        assert!(too_big.grow_to(101).await.is_err(), "more than the whole budget");
+        assert!(
+            too_big.grow_to(101).await.is_err(),
+            "more than the whole budget"
+        );
         drop(first);
         assert_eq!(budget.available(), 100);
         let mut third = Reservation::new(Some(budget.clone()));
