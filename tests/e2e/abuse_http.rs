@@ -3,6 +3,8 @@
 //! once have a budget, and connections that do nothing are closed on time, whatever
 //! the protocol, without locking out other clients.
 
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
@@ -166,7 +168,6 @@ async fn a_flood_of_big_nested_bodies_keeps_memory_bounded_and_health_answering(
     tokio::time::sleep(Duration::from_millis(300)).await;
     let body = nested_arrays(10 * MIB, 30);
     let report = flood(&app, &UNAUTHENTICATED_POSTS, 6, body).await;
-    println!("{report:#?}");
     assert_eq!(
         report.statuses.keys().copied().collect::<Vec<_>>(),
         vec![413],
@@ -306,9 +307,12 @@ async fn idle_tls_connections_neither_lock_out_clients_nor_live_past_their_timeo
         }
         v
     };
-    let waits = fresh.into_iter().map(|mut conn| {
-        tokio::spawn(async move { time_to_eof(&mut conn, Duration::from_secs(10)).await })
-    });
+    let waits: Vec<_> = fresh
+        .into_iter()
+        .map(|mut conn| {
+            tokio::spawn(async move { time_to_eof(&mut conn, Duration::from_secs(10)).await })
+        })
+        .collect();
     for wait in waits {
         on_time("an idle TLS connection", wait.await.unwrap());
     }
