@@ -276,12 +276,42 @@ impl AcmeConfig {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct HttpConfig {
-    /// Largest accepted request body; larger ones get 413.
+    /// The ceiling of every endpoint's body limit. Each endpoint has its own, smaller
+    /// limit (`docs/compatibility.md`, "Request bodies"); larger bodies get 413.
     pub max_body_bytes: usize,
-    /// Connections served at once; further ones wait in the kernel's accept queue.
+    /// Bytes of request bodies held in memory at once, across all requests. A body that
+    /// cannot get its share within `body_budget_wait_ms` gets 503 with `Retry-After`.
+    pub max_buffered_body_bytes: usize,
+    /// How long a request waits for its share of `max_buffered_body_bytes`.
+    pub body_budget_wait_ms: u64,
+    /// Deepest nesting of arrays and objects accepted in a JSON body (deeper: 400).
+    pub max_json_depth: usize,
+    /// Connections served at once. When all are taken, the connection idle the longest
+    /// is closed to make room; if none is idle, new ones wait in the kernel's accept
+    /// queue.
     pub max_connections: usize,
+    /// Live connections from one client IP address; over it a new connection is closed
+    /// at once, before the TLS handshake.
+    pub max_connections_per_ip: usize,
     /// Time allowed for a TLS handshake.
     pub tls_handshake_timeout_ms: u64,
+    /// Time from the end of the TLS handshake until the first complete request head
+    /// (either HTTP version); a connection that sends none in time is closed.
+    pub first_request_timeout_ms: u64,
+    /// HTTP/1: time allowed to send a request head once it has begun.
+    pub header_read_timeout_ms: u64,
+    /// HTTP/1: a keep-alive connection with no request in progress for this long is
+    /// closed.
+    pub http1_idle_timeout_ms: u64,
+    /// HTTP/2: a connection with no open stream for this long is closed gracefully
+    /// (GOAWAY).
+    pub http2_idle_timeout_ms: u64,
+    /// HTTP/2: interval of keep-alive pings (0: none).
+    pub http2_keep_alive_interval_ms: u64,
+    /// HTTP/2: a connection whose keep-alive ping is not answered within this is closed.
+    pub http2_keep_alive_timeout_ms: u64,
+    /// HTTP/2: streams (requests) one connection may have open at once.
+    pub http2_max_concurrent_streams: u32,
     /// Time allowed for a whole request (handler included).
     pub request_timeout_ms: u64,
 }
@@ -290,8 +320,19 @@ impl Default for HttpConfig {
     fn default() -> Self {
         Self {
             max_body_bytes: 10 * 1024 * 1024,
+            max_buffered_body_bytes: 64 * 1024 * 1024,
+            body_budget_wait_ms: 1_000,
+            max_json_depth: 64,
             max_connections: 10_000,
+            max_connections_per_ip: 256,
             tls_handshake_timeout_ms: 10_000,
+            first_request_timeout_ms: 10_000,
+            header_read_timeout_ms: 10_000,
+            http1_idle_timeout_ms: 60_000,
+            http2_idle_timeout_ms: 60_000,
+            http2_keep_alive_interval_ms: 30_000,
+            http2_keep_alive_timeout_ms: 20_000,
+            http2_max_concurrent_streams: 100,
             request_timeout_ms: 60_000,
         }
     }
@@ -867,8 +908,31 @@ impl Config {
                 "chain.batch_size and chain.poll_interval_ms must be positive".into(),
             ));
         }
-        if self.http.max_body_bytes == 0 || self.http.max_connections == 0 {
-            return Err(ConfigError::Invalid("http limits must be positive".into()));
+        let h = &self.http;
+        if h.max_body_bytes == 0
+            || h.max_connections == 0
+            || h.max_connections_per_ip == 0
+            || h.max_json_depth == 0
+            || h.http2_max_concurrent_streams == 0
+            || h.tls_handshake_timeout_ms == 0
+            || h.first_request_timeout_ms == 0
+            || h.header_read_timeout_ms == 0
+            || h.http1_idle_timeout_ms == 0
+            || h.http2_idle_timeout_ms == 0
+        {
+            return Err(ConfigError::Invalid(
+                "http limits and timeouts must be positive".into(),
+            ));
+        }
+        if h.max_buffered_body_bytes < h.max_body_bytes {
+            return Err(ConfigError::Invalid(
+                "http.max_buffered_body_bytes must be at least http.max_body_bytes".into(),
+            ));
+        }
+        if h.http2_keep_alive_interval_ms > 0 && h.http2_keep_alive_timeout_ms == 0 {
+            return Err(ConfigError::Invalid(
+                "http.http2_keep_alive_timeout_ms must be positive when pings are on".into(),
+            ));
         }
         Ok(())
     }

@@ -54,6 +54,10 @@ pub enum ApiError {
     /// 503: a dependency is unavailable.
     #[error("{0}")]
     Unavailable(String),
+    /// 503 with `Retry-After: 1`: the server is momentarily out of a shared resource
+    /// (such as its budget of buffered request bodies); retrying shortly may succeed.
+    #[error("{0}")]
+    Busy(String),
     /// 500: a bug or an unexpected failure. The detail is logged, never sent.
     #[error("internal error")]
     Internal(String),
@@ -73,7 +77,7 @@ impl ApiError {
             Self::UnsupportedMediaType(_) => StatusCode::UNSUPPORTED_MEDIA_TYPE,
             Self::Unprocessable(_) => StatusCode::UNPROCESSABLE_ENTITY,
             Self::TooManyRequests(_) => StatusCode::TOO_MANY_REQUESTS,
-            Self::Unavailable(_) => StatusCode::SERVICE_UNAVAILABLE,
+            Self::Unavailable(_) | Self::Busy(_) => StatusCode::SERVICE_UNAVAILABLE,
             Self::Internal(_) => StatusCode::INTERNAL_SERVER_ERROR,
         }
     }
@@ -130,7 +134,14 @@ impl IntoResponse for ApiError {
         if let Self::Internal(detail) = &self {
             tracing::error!(detail = %detail, "internal error");
         }
-        error_response(self.status(), self.description())
+        let mut response = error_response(self.status(), self.description());
+        if let Self::Busy(_) = &self {
+            response.headers_mut().insert(
+                http::header::RETRY_AFTER,
+                http::HeaderValue::from_static("1"),
+            );
+        }
+        response
     }
 }
 

@@ -1,27 +1,87 @@
 //! The TLS accept loop: TCP → rustls → hyper (HTTP/1.1 or HTTP/2 by ALPN) → the axum
-//! service, with a connection limit, handshake and header timeouts, and graceful
-//! shutdown that lets in-flight requests finish.
+//! service, and the governance of connections (all limits from `[http]`):
+//!
+//! * a cap on live connections per client IP, checked at accept (over it the connection
+//!   is closed before the TLS handshake);
+//! * a cap on connections served at once (`max_connections`); when it is reached, the
+//!   connection idle the longest is closed to make room;
+//! * timeouts for the TLS handshake, for the first complete request head (whatever the
+//!   protocol), for an HTTP/1 request head once begun, for an idle HTTP/1 keep-alive
+//!   connection and for an HTTP/2 connection without open streams (graceful close:
+//!   GOAWAY), plus HTTP/2 keep-alive pings and a cap on concurrent streams;
+//! * graceful shutdown that lets in-flight requests finish.
+//!
+//! A connection is *idle* when it has no request in progress: none has arrived since
+//! its last response body was sent. Every request also carries its connection's peer
+//! (`ClientAddr`) and the shared budget of buffered request bodies (`BodyBudget`).
 
+use std::collections::HashMap;
 use std::future::Future;
-use std::sync::Arc;
+use std::net::{IpAddr, SocketAddr};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
 use axum::Router;
+use axum::body::Body;
+use http_body_util::BodyExt as _;
 use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
 use hyper_util::server::conn::auto::Builder;
-use hyper_util::server::graceful::GracefulShutdown;
 use hyper_util::service::TowerToHyperService;
 use rustls::ServerConfig;
-use tokio::net::TcpListener;
-use tokio::sync::Semaphore;
+use tokio::net::{TcpListener, TcpStream};
+use tokio::sync::{Notify, OwnedSemaphorePermit, Semaphore, TryAcquireError, watch};
+use tokio::time::Instant;
 use tokio_rustls::TlsAcceptor;
+use tower::ServiceExt;
 
 use crate::config::HttpConfig;
 use crate::http::ClientAddr;
-use tower::ServiceExt;
+use crate::http::extract::BodyBudget;
 
 /// How long shutdown waits for open connections before giving up on them.
 const DRAIN_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// The connection timeouts, from `[http]`.
+#[derive(Clone, Copy, Debug)]
+struct Timeouts {
+    handshake: Duration,
+    first_request: Duration,
+    http1_idle: Duration,
+    http2_idle: Duration,
+    /// How long a connection asked to close gracefully may take before it is dropped.
+    closing: Duration,
+}
+
+impl Timeouts {
+    fn new(limits: &HttpConfig) -> Self {
+        Self {
+            handshake: Duration::from_millis(limits.tls_handshake_timeout_ms),
+            first_request: Duration::from_millis(limits.first_request_timeout_ms),
+            http1_idle: Duration::from_millis(limits.http1_idle_timeout_ms),
+            http2_idle: Duration::from_millis(limits.http2_idle_timeout_ms),
+            closing: Duration::from_millis(limits.header_read_timeout_ms)
+                .max(Duration::from_secs(1)),
+        }
+    }
+}
+
+fn builder(limits: &HttpConfig) -> Builder<TokioExecutor> {
+    let mut builder = Builder::new(TokioExecutor::new());
+    builder
+        .http1()
+        .timer(TokioTimer::new())
+        .header_read_timeout(Duration::from_millis(limits.header_read_timeout_ms));
+    let keep_alive = (limits.http2_keep_alive_interval_ms > 0)
+        .then(|| Duration::from_millis(limits.http2_keep_alive_interval_ms));
+    builder
+        .http2()
+        .timer(TokioTimer::new())
+        .keep_alive_interval(keep_alive)
+        .keep_alive_timeout(Duration::from_millis(limits.http2_keep_alive_timeout_ms))
+        .max_concurrent_streams(limits.http2_max_concurrent_streams);
+    builder
+}
 
 /// Serves `app` over TLS on `listener` until `shutdown` resolves, then drains.
 pub async fn serve(
@@ -32,25 +92,20 @@ pub async fn serve(
     shutdown: impl Future<Output = ()>,
 ) {
     let acceptor = TlsAcceptor::from(tls);
-    let mut builder = Builder::new(TokioExecutor::new());
-    builder
-        .http1()
-        .timer(TokioTimer::new())
-        .header_read_timeout(Duration::from_secs(30));
-    builder.http2().timer(TokioTimer::new());
-    let graceful = GracefulShutdown::new();
-    let permits = Arc::new(Semaphore::new(limits.max_connections));
-    let handshake_timeout = Duration::from_millis(limits.tls_handshake_timeout_ms);
+    let builder = builder(&limits);
+    let timeouts = Timeouts::new(&limits);
+    let budget = BodyBudget::new(
+        limits.max_buffered_body_bytes,
+        Duration::from_millis(limits.body_budget_wait_ms),
+    );
+    let permits = Arc::new(Semaphore::new(
+        limits.max_connections.min(Semaphore::MAX_PERMITS),
+    ));
+    let registry = Arc::new(Registry::default());
+    let (closing_tx, closing_rx) = watch::channel(false);
     tokio::pin!(shutdown);
 
     loop {
-        let permit = tokio::select! {
-            permit = Arc::clone(&permits).acquire_owned() => match permit {
-                Ok(permit) => permit,
-                Err(_) => break,
-            },
-            () = &mut shutdown => break,
-        };
         let (tcp, peer) = tokio::select! {
             accepted = listener.accept() => match accepted {
                 Ok(accepted) => accepted,
@@ -63,20 +118,80 @@ pub async fn serve(
             },
             () = &mut shutdown => break,
         };
+        let Some(ip_slot) = registry.admit(peer.ip(), limits.max_connections_per_ip) else {
+            tracing::debug!(%peer, cap = limits.max_connections_per_ip,
+                "connection refused: this client IP has the most connections allowed");
+            drop(tcp);
+            continue;
+        };
+        let permit = match Arc::clone(&permits).try_acquire_owned() {
+            Ok(permit) => permit,
+            Err(TryAcquireError::Closed) => break,
+            Err(TryAcquireError::NoPermits) => {
+                // Full: make room by closing the connection idle the longest, if any.
+                registry.evict_oldest_idle();
+                tokio::select! {
+                    permit = Arc::clone(&permits).acquire_owned() => match permit {
+                        Ok(permit) => permit,
+                        Err(_) => break,
+                    },
+                    () = &mut shutdown => break,
+                }
+            }
+        };
         let _ = tcp.set_nodelay(true);
-        let acceptor = acceptor.clone();
-        let builder = builder.clone();
-        // Every request on this connection learns its peer (`ClientAddr`).
-        let service = TowerToHyperService::new(app.clone().map_request(
-            move |mut req: http::Request<hyper::body::Incoming>| {
-                req.extensions_mut().insert(ClientAddr(peer));
-                req
-            },
-        ));
-        let watcher = graceful.watcher();
-        tokio::spawn(async move {
-            let _permit = permit;
-            let stream = match tokio::time::timeout(handshake_timeout, acceptor.accept(tcp)).await {
+        let conn = Connection {
+            acceptor: acceptor.clone(),
+            builder: builder.clone(),
+            app: app.clone(),
+            budget: budget.clone(),
+            registry: Arc::clone(&registry),
+            timeouts,
+            closing: closing_rx.clone(),
+            peer,
+        };
+        tokio::spawn(conn.run(tcp, permit, ip_slot));
+    }
+
+    drop(listener);
+    let _ = closing_tx.send(true);
+    let all = u32::try_from(limits.max_connections.min(Semaphore::MAX_PERMITS)).unwrap_or(u32::MAX);
+    tokio::select! {
+        _ = permits.acquire_many(all) => tracing::info!("all connections drained"),
+        () = tokio::time::sleep(DRAIN_TIMEOUT) => tracing::warn!("shutdown: some connections did not drain in time"),
+    }
+}
+
+/// What one connection task needs.
+struct Connection {
+    acceptor: TlsAcceptor,
+    builder: Builder<TokioExecutor>,
+    app: Router,
+    budget: BodyBudget,
+    registry: Arc<Registry>,
+    timeouts: Timeouts,
+    closing: watch::Receiver<bool>,
+    peer: SocketAddr,
+}
+
+/// Why the server closes a connection on its own.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Close {
+    /// No complete request head within `first_request_timeout_ms`.
+    NoFirstRequest,
+    /// Idle past its protocol's idle timeout.
+    Idle,
+    /// Idle, and its permit is needed by a new connection.
+    Evicted,
+}
+
+impl Connection {
+    async fn run(self, tcp: TcpStream, permit: OwnedSemaphorePermit, ip_slot: IpSlot) {
+        let _permit = permit;
+        let _ip_slot = ip_slot;
+        let peer = self.peer;
+        let stream =
+            match tokio::time::timeout(self.timeouts.handshake, self.acceptor.accept(tcp)).await {
                 Ok(Ok(stream)) => stream,
                 Ok(Err(err)) => {
                     tracing::debug!(%peer, error = %err, "TLS handshake failed");
@@ -87,23 +202,371 @@ pub async fn serve(
                     return;
                 }
             };
-            if stream.get_ref().1.alpn_protocol() == Some(crate::tls::ACME_TLS_ALPN) {
-                // An ACME TLS-ALPN-01 validation: the handshake was the answer (RFC 8737).
-                tracing::debug!(%peer, "answered an ACME TLS-ALPN-01 validation handshake");
-                let mut stream = stream;
-                let _ = tokio::io::AsyncWriteExt::shutdown(&mut stream).await;
-                return;
+        let alpn = stream.get_ref().1.alpn_protocol().map(<[u8]>::to_vec);
+        if alpn.as_deref() == Some(crate::tls::ACME_TLS_ALPN) {
+            // An ACME TLS-ALPN-01 validation: the handshake was the answer (RFC 8737).
+            tracing::debug!(%peer, "answered an ACME TLS-ALPN-01 validation handshake");
+            let mut stream = stream;
+            let _ = tokio::io::AsyncWriteExt::shutdown(&mut stream).await;
+            return;
+        }
+
+        let activity = Arc::new(Activity::new(alpn.as_deref() == Some(b"h2")));
+        let _registered = self.registry.register(Arc::clone(&activity));
+        let service = {
+            let app = self.app.clone();
+            let budget = self.budget.clone();
+            let activity = Arc::clone(&activity);
+            tower::service_fn(move |mut req: http::Request<hyper::body::Incoming>| {
+                let in_flight = activity.begin(req.version() == http::Version::HTTP_2);
+                req.extensions_mut().insert(ClientAddr(peer));
+                req.extensions_mut().insert(budget.clone());
+                let app = app.clone();
+                async move {
+                    let response = app.oneshot(req).await?;
+                    // The request stays in progress until its response body is sent
+                    // (or dropped).
+                    Ok::<_, std::convert::Infallible>(response.map(move |body| {
+                        Body::new(body.map_frame(move |frame| {
+                            let _in_flight = &in_flight;
+                            frame
+                        }))
+                    }))
+                }
+            })
+        };
+        let conn = self.builder.serve_connection_with_upgrades(
+            TokioIo::new(stream),
+            TowerToHyperService::new(service),
+        );
+        tokio::pin!(conn);
+        let watchdog = activity.watch(self.timeouts);
+        tokio::pin!(watchdog);
+        let mut closing = self.closing;
+        let mut close_deadline: Option<Instant> = None;
+        loop {
+            let deadline = close_deadline;
+            tokio::select! {
+                result = conn.as_mut() => {
+                    if let Err(err) = result {
+                        tracing::debug!(%peer, error = %err, "connection ended with an error");
+                    }
+                    return;
+                }
+                reason = &mut watchdog, if close_deadline.is_none() => {
+                    match reason {
+                        Close::NoFirstRequest => {
+                            tracing::debug!(%peer, "closed: no request within the first-request timeout");
+                            return;
+                        }
+                        Close::Idle => tracing::debug!(%peer, "closing an idle connection"),
+                        Close::Evicted => tracing::debug!(%peer, "closing an idle connection to make room for a new one"),
+                    }
+                    conn.as_mut().graceful_shutdown();
+                    close_deadline = Some(Instant::now() + self.timeouts.closing);
+                }
+                changed = closing.changed(), if close_deadline.is_none() => {
+                    if changed.is_err() || *closing.borrow() {
+                        conn.as_mut().graceful_shutdown();
+                        close_deadline = Some(Instant::now() + DRAIN_TIMEOUT);
+                    }
+                }
+                () = sleep_until_some(deadline) => {
+                    tracing::debug!(%peer, "closed: a graceful close took too long");
+                    return;
+                }
             }
-            let conn = builder.serve_connection_with_upgrades(TokioIo::new(stream), service);
-            if let Err(err) = watcher.watch(conn).await {
-                tracing::debug!(%peer, error = %err, "connection ended with an error");
-            }
-        });
+        }
+    }
+}
+
+async fn sleep_until_some(deadline: Option<Instant>) {
+    match deadline {
+        Some(deadline) => tokio::time::sleep_until(deadline).await,
+        None => std::future::pending().await,
+    }
+}
+
+/// The request activity of one connection, for its idle timeouts and eviction.
+struct Activity {
+    id: AtomicU64,
+    in_flight: AtomicUsize,
+    requests: AtomicU64,
+    http2: AtomicBool,
+    /// When the connection last became idle (or was established).
+    idle_since: Mutex<Instant>,
+    changed: Notify,
+    evict: Notify,
+}
+
+/// A request in progress; the connection is idle again when the last one is dropped.
+struct InFlight(Arc<Activity>);
+
+impl Drop for InFlight {
+    fn drop(&mut self) {
+        let activity = &self.0;
+        if activity.in_flight.fetch_sub(1, Ordering::AcqRel) == 1 {
+            *activity
+                .idle_since
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner) = Instant::now();
+        }
+        activity.changed.notify_one();
+    }
+}
+
+impl Activity {
+    fn new(http2: bool) -> Self {
+        Self {
+            id: AtomicU64::new(0),
+            in_flight: AtomicUsize::new(0),
+            requests: AtomicU64::new(0),
+            http2: AtomicBool::new(http2),
+            idle_since: Mutex::new(Instant::now()),
+            changed: Notify::new(),
+            evict: Notify::new(),
+        }
     }
 
-    drop(listener);
-    tokio::select! {
-        () = graceful.shutdown() => tracing::info!("all connections drained"),
-        () = tokio::time::sleep(DRAIN_TIMEOUT) => tracing::warn!("shutdown: some connections did not drain in time"),
+    fn begin(self: &Arc<Self>, http2: bool) -> InFlight {
+        if http2 {
+            self.http2.store(true, Ordering::Relaxed);
+        }
+        self.in_flight.fetch_add(1, Ordering::AcqRel);
+        self.requests.fetch_add(1, Ordering::AcqRel);
+        self.changed.notify_one();
+        InFlight(Arc::clone(self))
+    }
+
+    fn is_idle(&self) -> bool {
+        self.in_flight.load(Ordering::Acquire) == 0
+    }
+
+    fn idle_since(&self) -> Instant {
+        *self
+            .idle_since
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Resolves when the connection should be closed: idle past its timeout, or idle
+    /// and asked to make room.
+    async fn watch(self: &Arc<Self>, timeouts: Timeouts) -> Close {
+        loop {
+            if !self.is_idle() {
+                tokio::select! {
+                    () = self.changed.notified() => {}
+                    () = self.evict.notified() => {}
+                }
+                continue;
+            }
+            let first = self.requests.load(Ordering::Acquire) == 0;
+            let timeout = if first {
+                timeouts.first_request
+            } else if self.http2.load(Ordering::Relaxed) {
+                timeouts.http2_idle
+            } else {
+                timeouts.http1_idle
+            };
+            let since = self.idle_since();
+            tokio::select! {
+                () = tokio::time::sleep_until(since + timeout) => {
+                    if self.is_idle() && self.idle_since() == since {
+                        return if first { Close::NoFirstRequest } else { Close::Idle };
+                    }
+                }
+                () = self.changed.notified() => {}
+                () = self.evict.notified() => {
+                    if self.is_idle() {
+                        return if first { Close::NoFirstRequest } else { Close::Evicted };
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// Live connections: counts per client IP, and the established ones (for eviction).
+#[derive(Default)]
+struct Registry {
+    per_ip: Mutex<HashMap<IpAddr, usize>>,
+    live: Mutex<HashMap<u64, Arc<Activity>>>,
+    next_id: AtomicU64,
+}
+
+/// One live connection of an IP, counted until dropped.
+struct IpSlot {
+    registry: Arc<Registry>,
+    ip: IpAddr,
+}
+
+impl Drop for IpSlot {
+    fn drop(&mut self) {
+        let mut per_ip = self
+            .registry
+            .per_ip
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        if let Some(count) = per_ip.get_mut(&self.ip) {
+            *count -= 1;
+            if *count == 0 {
+                per_ip.remove(&self.ip);
+            }
+        }
+    }
+}
+
+/// An established connection, listed for eviction until dropped.
+struct Registered {
+    registry: Arc<Registry>,
+    id: u64,
+}
+
+impl Drop for Registered {
+    fn drop(&mut self) {
+        self.registry
+            .live
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .remove(&self.id);
+    }
+}
+
+impl Registry {
+    /// Counts a new connection from `ip`, unless it already has `cap`.
+    fn admit(self: &Arc<Self>, ip: IpAddr, cap: usize) -> Option<IpSlot> {
+        let mut per_ip = self.per_ip.lock().unwrap_or_else(PoisonError::into_inner);
+        let count = per_ip.entry(ip).or_insert(0);
+        if *count >= cap {
+            return None;
+        }
+        *count += 1;
+        Some(IpSlot {
+            registry: Arc::clone(self),
+            ip,
+        })
+    }
+
+    fn register(self: &Arc<Self>, activity: Arc<Activity>) -> Registered {
+        let id = self.next_id.fetch_add(1, Ordering::Relaxed);
+        activity.id.store(id, Ordering::Relaxed);
+        self.live
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .insert(id, activity);
+        Registered {
+            registry: Arc::clone(self),
+            id,
+        }
+    }
+
+    /// Asks the connection idle the longest to close; false when none is idle.
+    fn evict_oldest_idle(&self) -> bool {
+        let live = self.live.lock().unwrap_or_else(PoisonError::into_inner);
+        let oldest = live
+            .values()
+            .filter(|a| a.is_idle())
+            .min_by_key(|a| (a.idle_since(), a.id.load(Ordering::Relaxed)));
+        match oldest {
+            Some(activity) => {
+                activity.evict.notify_one();
+                true
+            }
+            None => false,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn per_ip_slots_are_counted_and_returned() {
+        let registry = Arc::new(Registry::default());
+        let ip: IpAddr = [127, 0, 0, 1].into();
+        let other: IpAddr = [127, 0, 0, 2].into();
+        let a = registry.admit(ip, 2).unwrap();
+        let _b = registry.admit(ip, 2).unwrap();
+        assert!(registry.admit(ip, 2).is_none(), "over the cap");
+        assert!(
+            registry.admit(other, 2).is_some(),
+            "another IP has its own count"
+        );
+        drop(a);
+        assert!(
+            registry.admit(ip, 2).is_some(),
+            "a closed connection frees its slot"
+        );
+    }
+
+    fn timeouts(first: u64, h1: u64, h2: u64) -> Timeouts {
+        Timeouts {
+            handshake: Duration::from_secs(1),
+            first_request: Duration::from_millis(first),
+            http1_idle: Duration::from_millis(h1),
+            http2_idle: Duration::from_millis(h2),
+            closing: Duration::from_secs(1),
+        }
+    }
+
+    /// Runs `watch` and checks it ended with `expected` no sooner than `at_least` (and
+    /// not absurdly later).
+    async fn closes(activity: &Arc<Activity>, t: Timeouts, expected: Close, at_least: u64) {
+        let start = Instant::now();
+        let got = tokio::time::timeout(Duration::from_secs(10), activity.watch(t))
+            .await
+            .expect("the watchdog never fired");
+        let took = start.elapsed();
+        assert_eq!(got, expected);
+        assert!(
+            took >= Duration::from_millis(at_least),
+            "{expected:?} after {took:?}"
+        );
+        assert!(
+            took < Duration::from_millis(at_least + 5_000),
+            "{expected:?} after {took:?}"
+        );
+    }
+
+    #[tokio::test]
+    async fn idle_timeouts_follow_requests_and_protocol() {
+        let t = timeouts(300, 200, 600);
+        let activity = Arc::new(Activity::new(false));
+        closes(&activity, t, Close::NoFirstRequest, 300).await;
+
+        // A request in progress keeps the connection open past every timeout.
+        let request = activity.begin(false);
+        let busy = tokio::time::timeout(Duration::from_millis(900), activity.watch(t)).await;
+        assert!(busy.is_err(), "closed with a request in progress");
+        drop(request);
+        closes(&activity, t, Close::Idle, 200).await;
+
+        let h2 = Arc::new(Activity::new(false));
+        drop(h2.begin(true));
+        closes(&h2, t, Close::Idle, 600).await;
+    }
+
+    #[tokio::test]
+    async fn the_oldest_idle_connection_is_evicted() {
+        let t = timeouts(60_000, 60_000, 60_000);
+        let registry = Arc::new(Registry::default());
+        let busy = Arc::new(Activity::new(false));
+        let _busy_reg = registry.register(Arc::clone(&busy));
+        let _request = busy.begin(false);
+        assert!(!registry.evict_oldest_idle(), "nothing idle to evict");
+
+        let old = Arc::new(Activity::new(false));
+        let _old_reg = registry.register(Arc::clone(&old));
+        drop(old.begin(false));
+        tokio::time::sleep(Duration::from_millis(20)).await;
+        let young = Arc::new(Activity::new(false));
+        let _young_reg = registry.register(Arc::clone(&young));
+        drop(young.begin(false));
+
+        assert!(registry.evict_oldest_idle());
+        closes(&old, t, Close::Evicted, 0).await;
+        let young_watch = tokio::time::timeout(Duration::from_millis(300), young.watch(t)).await;
+        assert!(young_watch.is_err(), "only the oldest idle one is evicted");
     }
 }

@@ -11,6 +11,7 @@ pub mod appliance;
 pub mod binaries;
 pub mod chain;
 pub mod container;
+pub mod flood;
 pub mod http;
 pub mod ids;
 pub mod keyservice;

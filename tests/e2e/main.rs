@@ -7,6 +7,7 @@
 //! library in `tests/common/`.
 
 mod abuse_quotas;
+mod abuse_http;
 mod accounts;
 mod acme;
 mod actions;

@@ -14,7 +14,7 @@ use crate::cid;
 use crate::error::{ApiError, ErrorBody};
 use crate::http::auth::{Auth, OptionalAuth};
 use crate::http::billed::Billed;
-use crate::http::extract::{JsonBody, Paging, QueryParams};
+use crate::http::extract::{JsonBody, Paging, QueryParams, limit};
 use crate::state::AppState;
 use crate::store::{ActionRecord, CodeOwner};
 
@@ -234,7 +234,7 @@ pub async fn list_actions(
 pub async fn get_lit_action_ipfs_id(
     State(state): State<AppState>,
     OptionalAuth(auth): OptionalAuth,
-    JsonBody(code): JsonBody<String>,
+    JsonBody(code): JsonBody<String, { limit::CODE }>,
 ) -> Result<Json<String>, ApiError> {
     let limits = &state.config.actions;
     if code.len() > limits.max_code_bytes {

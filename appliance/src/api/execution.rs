@@ -11,7 +11,7 @@ use super::{AuthErrors, BodyErrors, ServerErrors};
 use crate::error::{ApiError, ErrorBody};
 use crate::execution::{self, Caller, ExecContext, Job, Outcome};
 use crate::http::auth::Auth;
-use crate::http::extract::JsonBody;
+use crate::http::extract::{self, JsonBody, limit};
 use crate::state::AppState;
 use action_runtime::protocol::ErrorKind;
 
@@ -28,7 +28,7 @@ pub struct LitActionRequest {
     /// The argument of `main`.
     #[serde(default)]
     #[schema(value_type = Object)]
-    pub js_params: Option<Value>,
+    pub js_params: Option<Box<serde_json::value::RawValue>>,
 }
 
 #[derive(Debug, Serialize, Deserialize, ToSchema)]
@@ -74,7 +74,7 @@ pub struct LitActionResponse {
 pub async fn lit_action(
     State(state): State<AppState>,
     auth: Auth,
-    JsonBody(req): JsonBody<LitActionRequest>,
+    JsonBody(req): JsonBody<LitActionRequest, { limit::ACTION }>,
 ) -> Result<Json<LitActionResponse>, ApiError> {
     let ctx = ExecContext {
         store: &state.store,
@@ -90,7 +90,12 @@ pub async fn lit_action(
     let job = Job {
         code: req.code,
         ipfs_id: req.ipfs_id,
-        js_params: req.js_params.unwrap_or(Value::Null),
+        // Measured before any value is built (the whole body is bounded too).
+        js_params: extract::bounded_value(
+            req.js_params.as_deref(),
+            "js_params",
+            state.config.actions.max_js_params_bytes,
+        )?,
     };
     let outcome = execution::execute(&ctx, caller, job).await?;
     Ok(Json(LitActionResponse::from(outcome)))

@@ -16,7 +16,7 @@ use crate::authz::{GroupId, Operation, authorize};
 use crate::error::{ApiError, ErrorBody};
 use crate::http::auth::Auth;
 use crate::http::billed::Billed;
-use crate::http::extract::{JsonBody, Paging};
+use crate::http::extract::{JsonBody, Paging, limit};
 use crate::state::AppState;
 use crate::store::{GroupRecord, GroupSpec};
 
@@ -76,7 +76,7 @@ pub struct AddGroupResponse {
 pub async fn add_group(
     State(state): State<AppState>,
     billed: Billed,
-    JsonBody(req): JsonBody<AddGroupRequest>,
+    JsonBody(req): JsonBody<AddGroupRequest, { limit::LISTS }>,
 ) -> Result<Json<AddGroupResponse>, ApiError> {
     authorize(&billed.credential, Operation::CreateGroup)?;
     if req.group_name.trim().is_empty() {
@@ -182,7 +182,7 @@ pub struct UpdateGroupRequest {
 pub async fn update_group(
     State(state): State<AppState>,
     billed: Billed,
-    JsonBody(req): JsonBody<UpdateGroupRequest>,
+    JsonBody(req): JsonBody<UpdateGroupRequest, { limit::LISTS }>,
 ) -> Result<Json<Success>, ApiError> {
     let group = GroupId(req.group_id.0);
     authorize(&billed.credential, Operation::UpdateGroup(group))?;

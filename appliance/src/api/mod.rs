@@ -216,7 +216,10 @@ pub enum BodyErrors {
     /// Malformed JSON or an invalid field.
     #[response(status = 400)]
     BadRequest(ErrorBody),
-    /// The body is larger than the limit (10 MiB by default).
+    /// The body is larger than this endpoint's limit (`docs/compatibility.md`, "Request
+    /// bodies": 8 KiB for wallet-signature requests, 16 KiB for small writes, 256 KiB for
+    /// permission lists, twice the action limits plus 16 KiB for code and runs), or a
+    /// field is larger than its own limit.
     #[response(status = 413)]
     TooLarge(ErrorBody),
     /// The body is not `application/json`.

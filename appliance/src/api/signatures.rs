@@ -19,7 +19,7 @@ use super::{BodyErrors, ServerErrors};
 use crate::api_keys::{ApiSecret, KeyHash};
 use crate::error::{ApiError, ErrorBody};
 use crate::http::auth::ApiModeMasterKey;
-use crate::http::extract::JsonBody;
+use crate::http::extract::{JsonBody, limit};
 use crate::state::AppState;
 use crate::store::{Conversion, WalletIdentity, now_unix};
 use crate::typed_data::{self, Flow, TypedDataError, Verified};
@@ -163,7 +163,7 @@ async fn mint_for(
 )]
 pub async fn create_wallet_with_signature(
     State(state): State<AppState>,
-    JsonBody(req): JsonBody<SignedRequest>,
+    JsonBody(req): JsonBody<SignedRequest, { limit::SIGNATURE }>,
 ) -> Result<Json<SignedWalletResponse>, ApiError> {
     let signature = verify(&state, &req, Flow::CreateWallet)?;
     let wallet = mint_for(&state, signature, None).await?;
@@ -193,7 +193,7 @@ pub async fn create_wallet_with_signature(
 )]
 pub async fn add_usage_api_key_with_signature(
     State(state): State<AppState>,
-    JsonBody(req): JsonBody<SignedRequest>,
+    JsonBody(req): JsonBody<SignedRequest, { limit::SIGNATURE }>,
 ) -> Result<Json<SignedUsageKeyResponse>, ApiError> {
     let signature = verify(&state, &req, Flow::AddUsageApiKey)?;
     let secret = ApiSecret::generate().map_err(|e| ApiError::Internal(e.to_string()))?;
@@ -231,7 +231,7 @@ pub async fn add_usage_api_key_with_signature(
 pub async fn convert_to_chain_secured_account(
     State(state): State<AppState>,
     ApiModeMasterKey(account): ApiModeMasterKey,
-    JsonBody(req): JsonBody<ConvertRequest>,
+    JsonBody(req): JsonBody<ConvertRequest, { limit::SIGNATURE }>,
 ) -> Result<Json<ConvertResponse>, ApiError> {
     let new_admin = typed_data::parse_address(req.new_admin_wallet_address.trim())
         .filter(|a| *a != Address::ZERO)

@@ -14,7 +14,7 @@ use crate::authz::{GroupSet, Operation, Permissions, authorize};
 use crate::error::{ApiError, ErrorBody};
 use crate::http::auth::Auth;
 use crate::http::billed::Billed;
-use crate::http::extract::{JsonBody, Paging};
+use crate::http::extract::{JsonBody, Paging, limit};
 use crate::state::AppState;
 use crate::store::{NewUsageKey, UsageKeyRecord};
 
@@ -130,7 +130,7 @@ fn check_metadata(name: &str, description: &str) -> Result<(), ApiError> {
 pub async fn add_usage_api_key(
     State(state): State<AppState>,
     billed: Billed,
-    JsonBody(req): JsonBody<AddUsageApiKeyRequest>,
+    JsonBody(req): JsonBody<AddUsageApiKeyRequest, { limit::LISTS }>,
 ) -> Result<Json<AddUsageApiKeyResponse>, ApiError> {
     authorize(&billed.credential, Operation::ManageAccount)?;
     check_metadata(&req.name, &req.description)?;
@@ -285,7 +285,7 @@ pub struct UpdateUsageApiKeyRequest {
 pub async fn update_usage_api_key(
     State(state): State<AppState>,
     billed: Billed,
-    JsonBody(req): JsonBody<UpdateUsageApiKeyRequest>,
+    JsonBody(req): JsonBody<UpdateUsageApiKeyRequest, { limit::LISTS }>,
 ) -> Result<Json<Success>, ApiError> {
     authorize(&billed.credential, Operation::ManageAccount)?;
     let key = key_reference(&req.usage_api_key)?;

@@ -1,0 +1,79 @@
+//! Memory and `/health` latency under a flood of big request bodies (issue 18): for every
+//! unauthenticated POST endpoint, `BENCH_FLOOD_CLIENTS` (40) concurrent bodies of
+//! `BENCH_FLOOD_MIB` (10) MiB of nested JSON arrays, half with a Content-Length and half
+//! streamed without one, against the real (release) appliance, while `/health` is polled
+//! every 20 ms. Prints a table: the appliance's peak resident memory (`VmHWM`) and the
+//! slowest `/health` answer, per endpoint and for all endpoints at once. Targets: peak
+//! RSS under 250 MB, `/health` under 100 ms.
+//!
+//! Run with `scripts/bench-body-flood` (it builds the release binaries first).
+
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::print_stdout)]
+
+use e2e::Appliance;
+use e2e::flood::{FloodReport, UNAUTHENTICATED_POSTS, flood, memory_of, nested_arrays};
+
+fn env_usize(name: &str, default: usize) -> usize {
+    std::env::var(name)
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(default)
+}
+
+fn row(name: &str, clients: usize, r: &FloodReport) {
+    let statuses: Vec<String> = r.statuses.iter().map(|(s, n)| format!("{s}×{n}")).collect();
+    println!(
+        "| {name:<34} | {clients:>7} | {:>13} | {:>13} | {:>12.1} | {:>12.1} | {:>8.1} | {} |",
+        r.peak_before / 1_000_000,
+        r.peak_after / 1_000_000,
+        r.health_max.as_secs_f64() * 1000.0,
+        r.health_p50.as_secs_f64() * 1000.0,
+        r.elapsed.as_secs_f64(),
+        statuses.join(" "),
+    );
+}
+
+#[tokio::main]
+async fn main() {
+    let clients = env_usize("BENCH_FLOOD_CLIENTS", 40);
+    let mib = env_usize("BENCH_FLOOD_MIB", 10);
+    let app = Appliance::start().await;
+    for path in UNAUTHENTICATED_POSTS {
+        let _ = app.post(path, None, serde_json::json!({})).await;
+    }
+    let (start_peak, start_rss) = memory_of(app.pid());
+    println!(
+        "appliance pid {}: VmHWM {} MB, VmRSS {} MB at start; {clients} concurrent {mib} MiB bodies per endpoint",
+        app.pid(),
+        start_peak / 1_000_000,
+        start_rss / 1_000_000
+    );
+    println!();
+    println!(
+        "| endpoint                           | clients | VmHWM before MB | VmHWM after MB | max /health ms | p50 /health ms | seconds | statuses |"
+    );
+    println!("|---|---:|---:|---:|---:|---:|---:|---|");
+    let body = nested_arrays(mib * 1024 * 1024, 30);
+    let mut worst_health = std::time::Duration::ZERO;
+    for path in UNAUTHENTICATED_POSTS {
+        let r = flood(&app, &[path], clients, body.clone()).await;
+        worst_health = worst_health.max(r.health_max);
+        row(path, clients, &r);
+    }
+    let r = flood(&app, &UNAUTHENTICATED_POSTS, clients, body.clone()).await;
+    worst_health = worst_health.max(r.health_max);
+    row("all four at once", clients * 4, &r);
+    let (peak, _) = memory_of(app.pid());
+    println!();
+    println!(
+        "peak RSS (VmHWM) {} MB (target < 250 MB: {}); slowest /health {:.1} ms (target < 100 ms: {})",
+        peak / 1_000_000,
+        if peak < 250_000_000 { "met" } else { "MISSED" },
+        worst_health.as_secs_f64() * 1000.0,
+        if worst_health.as_millis() < 100 {
+            "met"
+        } else {
+            "MISSED"
+        },
+    );
+}
