@@ -6,8 +6,8 @@
 //! The harness they share (processes, HTTPS client, chain, Pebble, viem) is the `e2e`
 //! library in `tests/common/`.
 
-mod abuse_quotas;
 mod abuse_http;
+mod abuse_quotas;
 mod accounts;
 mod acme;
 mod actions;
