@@ -19,6 +19,7 @@ mod execution;
 mod groups;
 mod http_conventions;
 mod keyservice;
+mod kill_campaign;
 mod openapi;
 mod permissions;
 mod signatures;
