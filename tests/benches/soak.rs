@@ -106,7 +106,10 @@ async fn call(req: reqwest::RequestBuilder) -> Result<Value, String> {
     let status = rsp.status();
     let text = rsp.text().await.map_err(|e| format!("body: {e}"))?;
     if !status.is_success() {
-        return Err(format!("{status}: {}", text.chars().take(160).collect::<String>()));
+        return Err(format!(
+            "{status}: {}",
+            text.chars().take(160).collect::<String>()
+        ));
     }
     Ok(serde_json::from_str(&text).unwrap_or(Value::Null))
 }
@@ -143,7 +146,8 @@ async fn one(app: &Appliance, shared: &Shared, roll: usize, seed: u64) -> Result
         return new_account(app, shared, seed).await;
     };
     let key = acct.key.as_str();
-    let post = |path: &str, body: Value| app.client.post(app.api(path)).bearer_auth(key).json(&body);
+    let post =
+        |path: &str, body: Value| app.client.post(app.api(path)).bearer_auth(key).json(&body);
     let get = |path: &str| app.client.get(app.api(path)).bearer_auth(key);
     match roll {
         // Writes: accounts, usage keys, groups, wallets (about a fifth of the traffic).
@@ -163,7 +167,10 @@ async fn one(app: &Appliance, shared: &Shared, roll: usize, seed: u64) -> Result
                        "remove_pkp_from_groups": [], "execute_in_groups": []}),
             ))
             .await?;
-            let usage = body["usage_api_key"].as_str().ok_or("no usage_api_key")?.to_owned();
+            let usage = body["usage_api_key"]
+                .as_str()
+                .ok_or("no usage_api_key")?
+                .to_owned();
             shared.update(key, |a| a.usage_keys.push(usage));
             Ok(())
         }
@@ -201,9 +208,11 @@ async fn one(app: &Appliance, shared: &Shared, roll: usize, seed: u64) -> Result
             check_action(&body)
         }
         40..55 => {
-            let body =
-                call(post("/lit_action", json!({"code": SIGN, "js_params": {"pkpId": acct.pkp}})))
-                    .await?;
+            let body = call(post(
+                "/lit_action",
+                json!({"code": SIGN, "js_params": {"pkpId": acct.pkp}}),
+            ))
+            .await?;
             check_action(&body)
         }
         // Reads.
@@ -211,13 +220,13 @@ async fn one(app: &Appliance, shared: &Shared, roll: usize, seed: u64) -> Result
         63..70 => call(get("/list_groups")).await.map(drop),
         70..76 => call(get("/list_api_keys")).await.map(drop),
         76..80 => call(get("/list_actions")).await.map(drop),
-        80..83 => call(get("/account_exists"))
-            .await
-            .map(drop),
+        80..83 => call(get("/account_exists")).await.map(drop),
         83..85 => call(app.client.get(app.url("/version"))).await.map(drop),
         // Unauthenticated system endpoints.
         85..95 => call(app.client.get(app.url("/health"))).await.map(drop),
-        _ => call(app.client.get(app.url("/attestation"))).await.map(drop),
+        _ => call(app.client.get(app.url("/attestation")))
+            .await
+            .map(drop),
     }
 }
 
@@ -262,7 +271,10 @@ async fn main() {
     let rate: f64 = env_or("SOAK_RATE", 20.0);
     let warmup: u64 = env_or("SOAK_WARMUP_MINUTES", 1);
     let max_growth: f64 = env_or("SOAK_MAX_GROWTH_PERCENT", 10.0);
-    assert!(minutes > warmup, "SOAK_MINUTES must exceed SOAK_WARMUP_MINUTES");
+    assert!(
+        minutes > warmup,
+        "SOAK_MINUTES must exceed SOAK_WARMUP_MINUTES"
+    );
     assert!(rate > 0.0, "SOAK_RATE must be positive");
 
     let app = Arc::new(Appliance::start().await);
@@ -342,7 +354,9 @@ async fn main() {
                 .map_or("-".to_owned(), |d| format!("{:.1}", d.as_secs_f64() * 1e3))
         };
         let keyservice = children_of(appliance_pid, "keyservice").first().copied();
-        let launcher = children_of(appliance_pid, "worker-launcher").first().copied();
+        let launcher = children_of(appliance_pid, "worker-launcher")
+            .first()
+            .copied();
         let workers = launcher.map(|l| children_of(l, "action-worker").len());
         let rss = rss_kib(appliance_pid);
         rss_rows.push(rss);
@@ -370,7 +384,11 @@ async fn main() {
         println!("  error: {e}");
     }
     let first = rss_rows[warmup as usize].expect("appliance RSS after warm-up");
-    let last = rss_rows.last().copied().flatten().expect("appliance RSS at the end");
+    let last = rss_rows
+        .last()
+        .copied()
+        .flatten()
+        .expect("appliance RSS at the end");
     let growth = (last as f64 - first as f64) / first as f64 * 100.0;
     println!(
         "appliance RSS growth: {} MiB (minute {}) -> {} MiB (minute {minutes}): {growth:+.1} % \
