@@ -161,7 +161,7 @@ async fn one(app: &Appliance, shared: &Shared, roll: usize, seed: u64) -> Result
             }
             let body = call(post(
                 "/add_usage_api_key",
-                json!({"name": "soak", "description": "", "can_create_groups": seed % 2 == 0,
+                json!({"name": "soak", "description": "", "can_create_groups": seed.is_multiple_of(2),
                        "can_delete_groups": false, "can_create_pkps": true,
                        "manage_ipfs_ids_in_groups": [], "add_pkp_to_groups": [],
                        "remove_pkp_from_groups": [], "execute_in_groups": []}),

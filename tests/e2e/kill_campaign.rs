@@ -170,7 +170,7 @@ async fn client_loop(
                         "/add_usage_api_key",
                         &key,
                         json!({"name": format!("k{tag}-{n}"), "description": "",
-                               "can_create_groups": n % 2 == 0, "can_delete_groups": false,
+                               "can_create_groups": n.is_multiple_of(2), "can_delete_groups": false,
                                "can_create_pkps": true, "manage_ipfs_ids_in_groups": [],
                                "add_pkp_to_groups": [], "remove_pkp_from_groups": [],
                                "execute_in_groups": []}),
