@@ -22,6 +22,7 @@ mod fair_execution;
 mod groups;
 mod http_conventions;
 mod keyservice;
+mod kill_campaign;
 mod openapi;
 mod permissions;
 mod schemathesis;
