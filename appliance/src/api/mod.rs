@@ -259,7 +259,10 @@ pub enum ServerErrors {
     /// Too many requests: this client is over a rate limit, or the service is at its
     /// capacity for this kind of request. `Retry-After` (seconds), when present, says when
     /// to try again.
-    #[response(status = 429)]
+    #[response(
+        status = 429,
+        headers(("Retry-After" = u64, description = "Whole seconds until the client may retry (always sent by the per-client rate limits)"))
+    )]
     TooManyRequests(ErrorBody),
     /// A bug; details are logged under the request id.
     #[response(status = 500)]
