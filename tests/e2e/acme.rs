@@ -296,6 +296,9 @@ async fn http_01_issuance_and_scheduled_renewal_of_a_short_lived_certificate() {
     );
     assert!(renew_after < not_after, "{body}");
     let (mut h2, first_leaf) = h2_connection(addr, &root).await;
+    // Used at once: a connection that sends no request within
+    // `http.first_request_timeout_ms` (10 s) is closed, and renewal is 16 s away.
+    assert_eq!(h2_get(&mut h2, "/version").await.0, 200);
 
     // The HTTP-01 listener answers only pending challenges.
     let rsp = reqwest::get(format!(
