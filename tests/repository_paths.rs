@@ -205,6 +205,10 @@ fn names_repository_path(token: &str) -> bool {
         return false;
     }
     let first = token.split('/').next().unwrap_or("");
+    // An address prefix (`192.0.0.0/24`, `2002::/16` has a `:` already) is no path.
+    if first.parse::<std::net::Ipv4Addr>().is_ok() {
+        return false;
+    }
     !NOT_PATH_PREFIXES.iter().any(|p| token.starts_with(p))
         && !RUNTIME_ROOTS.contains(&first)
         && !placeholder(first)
@@ -444,7 +448,7 @@ mod rules {
                   `~/.cache/appliance-tools`, `target/debug`, `.appliance-dev/anvil`, \
                   `STATE_DIR/root.sealed`, `application/json`, `quote.json`, `cert-*.pem`, \
                   `Lit.Actions.setResponse({response})`, `a b/c.rs`, [site](https://x.example/y.md), \
-                  github.com/near/mpc, `crates/test-utils/assets/`.\n\
+                  github.com/near/mpc, `crates/test-utils/assets/`, `198.18.0.0/15`.\n\
                   ```\ncat missing/file.rs\n```";
         assert_eq!(problems("README.md", md), Vec::<String>::new());
     }

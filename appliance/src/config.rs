@@ -362,7 +362,7 @@ pub struct RateLimitsConfig {
     pub code_per_minute: f64,
     pub code_burst: u32,
     /// The other unauthenticated reads: `get_node_chain_config`, `get_api_payers`,
-    /// `get_admin_api_payer`, `billing/stripe_config`, `billing/prices`,
+    /// `get_admin_api_payer`, `/billing/stripe_config`, `/billing/prices`,
     /// `get_lit_action_client_config`, `/attestation`, `/info`, `/evidences/…`.
     pub public_per_minute: f64,
     pub public_burst: u32,
