@@ -316,67 +316,30 @@ mod tests {
     use keyservice_api::protocol::{HEADER_LEN, Op, Request, Response};
     use tokio::io::AsyncWriteExt;
 
-    /// A stand-in keyservice answering `EvidenceQuote` with a simulated quote over the
-    /// report data keyservice would build (`honest`) or over other bytes.
-    fn fake_keyservice(dir: &std::path::Path, honest: bool) -> Keys {
-        let socket = dir.join("ks.sock");
-        let listener = tokio::net::UnixListener::bind(&socket).unwrap();
-        tokio::spawn(async move {
-            while let Ok((stream, _)) = listener.accept().await {
-                let (rd, mut wr) = stream.into_split();
-                let mut frames = codec::FrameReader::new(rd);
-                while let Ok(Some(body)) = frames.next_frame().await {
-                    let header = FrameHeader::parse(&body).unwrap();
-                    let op = Op::from_u8(header.op).unwrap();
-                    let Ok(Request::EvidenceQuote { sums }) =
-                        Request::decode(op, &body[HEADER_LEN..])
-                    else {
-                        panic!("unexpected request {op:?}");
-                    };
-                    let report_data = if honest {
-                        evidence::report_data_for(&sums)
-                    } else {
-                        [7u8; 64]
-                    };
-                    let q = SimulatedProvider::new(b"{\"name\":\"t\"}".to_vec()).quote(report_data);
-                    let answer = Response::Quote(QuoteBundle {
-                        source: QuoteSource::Simulated,
-                        quote: q.bytes,
-                        event_log: q.event_log_json,
-                        vm_config: q.vm_config,
-                    });
-                    let mut frame = Vec::new();
-                    codec::encode_frame(
-                        &mut frame,
-                        FrameHeader::new(header.op, 0, header.id),
-                        |b| answer.encode_payload(b),
-                    );
-                    wr.write_all(&frame).await.unwrap();
-                }
-            }
-        });
-        Keys::new(&socket, Duration::from_secs(10))
-    }
-
-    /// A stand-in keyservice answering `AttestationQuote` and counting the requests.
-    fn counting_keyservice(dir: &std::path::Path) -> (Keys, Arc<std::sync::atomic::AtomicUsize>) {
-        let socket = dir.join("ks-count.sock");
+    /// A stand-in keyservice answering every request with a simulated quote over the
+    /// report data `report` picks for the request (its op and payload); it counts the
+    /// requests.
+    fn quote_keyservice(
+        socket: std::path::PathBuf,
+        report: impl Fn(Op, &[u8]) -> [u8; 64] + Send + Sync + 'static,
+    ) -> (Keys, Arc<std::sync::atomic::AtomicUsize>) {
         let listener = tokio::net::UnixListener::bind(&socket).unwrap();
         let count = Arc::new(std::sync::atomic::AtomicUsize::new(0));
         let seen = Arc::clone(&count);
+        let report = Arc::new(report);
         tokio::spawn(async move {
             while let Ok((stream, _)) = listener.accept().await {
-                let seen = Arc::clone(&seen);
+                let (seen, report) = (Arc::clone(&seen), Arc::clone(&report));
                 tokio::spawn(async move {
                     let (rd, mut wr) = stream.into_split();
                     let mut frames = codec::FrameReader::new(rd);
                     while let Ok(Some(body)) = frames.next_frame().await {
                         let header = FrameHeader::parse(&body).unwrap();
                         let op = Op::from_u8(header.op).unwrap();
-                        assert!(matches!(op, Op::AttestationQuote), "unexpected {op:?}");
                         seen.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+                        let report_data = report(op, &body[HEADER_LEN..]);
                         let q =
-                            SimulatedProvider::new(b"{\"name\":\"t\"}".to_vec()).quote([0u8; 64]);
+                            SimulatedProvider::new(b"{\"name\":\"t\"}".to_vec()).quote(report_data);
                         let answer = Response::Quote(QuoteBundle {
                             source: QuoteSource::Simulated,
                             quote: q.bytes,
@@ -395,6 +358,30 @@ mod tests {
             }
         });
         (Keys::new(&socket, Duration::from_secs(10)), count)
+    }
+
+    /// A stand-in keyservice answering `EvidenceQuote` with a simulated quote over the
+    /// report data keyservice would build (`honest`) or over other bytes.
+    fn fake_keyservice(dir: &std::path::Path, honest: bool) -> Keys {
+        let (keys, _) = quote_keyservice(dir.join("ks.sock"), move |op, payload| {
+            let Ok(Request::EvidenceQuote { sums }) = Request::decode(op, payload) else {
+                panic!("unexpected request {op:?}");
+            };
+            if honest {
+                evidence::report_data_for(&sums)
+            } else {
+                [7u8; 64]
+            }
+        });
+        keys
+    }
+
+    /// A stand-in keyservice answering `AttestationQuote` and counting the requests.
+    fn counting_keyservice(dir: &std::path::Path) -> (Keys, Arc<std::sync::atomic::AtomicUsize>) {
+        quote_keyservice(dir.join("ks-count.sock"), |op, _| {
+            assert!(matches!(op, Op::AttestationQuote), "unexpected {op:?}");
+            [0u8; 64]
+        })
     }
 
     #[tokio::test]

@@ -246,9 +246,7 @@ impl From<crate::execution::ExecError> for ApiError {
         use crate::execution::ExecError;
         use crate::execution::code::GatewayError;
         match err {
-            ExecError::ParamsTooLarge { .. } | ExecError::CodeTooLarge { .. } => {
-                Self::PayloadTooLarge(err.to_string())
-            }
+            ExecError::CodeTooLarge { .. } => Self::PayloadTooLarge(err.to_string()),
             ExecError::NoCode | ExecError::CidMismatch { .. } | ExecError::InvalidCid(_) => {
                 Self::BadRequest(err.to_string())
             }
@@ -299,11 +297,6 @@ mod execution_error_tests {
         };
         let credit_text = credit.to_string();
         let cases: Vec<(ExecError, u16, String)> = vec![
-            (
-                ExecError::ParamsTooLarge { limit: 10 },
-                413,
-                "js_params are limited to 10 bytes".into(),
-            ),
             (
                 ExecError::CodeTooLarge { limit: 5 },
                 413,

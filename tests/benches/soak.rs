@@ -14,6 +14,7 @@
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+use e2e::rng::Rng;
 use e2e::{Appliance, children_of};
 use serde_json::{Value, json};
 use tokio::sync::Semaphore;
@@ -31,23 +32,6 @@ const ACCOUNTS: usize = 40;
 const PER_ACCOUNT: usize = 8;
 /// Requests in flight at once; a tick finding all of them busy counts an error.
 const IN_FLIGHT: usize = 256;
-
-/// splitmix64: a small deterministic generator (no dependency needed).
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-        z ^ (z >> 31)
-    }
-
-    fn below(&mut self, n: usize) -> usize {
-        (self.next() % n as u64) as usize
-    }
-}
 
 /// One account the driver uses: its key, its first wallet, and what it created.
 #[derive(Clone)]
@@ -304,7 +288,7 @@ async fn main() {
             loop {
                 tick.tick().await;
                 let roll = rng.below(100);
-                let seed = rng.next() >> 1;
+                let seed = rng.next_u64() >> 1;
                 let Ok(permit) = in_flight.clone().try_acquire_owned() else {
                     shared.record(Instant::now(), Err("too many requests in flight".into()));
                     continue;

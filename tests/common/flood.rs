@@ -11,7 +11,7 @@ use std::task::{Context, Poll};
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
-use rustls_pki_types::{CertificateDer, ServerName, pem::PemObject as _};
+use rustls_pki_types::ServerName;
 use tokio::net::TcpStream;
 use tokio_rustls::client::TlsStream;
 
@@ -189,20 +189,9 @@ pub fn socket_addr(app: &Appliance) -> SocketAddr {
 /// Errors (refused, closed before or during the handshake) are returned.
 pub async fn tls_connect(app: &Appliance, alpn: &[u8]) -> std::io::Result<TlsStream<TcpStream>> {
     let pem = std::fs::read(app.data_dir.join("tls").join("self-signed.pem")).unwrap();
-    let mut roots = rustls::RootCertStore::empty();
-    for cert in CertificateDer::pem_slice_iter(&pem) {
-        roots.add(cert.unwrap()).unwrap();
-    }
-    let mut config = rustls::ClientConfig::builder_with_provider(Arc::new(
-        rustls::crypto::ring::default_provider(),
-    ))
-    .with_safe_default_protocol_versions()
-    .unwrap()
-    .with_root_certificates(roots)
-    .with_no_client_auth();
-    config.alpn_protocols = vec![alpn.to_vec()];
+    let config = crate::http::tls_client_config(&pem, alpn);
     let tcp = TcpStream::connect(socket_addr(app)).await?;
-    tokio_rustls::TlsConnector::from(Arc::new(config))
+    tokio_rustls::TlsConnector::from(config)
         .connect(ServerName::try_from("localhost").unwrap(), tcp)
         .await
 }

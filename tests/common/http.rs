@@ -7,6 +7,25 @@ use std::time::Duration;
 use reqwest::{Client, StatusCode, header::HeaderMap};
 use serde_json::Value;
 
+/// A rustls client configuration that trusts exactly the certificates in `pem` and offers
+/// `alpn`, for tests that speak TLS (or HTTP/2) below reqwest.
+pub fn tls_client_config(pem: &[u8], alpn: &[u8]) -> std::sync::Arc<rustls::ClientConfig> {
+    use rustls_pki_types::{CertificateDer, pem::PemObject as _};
+    let mut roots = rustls::RootCertStore::empty();
+    for cert in CertificateDer::pem_slice_iter(pem) {
+        roots.add(cert.unwrap()).unwrap();
+    }
+    let mut config = rustls::ClientConfig::builder_with_provider(std::sync::Arc::new(
+        rustls::crypto::ring::default_provider(),
+    ))
+    .with_safe_default_protocol_versions()
+    .unwrap()
+    .with_root_certificates(roots)
+    .with_no_client_auth();
+    config.alpn_protocols = vec![alpn.to_vec()];
+    std::sync::Arc::new(config)
+}
+
 /// A response, read whole.
 #[derive(Debug)]
 pub struct Reply {

@@ -5,6 +5,7 @@ use std::io::{BufRead, BufReader};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
+use serde_json::{Value, json};
 use test_support::tools::venv_bin;
 
 /// The Stripe keys the appliance is configured with (localstripe accepts any test key).
@@ -27,6 +28,7 @@ web.run_app(server.app, sock=sock, print=None)
 pub struct LocalStripe {
     child: Option<Child>,
     pub base_url: String,
+    http: reqwest::Client,
 }
 
 impl LocalStripe {
@@ -58,7 +60,45 @@ impl LocalStripe {
         Self {
             child: Some(child),
             base_url: format!("http://{addr}"),
+            http: reqwest::Client::new(),
         }
+    }
+
+    /// Stops the server (Stripe becomes unreachable for the appliance).
+    pub fn stop(&mut self) {
+        if let Some(mut child) = self.child.take() {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+
+    /// A Stripe API call as a browser's Stripe.js (or a server) would make it.
+    pub async fn post(&self, path: &str, form: &[(&str, &str)]) -> Value {
+        let r = self
+            .http
+            .post(format!("{}{path}", self.base_url))
+            .bearer_auth(SECRET_KEY)
+            .form(form)
+            .send()
+            .await
+            .unwrap();
+        let status = r.status();
+        let body: Value = r.json().await.unwrap();
+        assert!(status.is_success(), "{path}: {status} {body}");
+        body
+    }
+
+    /// Pays the intent with Stripe's test card 4242 4242 4242 4242 (`pm_card_visa`).
+    pub async fn pay_with_test_card(&self, intent: &str) {
+        self.post(
+            &format!("/v1/payment_intents/{intent}"),
+            &[("payment_method", "pm_card_visa")],
+        )
+        .await;
+        let done = self
+            .post(&format!("/v1/payment_intents/{intent}/confirm"), &[])
+            .await;
+        assert_eq!(done["status"], json!("succeeded"), "{done}");
     }
 
     /// The appliance settings that turn billing on against this localstripe, with
@@ -87,9 +127,6 @@ impl LocalStripe {
 
 impl Drop for LocalStripe {
     fn drop(&mut self) {
-        if let Some(mut child) = self.child.take() {
-            let _ = child.kill();
-            let _ = child.wait();
-        }
+        self.stop();
     }
 }

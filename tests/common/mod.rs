@@ -19,6 +19,7 @@ pub mod localstripe;
 pub mod pebble;
 pub mod process;
 pub mod resources;
+pub mod rng;
 pub mod viem;
 
 pub use appliance::{Appliance, Launch};

@@ -50,6 +50,27 @@ impl Appliance {
         hashed
     }
 
+    /// `POST /get_lit_action_ipfs_id` without a key: the CID of `code`.
+    pub async fn cid_of(&self, code: &str) -> String {
+        self.post("/get_lit_action_ipfs_id", None, serde_json::json!(code))
+            .await
+            .assert_ok()
+            .as_str()
+            .unwrap()
+            .to_owned()
+    }
+
+    /// `POST /add_action_to_group`, which must succeed.
+    pub async fn add_action_to_group(&self, key: &str, group: u64, cid: &str) {
+        self.post(
+            "/add_action_to_group",
+            Some(key),
+            serde_json::json!({"group_id": group, "action_ipfs_cid": cid}),
+        )
+        .await
+        .assert_ok();
+    }
+
     /// GETs a list endpoint and returns its items; panics unless 200 with an array.
     pub async fn list(&self, path: &str, key: &str) -> Vec<Value> {
         let reply = self.get(path, Some(key)).await;

@@ -137,26 +137,14 @@ async fn anonymous_uploads_cannot_push_an_accounts_code_out() {
     // Run inline once: the code is kept in the account's own area.
     let body = run(&app, &key, json!({"code": code})).await;
     assert_eq!(body.assert_ok()["response"], json!("still here"));
-    let cid = app
-        .post("/get_lit_action_ipfs_id", None, json!(code))
-        .await
-        .assert_ok()
-        .as_str()
-        .unwrap()
-        .to_owned();
+    let cid = app.cid_of(code).await;
     wait_runnable(&app, &key, &cid).await;
 
     // A stranger floods the anonymous area with 40 KiB of distinct code.
     let mut first_junk = String::new();
     for i in 0..40 {
         let junk = format!("// junk {i}\n{}", "x".repeat(1000));
-        let junk_cid = app
-            .post("/get_lit_action_ipfs_id", None, json!(junk))
-            .await
-            .assert_ok()
-            .as_str()
-            .unwrap()
-            .to_owned();
+        let junk_cid = app.cid_of(&junk).await;
         if i == 0 {
             first_junk = junk_cid;
         }
@@ -172,13 +160,7 @@ async fn anonymous_uploads_cannot_push_an_accounts_code_out() {
     let (other, _) = app.new_account("other").await;
     let fresh = r#"async function main() { return "private copy"; }"#;
     run(&app, &key, json!({"code": fresh})).await.assert_ok();
-    let fresh_cid = app
-        .post("/get_lit_action_ipfs_id", None, json!(fresh))
-        .await
-        .assert_ok()
-        .as_str()
-        .unwrap()
-        .to_owned();
+    let fresh_cid = app.cid_of(fresh).await;
     wait_runnable(&app, &key, &fresh_cid).await;
     // Evict the anonymous copy, then the other account asks for it.
     for i in 0..10 {
@@ -264,23 +246,11 @@ async fn callers_without_rights_cannot_tell_what_exists() {
     let (account, _) = app.new_account("victim").await;
     let (stranger, _) = app.new_account("stranger").await;
     let permitted_code = r#"async function main() { return "ok"; }"#;
-    let permitted = app
-        .post("/get_lit_action_ipfs_id", None, json!(permitted_code))
-        .await
-        .assert_ok()
-        .as_str()
-        .unwrap()
-        .to_owned();
+    let permitted = app.cid_of(permitted_code).await;
     let group = app
         .add_group(&account, json!({"cid_hashes_permitted": []}))
         .await;
-    app.post(
-        "/add_action_to_group",
-        Some(&account),
-        json!({"group_id": group, "action_ipfs_cid": permitted}),
-    )
-    .await
-    .assert_ok();
+    app.add_action_to_group(&account, group, &permitted).await;
     let (runner, _) = app
         .add_usage_key(&account, json!({"execute_in_groups": [group]}))
         .await;

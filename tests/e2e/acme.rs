@@ -8,14 +8,12 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::net::SocketAddr;
-use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::Bytes;
 use e2e::pebble::{Pebble, PebbleOptions, free_port};
 use e2e::{Appliance, Launch, eventually_async, signal};
 use http_body_util::{BodyExt, Empty};
-use rustls_pki_types::pem::PemObject;
 use rustls_pki_types::{CertificateDer, ServerName};
 use serde_json::Value;
 
@@ -110,20 +108,9 @@ async fn h2_connection(
     hyper::client::conn::http2::SendRequest<Empty<Bytes>>,
     CertificateDer<'static>,
 ) {
-    let mut roots = rustls::RootCertStore::empty();
-    for cert in CertificateDer::pem_slice_iter(root_pem.as_bytes()) {
-        roots.add(cert.unwrap()).unwrap();
-    }
-    let mut config = rustls::ClientConfig::builder_with_provider(Arc::new(
-        rustls::crypto::ring::default_provider(),
-    ))
-    .with_safe_default_protocol_versions()
-    .unwrap()
-    .with_root_certificates(roots)
-    .with_no_client_auth();
-    config.alpn_protocols = vec![b"h2".to_vec()];
+    let config = e2e::http::tls_client_config(root_pem.as_bytes(), b"h2");
     let tcp = tokio::net::TcpStream::connect(addr).await.unwrap();
-    let tls = tokio_rustls::TlsConnector::from(Arc::new(config))
+    let tls = tokio_rustls::TlsConnector::from(config)
         .connect(ServerName::try_from(DOMAIN.to_owned()).unwrap(), tcp)
         .await
         .expect("TLS handshake verified against Pebble's root");

@@ -5,140 +5,12 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use std::io::{BufRead, BufReader};
 use std::path::Path;
-use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use e2e::{Appliance, Launch};
+use e2e::localstripe::{PUBLISHABLE_KEY, SECRET_KEY};
+use e2e::{Appliance, Launch, LocalStripe};
 use serde_json::{Value, json};
-use test_support::tools::venv_bin;
-
-const SECRET_KEY: &str = "sk_test_billing0123456789secret";
-const PUBLISHABLE_KEY: &str = "pk_test_billing0123456789";
-
-/// Starts localstripe's server on 127.0.0.1 (its own CLI binds every interface), on a
-/// port chosen by the OS, with its state kept in memory only.
-const LAUNCHER: &str = r#"
-import socket
-from aiohttp import web
-from localstripe import resources, server
-resources.Store.dump_to_disk = lambda self: None
-sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-sock.bind(("127.0.0.1", 0))
-print(sock.getsockname()[1], flush=True)
-web.run_app(server.app, sock=sock, print=None)
-"#;
-
-/// A running localstripe, killed when dropped.
-struct LocalStripe {
-    child: Option<Child>,
-    base_url: String,
-    http: reqwest::Client,
-}
-
-impl LocalStripe {
-    fn start() -> Self {
-        let python = venv_bin("python");
-        let mut child = Command::new(python)
-            .args(["-c", LAUNCHER])
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::null())
-            .spawn()
-            .expect("start localstripe");
-        let mut line = String::new();
-        BufReader::new(child.stdout.take().unwrap())
-            .read_line(&mut line)
-            .unwrap();
-        let port: u16 = line
-            .trim()
-            .parse()
-            .unwrap_or_else(|_| panic!("localstripe did not print its port: {line:?}"));
-        let stripe = Self {
-            child: Some(child),
-            base_url: format!("http://127.0.0.1:{port}"),
-            http: reqwest::Client::new(),
-        };
-        stripe.wait_ready();
-        stripe
-    }
-
-    fn wait_ready(&self) {
-        let deadline = Instant::now() + Duration::from_secs(20);
-        while Instant::now() < deadline {
-            if std::net::TcpStream::connect(self.base_url.trim_start_matches("http://")).is_ok() {
-                return;
-            }
-            std::thread::sleep(Duration::from_millis(50));
-        }
-        panic!("localstripe did not accept connections");
-    }
-
-    fn stop(&mut self) {
-        if let Some(mut child) = self.child.take() {
-            let _ = child.kill();
-            let _ = child.wait();
-        }
-    }
-
-    /// A Stripe API call as a browser's Stripe.js (or a server) would make it.
-    async fn post(&self, path: &str, form: &[(&str, &str)]) -> Value {
-        let r = self
-            .http
-            .post(format!("{}{path}", self.base_url))
-            .bearer_auth(SECRET_KEY)
-            .form(form)
-            .send()
-            .await
-            .unwrap();
-        let status = r.status();
-        let body: Value = r.json().await.unwrap();
-        assert!(status.is_success(), "{path}: {status} {body}");
-        body
-    }
-
-    /// Pays the intent with Stripe's test card 4242 4242 4242 4242 (`pm_card_visa`).
-    async fn pay_with_test_card(&self, intent: &str) {
-        self.post(
-            &format!("/v1/payment_intents/{intent}"),
-            &[("payment_method", "pm_card_visa")],
-        )
-        .await;
-        let done = self
-            .post(&format!("/v1/payment_intents/{intent}/confirm"), &[])
-            .await;
-        assert_eq!(done["status"], json!("succeeded"), "{done}");
-    }
-
-    /// The appliance settings that point billing at this localstripe.
-    fn env(&self, initial_credit: u64) -> Vec<(String, String)> {
-        [
-            (
-                "APPLIANCE_BILLING__STRIPE_SECRET_KEY",
-                SECRET_KEY.to_owned(),
-            ),
-            (
-                "APPLIANCE_BILLING__STRIPE_PUBLISHABLE_KEY",
-                PUBLISHABLE_KEY.to_owned(),
-            ),
-            ("APPLIANCE_BILLING__STRIPE_API_BASE", self.base_url.clone()),
-            (
-                "APPLIANCE_BILLING__INITIAL_CREDIT_CENTS",
-                initial_credit.to_string(),
-            ),
-        ]
-        .into_iter()
-        .map(|(k, v)| (k.to_owned(), v))
-        .collect()
-    }
-}
-
-impl Drop for LocalStripe {
-    fn drop(&mut self) {
-        self.stop();
-    }
-}
 
 async fn launch(dir: &Path, stripe: &LocalStripe, initial_credit: u64) -> Appliance {
     Appliance::launch(
@@ -860,13 +732,7 @@ async fn a_refused_wallet_stops_the_run_at_once_and_charges_it() {
         }}"#
     );
     let app = &b.app;
-    let cid = app
-        .post("/get_lit_action_ipfs_id", None, json!(code))
-        .await
-        .assert_ok()
-        .as_str()
-        .unwrap()
-        .to_owned();
+    let cid = app.cid_of(&code).await;
     let w_in = app.create_wallet(&b.key).await;
     let w_out = app.create_wallet(&b.key).await;
     let group = app
@@ -875,13 +741,7 @@ async fn a_refused_wallet_stops_the_run_at_once_and_charges_it() {
             json!({"group_name": "X", "pkp_ids_permitted": [w_in.pkp_id]}),
         )
         .await;
-    app.post(
-        "/add_action_to_group",
-        Some(&b.key),
-        json!({"group_id": group, "action_ipfs_cid": cid}),
-    )
-    .await
-    .assert_ok();
+    app.add_action_to_group(&b.key, group, &cid).await;
     let (runner, _) = app
         .add_usage_key(&b.key, json!({"execute_in_groups": [group]}))
         .await;
@@ -984,29 +844,7 @@ async fn a_run_whose_http2_stream_is_reset_is_stopped_and_charged() {
 async fn h2_sender(
     app: &Appliance,
 ) -> hyper::client::conn::http2::SendRequest<http_body_util::Full<bytes::Bytes>> {
-    use rustls_pki_types::pem::PemObject as _;
-    use rustls_pki_types::{CertificateDer, ServerName};
-    use std::sync::Arc;
-    let pem = std::fs::read(app.data_dir.join("tls").join("self-signed.pem")).unwrap();
-    let mut roots = rustls::RootCertStore::empty();
-    for cert in CertificateDer::pem_slice_iter(&pem) {
-        roots.add(cert.unwrap()).unwrap();
-    }
-    let mut config = rustls::ClientConfig::builder_with_provider(Arc::new(
-        rustls::crypto::ring::default_provider(),
-    ))
-    .with_safe_default_protocol_versions()
-    .unwrap()
-    .with_root_certificates(roots)
-    .with_no_client_auth();
-    config.alpn_protocols = vec![b"h2".to_vec()];
-    let authority = app.base_url.trim_start_matches("https://").to_owned();
-    let (host, _) = authority.rsplit_once(':').unwrap();
-    let tcp = tokio::net::TcpStream::connect(&authority).await.unwrap();
-    let tls = tokio_rustls::TlsConnector::from(Arc::new(config))
-        .connect(ServerName::try_from(host.to_owned()).unwrap(), tcp)
-        .await
-        .unwrap();
+    let tls = e2e::flood::tls_connect(app, b"h2").await.unwrap();
     assert_eq!(tls.get_ref().1.alpn_protocol(), Some(&b"h2"[..]));
     let (sender, conn) = hyper::client::conn::http2::handshake(
         hyper_util::rt::TokioExecutor::new(),

@@ -213,13 +213,7 @@ async fn an_account_created_on_chain_executes_through_the_api() {
     let app = appliance_on(dir.path(), &anvil, contract, from).await;
 
     let code = "async function main(p) { return 'chain secured ' + p.n; }";
-    let cid = app
-        .post("/get_lit_action_ipfs_id", None, json!(code))
-        .await
-        .assert_ok()
-        .as_str()
-        .unwrap()
-        .to_owned();
+    let cid = app.cid_of(code).await;
     let admin = wallet(&anvil, 5);
     let config = IAccountConfig::new(contract, &admin);
     config

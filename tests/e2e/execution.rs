@@ -192,13 +192,7 @@ async fn action_identity_is_consistent() {
         catch (e) { other = "refused"; }
         return {fromKey: new ethers.Wallet(pk).address, fromPub: ethers.utils.computeAddress(pub), addr, pubLen: pub.length, other};
     }"#;
-    let cid = app
-        .post("/get_lit_action_ipfs_id", None, json!(code))
-        .await
-        .assert_ok()
-        .as_str()
-        .unwrap()
-        .to_owned();
+    let cid = app.cid_of(code).await;
     let other = "QmZr5qtNmcxBdpXF7K7hSkLbxK2wUVhMhZn29PKzhynvcR";
     let got = ok(&app, &key, code, json!({"cid": cid, "other": other})).await;
     assert_eq!(got["fromKey"], got["addr"]);
@@ -211,13 +205,7 @@ async fn action_identity_is_consistent() {
     );
     // The identity belongs to the code: another code has another address.
     let code2 = format!("{code}\n// another action");
-    let cid2 = app
-        .post("/get_lit_action_ipfs_id", None, json!(code2))
-        .await
-        .assert_ok()
-        .as_str()
-        .unwrap()
-        .to_owned();
+    let cid2 = app.cid_of(&code2).await;
     let got2 = ok(&app, &key, &code2, json!({"cid": cid2, "other": other})).await;
     assert_ne!(got2["addr"], got["addr"]);
 }
@@ -259,13 +247,7 @@ async fn wallets_outside_the_keys_groups_are_refused() {
     let app = Appliance::start().await;
     let (account, _) = app.new_account("groups").await;
     let code = r#"async function main(p) { return await Lit.Actions.signEcdsa({pkpId: p.pkpId, toSign: "0x" + "11".repeat(32)}); }"#;
-    let cid = app
-        .post("/get_lit_action_ipfs_id", None, json!(code))
-        .await
-        .assert_ok()
-        .as_str()
-        .unwrap()
-        .to_owned();
+    let cid = app.cid_of(code).await;
     let w_in = app.create_wallet(&account).await;
     let w_out = app.create_wallet(&account).await;
     let x = app
@@ -274,13 +256,7 @@ async fn wallets_outside_the_keys_groups_are_refused() {
             json!({"group_name": "X", "pkp_ids_permitted": [w_in.pkp_id]}),
         )
         .await;
-    app.post(
-        "/add_action_to_group",
-        Some(&account),
-        json!({"group_id": x, "action_ipfs_cid": cid}),
-    )
-    .await
-    .assert_ok();
+    app.add_action_to_group(&account, x, &cid).await;
     let (runner, _) = app
         .add_usage_key(&account, json!({"execute_in_groups": [x]}))
         .await;

@@ -30,6 +30,7 @@ use alloy::rpc::types::Filter;
 use alloy::sol_types::SolEventInterface;
 use chain_contracts::IAccountConfig::IAccountConfigEvents as E;
 use e2e::chain::{anvil, appliance_on_with, authorize_payers, deploy_account_config, key_hash};
+use e2e::rng::Rng;
 use e2e::{Appliance, children_of, eventually_async, signal};
 use serde_json::{Value, json};
 use tokio::sync::watch;
@@ -43,27 +44,6 @@ const SIGN: &str = r#"async function main(p) {
     const pk = await Lit.Actions.getPrivateKey({pkpId: p.pkpId});
     return await new ethers.Wallet(pk).signMessage("kill campaign");
 }"#;
-
-/// splitmix64: deterministic for a seed, no dependency.
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-        z ^ (z >> 31)
-    }
-
-    fn below(&mut self, n: usize) -> usize {
-        (self.next() % n as u64) as usize
-    }
-
-    fn millis(&mut self, from: u64, to: u64) -> Duration {
-        Duration::from_millis(from + self.next() % (to - from))
-    }
-}
 
 /// The appliance the clients talk to now (`None` while it is down).
 #[derive(Clone)]
@@ -387,7 +367,7 @@ async fn acknowledged_writes_charges_and_mirrors_survive_random_kill_9s() {
     let clients: Vec<_> = (0..3)
         .map(|i| {
             tokio::spawn(client_loop(
-                Rng(rng.next()),
+                Rng(rng.next_u64()),
                 target_rx.clone(),
                 acked.clone(),
                 stop.clone(),

@@ -262,13 +262,7 @@ async fn a_wallet_converts_an_api_mode_account_and_administers_it_on_chain() {
     // An API-mode account with an action in a group and a usage key that runs it.
     let (key, _) = app.new_account("to convert").await;
     let code = "async function main(p) { return 'ran ' + p.n; }";
-    let cid = app
-        .post("/get_lit_action_ipfs_id", None, json!(code))
-        .await
-        .assert_ok()
-        .as_str()
-        .unwrap()
-        .to_owned();
+    let cid = app.cid_of(code).await;
     let group = app
         .add_group(
             &key,
@@ -276,13 +270,7 @@ async fn a_wallet_converts_an_api_mode_account_and_administers_it_on_chain() {
                    "cid_hashes_permitted": []}),
         )
         .await;
-    app.post(
-        "/add_action_to_group",
-        Some(&key),
-        json!({"group_id": group, "action_ipfs_cid": cid}),
-    )
-    .await
-    .assert_ok();
+    app.add_action_to_group(&key, group, &cid).await;
     let (usage, _) = app
         .add_usage_key(
             &key,

@@ -46,7 +46,8 @@ pub struct Job {
     pub code: Option<String>,
     /// The CID of code the service has seen, or the gateway has.
     pub ipfs_id: Option<String>,
-    /// The argument of `main`.
+    /// The argument of `main`, already held to `actions.max_js_params_bytes` by the
+    /// handler (`http::extract::bounded_value`, measured before the value was built).
     pub js_params: Value,
 }
 
@@ -75,8 +76,6 @@ pub struct ExecContext<'a> {
 /// (exception, timeout, memory, a limit) is not an error: it is in the [`Outcome`].
 #[derive(Debug, thiserror::Error)]
 pub enum ExecError {
-    #[error("js_params are limited to {limit} bytes")]
-    ParamsTooLarge { limit: usize },
     #[error("action code is limited to {limit} bytes")]
     CodeTooLarge { limit: usize },
     #[error("give `code` or `ipfs_id`")]
@@ -150,14 +149,6 @@ pub async fn execute(
     job: Job,
 ) -> Result<Outcome, ExecError> {
     let limits = ctx.limits;
-    let params_len = serde_json::to_vec(&job.js_params)
-        .map(|v| v.len())
-        .unwrap_or(usize::MAX);
-    if params_len > limits.max_js_params_bytes {
-        return Err(ExecError::ParamsTooLarge {
-            limit: limits.max_js_params_bytes,
-        });
-    }
     // Authorize before resolving: the rights are decided on the CID the job names, so
     // a caller who may not run it gets the same 403 whether or not the code is known.
     let action_cid = code::requested_cid(limits, job.code.as_deref(), job.ipfs_id.as_deref())?;
