@@ -95,26 +95,35 @@ pub async fn flood(app: &Appliance, paths: &[&str], per_path: usize, body: Bytes
     let started = Instant::now();
     let done = Arc::new(std::sync::atomic::AtomicBool::new(false));
 
+    // The probe runs on its own OS thread and runtime: the flood's clients encrypt
+    // hundreds of MiB on this runtime's workers, and a probe sharing them would measure
+    // the load generator's queue rather than the appliance's answer.
     let health = {
         let client = app.client_with(reqwest::Version::HTTP_11);
         let url = app.url("/health");
         let done = Arc::clone(&done);
-        tokio::spawn(async move {
-            let mut latencies = Vec::new();
-            let mut failures = 0;
-            while !done.load(std::sync::atomic::Ordering::Relaxed) {
-                let t = Instant::now();
-                let ok = match client.get(&url).send().await {
-                    Ok(r) => r.status().is_success() && r.bytes().await.is_ok(),
-                    Err(_) => false,
-                };
-                latencies.push(t.elapsed());
-                if !ok {
-                    failures += 1;
+        std::thread::spawn(move || {
+            let rt = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+                .unwrap();
+            rt.block_on(async move {
+                let mut latencies = Vec::new();
+                let mut failures = 0;
+                while !done.load(std::sync::atomic::Ordering::Relaxed) {
+                    let t = Instant::now();
+                    let ok = match client.get(&url).send().await {
+                        Ok(r) => r.status().is_success() && r.bytes().await.is_ok(),
+                        Err(_) => false,
+                    };
+                    latencies.push(t.elapsed());
+                    if !ok {
+                        failures += 1;
+                    }
+                    tokio::time::sleep(Duration::from_millis(20)).await;
                 }
-                tokio::time::sleep(Duration::from_millis(20)).await;
-            }
-            (latencies, failures)
+                (latencies, failures)
+            })
         })
     };
 
@@ -163,7 +172,7 @@ pub async fn flood(app: &Appliance, paths: &[&str], per_path: usize, body: Bytes
     // A few more polls after the flood, then stop.
     tokio::time::sleep(Duration::from_millis(200)).await;
     done.store(true, std::sync::atomic::Ordering::Relaxed);
-    let (mut latencies, failures) = health.await.unwrap();
+    let (mut latencies, failures) = health.join().unwrap();
     latencies.sort();
     report.health_polls = latencies.len();
     report.health_failures = failures;
