@@ -85,6 +85,17 @@ fn context_creation(n: usize) {
     }
     report("context: build (all globals)", build);
     report("context: drop + GC", drop_);
+
+    // The engine's own part: a bare boa context, no action globals.
+    let mut bare = Vec::with_capacity(n);
+    for _ in 0..n {
+        let t = Instant::now();
+        let ctx = boa_engine::Context::default();
+        bare.push(t.elapsed());
+        drop(black_box(ctx));
+        boa_engine::gc::force_collect();
+    }
+    report("context: build (engine only)", bare);
 }
 
 fn round_trips(n: usize) {

@@ -16,6 +16,7 @@
 //! the next job usually finds a warm worker; a job that finds none waits for the
 //! replacement already on its way rather than starting another.
 
+use std::collections::VecDeque;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, Weak};
 use std::time::{Duration, Instant};
@@ -234,7 +235,9 @@ pub struct Pool {
     limits: JobLimits,
     /// Workers kept ready (and the most jobs running at once).
     size: usize,
-    idle: Mutex<Vec<Pooled>>,
+    /// Idle workers, least recently used first: a worker builds its next context after
+    /// answering a job, so the next job goes to the one that has had longest to do it.
+    idle: Mutex<VecDeque<Pooled>>,
     /// Who runs next: at most `size` jobs at once, fairly between accounts.
     scheduler: Arc<Scheduler>,
     /// Workers started so far (the last one's number).
@@ -270,7 +273,7 @@ impl Pool {
             spawner,
             limits,
             size,
-            idle: Mutex::new(Vec::new()),
+            idle: Mutex::new(VecDeque::new()),
             scheduler: Scheduler::new(FairLimits {
                 slots: size,
                 per_account: limits.admission.per_account,
@@ -335,7 +338,7 @@ impl Pool {
             return;
         };
         if idle.len() < self.size {
-            idle.push(worker);
+            idle.push_back(worker);
             drop(idle);
             self.parked.notify_one();
         } else {
@@ -346,7 +349,7 @@ impl Pool {
     }
 
     fn take_idle(&self) -> Option<Pooled> {
-        self.idle.lock().ok().and_then(|mut idle| idle.pop())
+        self.idle.lock().ok().and_then(|mut idle| idle.pop_front())
     }
 
     /// An idle worker, or the next one parked. A job holding a slot always has one on
@@ -858,6 +861,28 @@ mod tests {
             ids.push(timed.worker);
         }
         ids
+    }
+
+    #[tokio::test]
+    async fn the_next_job_goes_to_the_worker_idle_longest() {
+        // A worker builds its next context after answering; the one idle longest has
+        // had the most time to finish that, so jobs one after another rotate.
+        let f = Fixture::new();
+        let mut host = f.tenant(1);
+        let policy = RetirePolicy {
+            max_jobs: 100,
+            heap_limit_bytes: u64::MAX,
+        };
+        let pool = f.pool(3, policy, Duration::from_secs(60)).await;
+        let mut ids = Vec::new();
+        for i in 0..6 {
+            ids.push(run(&pool, &mut host, HELLO, json!(i)).await.worker);
+        }
+        assert_eq!(&ids[..3], &ids[3..], "rotating: {ids:?}");
+        assert!(
+            ids[0] != ids[1] && ids[1] != ids[2] && ids[0] != ids[2],
+            "three workers take turns: {ids:?}"
+        );
     }
 
     #[tokio::test]

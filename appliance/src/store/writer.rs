@@ -1,0 +1,340 @@
+//! The writer thread: group commit.
+//!
+//! Every write is a job sent to one thread that owns the writer connection. The thread
+//! takes the first waiting job and whatever else is queued behind it (at most
+//! [`MAX_BATCH`]), runs them in one `BEGIN IMMEDIATE` transaction, each inside its own
+//! savepoint, and commits once: one WAL sync for the whole batch instead of one per
+//! write. Nothing is answered before that commit, so "acknowledged" still means "on
+//! disk" (`synchronous = FULL`).
+//!
+//! Each job keeps the isolation of a transaction of its own: a job that fails is rolled
+//! back to its savepoint, so nothing it did is kept and the other jobs of the batch are
+//! unaffected. If the batch itself cannot be committed (or a savepoint cannot be
+//! released: the disk is full, SQLite rolled the transaction back), no job of the batch
+//! is kept and every one of them gets an error. A job that panics is rolled back and its
+//! caller gets an error; the thread carries on.
+//!
+//! The queue is bounded ([`MAX_QUEUED`]): beyond it a write is refused at once with
+//! `StoreError::Unavailable` (503) rather than held in memory.
+
+use std::panic::AssertUnwindSafe;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::mpsc::{Receiver, SyncSender, TrySendError};
+
+use rusqlite::{Connection, Transaction, TransactionBehavior};
+
+use super::{Result, StoreError};
+
+/// Most jobs committed together.
+const MAX_BATCH: usize = 64;
+/// Most jobs waiting for the writer.
+pub(super) const MAX_QUEUED: usize = 4096;
+
+/// What a job leaves for after the commit: called with `None` when the batch was
+/// committed, or with why it was not.
+type Completion = Box<dyn FnOnce(Option<&StoreError>) + Send>;
+
+/// One write: runs on the writer thread inside the batch's transaction and returns
+/// whether it succeeded (else its savepoint is rolled back) and its completion.
+type Job = Box<dyn FnOnce(&Transaction<'_>) -> (bool, Completion) + Send>;
+
+/// The sending side, held by the store.
+pub(super) struct Writer {
+    jobs: SyncSender<Job>,
+    stats: Arc<Counters>,
+}
+
+/// Batches committed and writes in them, since start.
+#[derive(Debug, Default)]
+struct Counters {
+    batches: AtomicU64,
+    writes: AtomicU64,
+}
+
+/// What the writer has committed since start.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct WriteStats {
+    /// Transactions committed.
+    pub batches: u64,
+    /// Writes (successful or rolled back to their savepoint) in those transactions.
+    pub writes: u64,
+}
+
+impl Writer {
+    /// Starts the writer thread on `conn`, with room for `queue` waiting jobs. The
+    /// thread ends when the `Writer` is dropped.
+    pub(super) fn start(conn: Connection, queue: usize) -> std::io::Result<Self> {
+        let (jobs, waiting) = std::sync::mpsc::sync_channel(queue);
+        let stats = Arc::new(Counters::default());
+        let counters = Arc::clone(&stats);
+        std::thread::Builder::new()
+            .name("store-writer".into())
+            .spawn(move || serve(conn, &waiting, &counters))?;
+        Ok(Self { jobs, stats })
+    }
+
+    pub(super) fn stats(&self) -> WriteStats {
+        WriteStats {
+            batches: self.stats.batches.load(Ordering::Relaxed),
+            writes: self.stats.writes.load(Ordering::Relaxed),
+        }
+    }
+
+    /// Runs `f` in the next batch and waits for that batch's commit.
+    pub(super) async fn write<T, F>(&self, f: F) -> Result<T>
+    where
+        T: Send + 'static,
+        F: FnOnce(&Transaction<'_>) -> Result<T> + Send + 'static,
+    {
+        let (answer, answered) = tokio::sync::oneshot::channel::<Result<T>>();
+        let job: Job = Box::new(move |tx| {
+            let out = f(tx);
+            let ok = out.is_ok();
+            let completion: Completion = Box::new(move |batch_failed| {
+                let out = match (out, batch_failed) {
+                    (Ok(_), Some(why)) => Err(not_committed(why)),
+                    (out, _) => out,
+                };
+                let _ = answer.send(out);
+            });
+            (ok, completion)
+        });
+        self.jobs.try_send(job).map_err(|err| match err {
+            TrySendError::Full(_) => StoreError::Unavailable(
+                "too many writes are waiting for the store; retry shortly".into(),
+            ),
+            TrySendError::Disconnected(_) => {
+                StoreError::Task("the store's writer has stopped".into())
+            }
+        })?;
+        answered.await.map_err(|_| {
+            StoreError::Task(
+                "the write did not complete (it panicked or the writer stopped)".into(),
+            )
+        })?
+    }
+}
+
+/// The error a job that had succeeded gets when its batch was not committed.
+fn not_committed(why: &StoreError) -> StoreError {
+    match why {
+        StoreError::Unavailable(msg) => StoreError::Unavailable(msg.clone()),
+        other => StoreError::Unavailable(format!("the write was not committed: {other}")),
+    }
+}
+
+fn serve(mut conn: Connection, queue: &Receiver<Job>, stats: &Counters) {
+    while let Ok(first) = queue.recv() {
+        let mut batch = Vec::with_capacity(8);
+        batch.push(first);
+        while batch.len() < MAX_BATCH {
+            match queue.try_recv() {
+                Ok(job) => batch.push(job),
+                Err(_) => break,
+            }
+        }
+        let jobs = batch.len() as u64;
+        if commit_batch(&mut conn, batch) {
+            stats.batches.fetch_add(1, Ordering::Relaxed);
+            stats.writes.fetch_add(jobs, Ordering::Relaxed);
+        }
+    }
+}
+
+/// Runs `batch` in one transaction and commits it; completes every job. Whether the
+/// batch was committed.
+fn commit_batch(conn: &mut Connection, batch: Vec<Job>) -> bool {
+    let tx = match conn.transaction_with_behavior(TransactionBehavior::Immediate) {
+        Ok(tx) => tx,
+        Err(err) => {
+            // The jobs never ran: dropping them tells their callers.
+            tracing::error!(error = %err, jobs = batch.len(), "store: cannot begin a write batch");
+            return false;
+        }
+    };
+    let mut completions: Vec<Completion> = Vec::with_capacity(batch.len());
+    let mut broken: Option<StoreError> = None;
+    for job in batch {
+        if let Err(err) = tx.execute_batch("SAVEPOINT job") {
+            broken = Some(err.into());
+            break;
+        }
+        let ran = std::panic::catch_unwind(AssertUnwindSafe(|| job(&tx)));
+        let ok = match ran {
+            Ok((ok, completion)) => {
+                completions.push(completion);
+                ok
+            }
+            Err(_) => {
+                tracing::error!("store: a write panicked; it is rolled back");
+                false
+            }
+        };
+        let end = if ok {
+            "RELEASE job"
+        } else {
+            "ROLLBACK TO job; RELEASE job"
+        };
+        // SQLite may have rolled the whole transaction back on some errors (a full
+        // disk): then the batch cannot be committed.
+        if tx.is_autocommit() {
+            broken = Some(StoreError::Unavailable(
+                "the store rolled back the write batch".into(),
+            ));
+            break;
+        }
+        if let Err(err) = tx.execute_batch(end) {
+            broken = Some(err.into());
+            break;
+        }
+    }
+    let failure = match broken {
+        Some(err) => {
+            drop(tx); // rolls back
+            Some(err)
+        }
+        None => tx.commit().err().map(StoreError::from),
+    };
+    if let Some(err) = &failure {
+        tracing::error!(error = %err, jobs = completions.len(), "store: a write batch was not committed");
+    }
+    for completion in completions {
+        completion(failure.as_ref());
+    }
+    failure.is_none()
+}
+
+#[cfg(test)]
+mod tests {
+    use futures_util::FutureExt as _;
+
+    use super::*;
+
+    fn writer(queue: usize) -> (tempfile::TempDir, Writer, std::path::PathBuf) {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("w.db");
+        let conn = Connection::open(&path).unwrap();
+        conn.pragma_update(None, "journal_mode", "WAL").unwrap();
+        conn.execute_batch("CREATE TABLE t (v INTEGER PRIMARY KEY)")
+            .unwrap();
+        (dir, Writer::start(conn, queue).unwrap(), path)
+    }
+
+    fn rows(path: &std::path::Path) -> Vec<i64> {
+        let conn = Connection::open(path).unwrap();
+        let mut stmt = conn.prepare("SELECT v FROM t ORDER BY v").unwrap();
+        stmt.query_map([], |r| r.get(0))
+            .unwrap()
+            .collect::<rusqlite::Result<_>>()
+            .unwrap()
+    }
+
+    /// Holds the writer inside a job until the returned sender is used (or dropped).
+    async fn hold(w: &Arc<Writer>) -> (std::sync::mpsc::Sender<()>, tokio::task::JoinHandle<()>) {
+        let (started_tx, started) = tokio::sync::oneshot::channel();
+        let (release, released) = std::sync::mpsc::channel::<()>();
+        let w = Arc::clone(w);
+        let task = tokio::spawn(async move {
+            w.write(move |tx| {
+                tx.execute("INSERT INTO t (v) VALUES (0)", [])?;
+                let _ = started_tx.send(());
+                let _ = released.recv();
+                Ok(())
+            })
+            .await
+            .unwrap();
+        });
+        started.await.unwrap();
+        (release, task)
+    }
+
+    fn insert(v: i64) -> impl FnOnce(&Transaction<'_>) -> Result<i64> + Send + 'static {
+        move |tx| {
+            tx.execute("INSERT INTO t (v) VALUES (?1)", [v])?;
+            Ok(v)
+        }
+    }
+
+    #[tokio::test]
+    async fn queued_writes_commit_together_and_a_failing_one_keeps_nothing() {
+        let (_dir, w, path) = writer(MAX_QUEUED);
+        let w = Arc::new(w);
+        let (release, held) = hold(&w).await;
+        let before = w.stats();
+        let mut waiting = Vec::new();
+        for v in 1..=5 {
+            let w = Arc::clone(&w);
+            waiting.push(tokio::spawn(async move {
+                if v == 3 {
+                    // Writes a row, then fails: the row must not survive.
+                    w.write(move |tx| {
+                        tx.execute("INSERT INTO t (v) VALUES (3)", [])?;
+                        Err::<i64, _>(StoreError::Conflict("no".into()))
+                    })
+                    .await
+                } else {
+                    w.write(insert(v)).await
+                }
+            }));
+        }
+        // Let every write reach the queue while the writer is held.
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+        release.send(()).unwrap();
+        held.await.unwrap();
+        let mut results = Vec::new();
+        for t in waiting {
+            results.push(t.await.unwrap());
+        }
+        assert!(matches!(results[2], Err(StoreError::Conflict(_))));
+        for (i, r) in results.iter().enumerate().filter(|(i, _)| *i != 2) {
+            assert_eq!(*r.as_ref().unwrap(), i as i64 + 1);
+        }
+        assert_eq!(rows(&path), vec![0, 1, 2, 4, 5]);
+        let after = w.stats();
+        assert_eq!(after.writes - before.writes, 6, "{before:?} {after:?}");
+        assert_eq!(
+            after.batches - before.batches,
+            2,
+            "the held write, then the five queued behind it in one commit"
+        );
+    }
+
+    #[tokio::test]
+    async fn a_panicking_write_is_rolled_back_and_the_writer_carries_on() {
+        let (_dir, w, path) = writer(MAX_QUEUED);
+        let err = w
+            .write(|tx| -> Result<()> {
+                tx.execute("INSERT INTO t (v) VALUES (7)", [])?;
+                panic!("a bug in a write");
+            })
+            .await
+            .unwrap_err();
+        assert!(matches!(err, StoreError::Task(_)), "{err}");
+        assert_eq!(w.write(insert(8)).await.unwrap(), 8);
+        assert_eq!(rows(&path), vec![8]);
+    }
+
+    #[tokio::test]
+    async fn a_full_queue_refuses_writes_at_once() {
+        let (_dir, w, path) = writer(3);
+        let w = Arc::new(w);
+        let (release, held) = hold(&w).await;
+        // Three fit in the queue (polled once: queued, then left to complete alone).
+        for v in 1..=3 {
+            assert!(w.write(insert(v)).now_or_never().is_none());
+        }
+        match w.write(insert(4)).now_or_never() {
+            Some(Err(StoreError::Unavailable(msg))) => assert!(msg.contains("retry"), "{msg}"),
+            other => panic!(
+                "expected 503-style refusal, got {:?}",
+                other.map(|r| r.is_ok())
+            ),
+        }
+        release.send(()).unwrap();
+        held.await.unwrap();
+        // The queued three still commit.
+        assert_eq!(w.write(insert(5)).await.unwrap(), 5);
+        assert_eq!(rows(&path), vec![0, 1, 2, 3, 5]);
+    }
+}
