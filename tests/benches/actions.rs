@@ -1,5 +1,7 @@
-//! Action latency and throughput over HTTPS on loopback with keep-alive, against the
-//! real (release) appliance, keyservice and workers. Prints a table.
+//! Action latency and throughput over HTTPS on loopback with keep-alive (the closed-loop
+//! clients of `e2e::load`), against the real (release) appliance, keyservice and
+//! workers, at 1, 8 and 64 clients. Prints a table. (`compare` measures the same actions
+//! at 1 and 16 clients beside a bare server; this one varies the worker set-up.)
 //!
 //! Run with `scripts/bench` (it builds the release binaries first). `BENCH_WORKER_MAX_JOBS`
 //! sets `actions.worker_max_jobs` of the appliance under test (the cost of retiring
@@ -7,77 +9,32 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::print_stdout)]
 
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use e2e::Appliance;
+use e2e::load::{self, Connections, Request, Target};
 use serde_json::{Value, json};
-
-const HELLO: &str = r#"async function main() { return "hello world"; }"#;
-const SIGN: &str = r#"async function main(p) {
-    const pk = await Lit.Actions.getPrivateKey({pkpId: p.pkpId});
-    return await new ethers.Wallet(pk).signMessage("hello world");
-}"#;
 
 struct Row {
     name: &'static str,
     clients: usize,
-    requests: usize,
-    p50: Duration,
-    p99: Duration,
-    per_second: f64,
+    outcome: load::Outcome,
 }
 
+/// `clients` keep-alive clients sending `request` for `duration`.
 async fn measure(
-    app: &Appliance,
-    key: &str,
+    target: &Target,
     name: &'static str,
-    code: &str,
-    params: Value,
+    request: &Request,
     clients: usize,
     duration: Duration,
 ) -> Row {
-    let body = json!({"code": code, "js_params": params});
-    // One keep-alive connection per client.
-    let mut tasks = Vec::new();
-    let started = Instant::now();
-    for _ in 0..clients {
-        let client = app.client_with(reqwest::Version::HTTP_11);
-        let url = app.api("/lit_action");
-        let key = key.to_owned();
-        let body = body.clone();
-        tasks.push(tokio::spawn(async move {
-            let mut latencies = Vec::new();
-            while started.elapsed() < duration {
-                let t = Instant::now();
-                let r = client
-                    .post(&url)
-                    .bearer_auth(&key)
-                    .json(&body)
-                    .send()
-                    .await
-                    .unwrap();
-                let status = r.status();
-                let v: Value = r.json().await.unwrap();
-                assert!(status.is_success() && v["has_error"] == json!(false), "{v}");
-                latencies.push(t.elapsed());
-            }
-            latencies
-        }));
-    }
-    let mut all = Vec::new();
-    for t in tasks {
-        all.extend(t.await.unwrap());
-    }
-    let elapsed = started.elapsed();
-    all.sort();
-    let pick = |q: f64| all[((all.len() as f64 - 1.0) * q).round() as usize];
+    let outcome = load::run(target, request, Connections::KeepAlive, clients, duration).await;
+    assert_eq!(outcome.failures, 0, "{name}: {:?}", outcome.first_failure);
     Row {
         name,
         clients,
-        requests: all.len(),
-        p50: pick(0.50),
-        p99: pick(0.99),
-        per_second: all.len() as f64 / elapsed.as_secs_f64(),
+        outcome,
     }
 }
 
@@ -119,55 +76,21 @@ async fn main() {
         .ok()
         .and_then(|s| s.parse().ok())
         .unwrap_or(5);
+    let pem = std::fs::read(app.data_dir.join("tls").join("self-signed.pem")).unwrap();
+    let target = Target::new(e2e::flood::socket_addr(&app), &pem);
+    let hello = load::action(load::HELLO_ACTION, Value::Null, &key);
+    let sign = load::action(load::SIGN_ACTION, json!({"pkpId": pkp}), &key);
 
     // Warm up workers, connections and caches.
-    measure(
-        &app,
-        &key,
-        "warm-up",
-        HELLO,
-        Value::Null,
-        8,
-        Duration::from_secs(1),
-    )
-    .await;
-    measure(
-        &app,
-        &key,
-        "warm-up",
-        SIGN,
-        json!({"pkpId": pkp}),
-        8,
-        Duration::from_secs(1),
-    )
-    .await;
+    let warm_up = Duration::from_secs(1);
+    measure(&target, "warm-up", &hello, 8, warm_up).await;
+    measure(&target, "warm-up", &sign, 8, warm_up).await;
 
+    let duration = Duration::from_secs(seconds);
     let mut rows = Vec::new();
     for clients in [1, 8, 64] {
-        rows.push(
-            measure(
-                &app,
-                &key,
-                "hello-world",
-                HELLO,
-                Value::Null,
-                clients,
-                Duration::from_secs(seconds),
-            )
-            .await,
-        );
-        rows.push(
-            measure(
-                &app,
-                &key,
-                "sign-message",
-                SIGN,
-                json!({"pkpId": pkp}),
-                clients,
-                Duration::from_secs(seconds),
-            )
-            .await,
-        );
+        rows.push(measure(&target, "hello-world", &hello, clients, duration).await);
+        rows.push(measure(&target, "sign-message", &sign, clients, duration).await);
     }
     println!(
         "actions.worker_max_jobs = {}",
@@ -182,10 +105,10 @@ async fn main() {
             "{:<14} {:>8} {:>9} {:>10.2} {:>10.2} {:>12.0}",
             r.name,
             r.clients,
-            r.requests,
-            r.p50.as_secs_f64() * 1e3,
-            r.p99.as_secs_f64() * 1e3,
-            r.per_second
+            r.outcome.requests,
+            r.outcome.p50.as_secs_f64() * 1e3,
+            r.outcome.p99.as_secs_f64() * 1e3,
+            r.outcome.per_second
         );
     }
 }

@@ -15,6 +15,7 @@ pub mod flood;
 pub mod http;
 pub mod ids;
 pub mod keyservice;
+pub mod load;
 pub mod localstripe;
 pub mod pebble;
 pub mod process;
@@ -28,6 +29,9 @@ pub use http::{Reply, client_trusting, json_string_body, read, streamed_body};
 pub use ids::{base32_lower, base58btc, cid_v0, cid_v1, eip55, is_lower_hex, keccak_hex, zeros};
 pub use keyservice::KeyService;
 pub use localstripe::LocalStripe;
-pub use process::{alive, children_of, eventually, eventually_async, processes_matching, signal};
+pub use process::{
+    alive, children_of, command_name, descendants_of, eventually, eventually_async,
+    processes_matching, signal,
+};
 pub use resources::{NewWallet, group_id_from, wallet_from};
 pub use test_support::node::node_eval;

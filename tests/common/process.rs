@@ -82,3 +82,39 @@ pub async fn eventually(limit: Duration, mut check: impl FnMut() -> bool) -> boo
     }
     check()
 }
+
+/// Live processes descended from `root` (children, their children, …), from the parent
+/// pids in `/proc/*/stat`.
+pub fn descendants_of(root: u32) -> Vec<u32> {
+    let mut parents = Vec::new();
+    for entry in std::fs::read_dir("/proc").into_iter().flatten().flatten() {
+        let Ok(pid) = entry.file_name().to_string_lossy().parse::<u32>() else {
+            continue;
+        };
+        if let Some((state, parent)) = proc_stat(pid)
+            && state != 'Z'
+        {
+            parents.push((pid, parent));
+        }
+    }
+    let mut found = vec![root];
+    let mut next = 0;
+    while next < found.len() {
+        let parent = found[next];
+        found.extend(
+            parents
+                .iter()
+                .filter(|(_, p)| *p == parent)
+                .map(|(c, _)| *c),
+        );
+        next += 1;
+    }
+    found.remove(0);
+    found
+}
+
+/// A process's command name (`/proc/PID/comm`, at most 15 bytes), if it is alive.
+pub fn command_name(pid: u32) -> Option<String> {
+    let comm = std::fs::read_to_string(format!("/proc/{pid}/comm")).ok()?;
+    Some(comm.trim_end().to_owned())
+}
