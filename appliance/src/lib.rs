@@ -250,7 +250,7 @@ async fn start_with(mut config: Config, dev_anvil: Option<PathBuf>) -> Result<Ru
     let limits = config.http.clone();
     let billing = Arc::new(billing::Billing::new(&config.billing).map_err(StartError::Billing)?);
     let rate_limiter = Arc::new(http::rate_limit::RateLimiter::new(&config.rate_limits));
-    let state = state::AppState {
+    let state = state::AppState::new(state::Services {
         rate_limiter,
         store,
         keys,
@@ -259,7 +259,7 @@ async fn start_with(mut config: Config, dev_anvil: Option<PathBuf>) -> Result<Ru
         config: Arc::new(config),
         acme: acme.as_ref().map(|a| a.handle.clone()),
         attestation,
-    };
+    });
     let app = http::app(state, api::routes());
     let (stop, stopped) = oneshot::channel::<()>();
     let task = tokio::spawn(server::serve(

@@ -91,7 +91,9 @@ fn init_logging(config: &Config) {
         EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new(&config.log.filter));
     let builder = tracing_subscriber::fmt()
         .with_env_filter(filter)
-        .with_writer(std::io::stderr);
+        .with_writer(std::io::stderr)
+        // Colour codes only for a terminal, not in log files and collectors.
+        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()));
     match config.log.format {
         LogFormat::Json => builder.json().init(),
         LogFormat::Text => builder.init(),

@@ -8,9 +8,28 @@ use crate::execution::Executor;
 use crate::keyservice_client::Keys;
 use crate::store::Store;
 
-/// What every handler can reach.
+/// What every handler can reach: one pointer to the [`Services`], so that the clones
+/// every request makes (each extractor and handler takes its own) cost one atomic
+/// increment, not one per service.
 #[derive(Clone)]
-pub struct AppState {
+pub struct AppState(Arc<Services>);
+
+impl AppState {
+    pub fn new(services: Services) -> Self {
+        Self(Arc::new(services))
+    }
+}
+
+impl std::ops::Deref for AppState {
+    type Target = Services;
+
+    fn deref(&self) -> &Services {
+        &self.0
+    }
+}
+
+/// The services behind [`AppState`].
+pub struct Services {
     pub store: Store,
     pub keys: Keys,
     pub executor: Executor,

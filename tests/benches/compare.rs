@@ -165,7 +165,12 @@ async fn start_appliance() -> (Appliance, StartUp) {
     }
     // `Appliance::start` repeats that check, then spawns.
     let spawned = Instant::now() + checked.elapsed();
-    let app = Appliance::start().await;
+    // One account drives every action row: let it use the whole pool (by default an
+    // account gets half, leaving room for others; the bare server has no tenants).
+    let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
+    let pool = (2 * cpus).max(2).to_string();
+    let app =
+        Appliance::start_with(&[("APPLIANCE_ACTIONS__MAX_CONCURRENT_PER_ACCOUNT", &pool)]).await;
     let listening = spawned.elapsed();
     loop {
         let answered = app.client.get(app.url("/version")).send().await;

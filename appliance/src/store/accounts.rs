@@ -3,6 +3,7 @@
 use chain_contracts::ops::MirrorOp;
 use rusqlite::{Connection, OptionalExtension, params};
 
+use super::base::CachedSql;
 use super::base::{AccountId, AccountMode, ResolvedKey, WalletIdentity, is_unique_violation};
 use super::ledger::InitialCredit;
 use super::{Result, Store, StoreError, now_unix, outbox, usage_keys, wallets};
@@ -54,7 +55,7 @@ impl Store {
         credit: InitialCredit,
     ) -> Result<AccountId> {
         self.write(move |tx| {
-            let inserted = tx.execute(
+            let inserted = tx.execute_cached(
                 "INSERT INTO accounts (api_key_hash, name, description, email, wallet_address, managed, created_at)
                  VALUES (?1, ?2, ?3, ?4, ?5, 1, ?6)",
                 params![
@@ -141,6 +142,7 @@ fn resolve(conn: &Connection, hash: &KeyHash) -> Result<Option<ResolvedKey>> {
 mod mirror_tests {
     use super::mirrored_description;
     use crate::store::InitialCredit;
+    use crate::store::base::CachedSql as _;
     use crate::store::testing::{new_account_spec, open_store};
 
     /// What `new_account` queues for the chain carries a 76-byte hash, never the 4 KiB
@@ -174,7 +176,7 @@ mod mirror_tests {
         );
         assert!(new_account.len() < 400, "{}", new_account.len());
         let kept: String = store
-            .read(|c| Ok(c.query_row("SELECT description FROM accounts", [], |r| r.get(0))?))
+            .read(|c| Ok(c.query_row_cached("SELECT description FROM accounts", [], |r| r.get(0))?))
             .await
             .unwrap();
         assert_eq!(kept, description);

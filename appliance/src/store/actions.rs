@@ -8,6 +8,7 @@ use alloy::primitives::B256;
 
 use chain_contracts::ops::MirrorOp;
 
+use super::base::CachedSql;
 use super::base::{AccountId, require_group};
 use super::ledger::Charge;
 use super::{Page, Result, Store, StoreError, now_unix, outbox};
@@ -124,7 +125,7 @@ impl Store {
         self.write_charged(account, charge, move |tx| {
             let row = require(tx, account, &hash)?;
             // group_actions rows go with it (ON DELETE CASCADE).
-            tx.execute("DELETE FROM actions WHERE id = ?1", [row])?;
+            tx.execute_cached("DELETE FROM actions WHERE id = ?1", [row])?;
             outbox::record(
                 tx,
                 account,
@@ -146,7 +147,7 @@ impl Store {
     ) -> Result<()> {
         self.write_charged(account, charge, move |tx| {
             let row = require(tx, account, &hash)?;
-            tx.execute(
+            tx.execute_cached(
                 "UPDATE actions SET name = ?2, description = ?3, updated_at = ?4 WHERE id = ?1",
                 params![row, name, description, now_unix()],
             )?;
@@ -310,7 +311,7 @@ fn evict(tx: &Transaction<'_>, owner: i64, keep: &str, excess: i64) -> Result<()
         if freed >= excess {
             break;
         }
-        tx.execute(
+        tx.execute_cached(
             "DELETE FROM code_store WHERE owner = ?1 AND cid = ?2",
             params![owner, cid],
         )?;
@@ -333,7 +334,7 @@ mod tests {
         let cid = cid.to_owned();
         store
             .write(move |tx| {
-                Ok(tx.execute("UPDATE code_store SET last_used = 0 WHERE cid = ?1", [cid])?)
+                Ok(tx.execute_cached("UPDATE code_store SET last_used = 0 WHERE cid = ?1", [cid])?)
             })
             .await
             .unwrap();

@@ -4,7 +4,7 @@
 //! into it in one direction only.
 
 use keyservice_api::{Address, DerivationPath, PkpId};
-use rusqlite::{Connection, OptionalExtension, params};
+use rusqlite::{Connection, OptionalExtension, Params, Row, params};
 
 use super::{Result, StoreError};
 use crate::api_keys::KeyHash;
@@ -147,4 +147,29 @@ pub(super) fn key_hash_from(bytes: &[u8]) -> Result<KeyHash> {
         .try_into()
         .map(KeyHash)
         .map_err(|_| StoreError::Corrupt("an account key hash is not 32 bytes".into()))
+}
+
+/// `query_row` and `execute` through the connection's statement cache: rusqlite's own
+/// `Connection::query_row` / `execute` parse and plan their SQL on every call.
+pub(super) trait CachedSql {
+    fn query_row_cached<T, P, F>(&self, sql: &str, params: P, f: F) -> rusqlite::Result<T>
+    where
+        P: Params,
+        F: FnOnce(&Row<'_>) -> rusqlite::Result<T>;
+
+    fn execute_cached<P: Params>(&self, sql: &str, params: P) -> rusqlite::Result<usize>;
+}
+
+impl CachedSql for Connection {
+    fn query_row_cached<T, P, F>(&self, sql: &str, params: P, f: F) -> rusqlite::Result<T>
+    where
+        P: Params,
+        F: FnOnce(&Row<'_>) -> rusqlite::Result<T>,
+    {
+        self.prepare_cached(sql)?.query_row(params, f)
+    }
+
+    fn execute_cached<P: Params>(&self, sql: &str, params: P) -> rusqlite::Result<usize> {
+        self.prepare_cached(sql)?.execute(params)
+    }
 }

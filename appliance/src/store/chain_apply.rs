@@ -11,6 +11,7 @@ use rusqlite::{OptionalExtension, Transaction, params};
 use chain_contracts::ops::{MirrorOp, MirrorPermissions};
 
 use super::actions::{self, CidHash};
+use super::base::CachedSql;
 use super::base::{AccountId, AccountMode, WalletIdentity};
 use super::outbox::set_cursor;
 use super::wallets::{self, WalletRef};
@@ -132,15 +133,15 @@ fn set_group_members(
 ) -> Result<()> {
     let all_wallets = pkp_ids.contains(&B256::ZERO);
     let all_actions = cid_hashes.contains(&B256::ZERO);
-    tx.execute(
+    tx.execute_cached(
         "UPDATE groups SET all_wallets = ?2, all_actions = ?3 WHERE id = ?1",
         params![group, all_wallets, all_actions],
     )?;
-    tx.execute("DELETE FROM group_wallets WHERE group_id = ?1", [group])?;
-    tx.execute("DELETE FROM group_actions WHERE group_id = ?1", [group])?;
+    tx.execute_cached("DELETE FROM group_wallets WHERE group_id = ?1", [group])?;
+    tx.execute_cached("DELETE FROM group_actions WHERE group_id = ?1", [group])?;
     for pkp in pkp_ids.iter().filter(|p| !p.is_zero()) {
         if let Some(wallet) = wallet_row(tx, account, pkp)? {
-            tx.execute(
+            tx.execute_cached(
                 "INSERT OR IGNORE INTO group_wallets (group_id, wallet_id) VALUES (?1, ?2)",
                 [group, wallet],
             )?;
@@ -150,7 +151,7 @@ fn set_group_members(
     }
     for cid in cid_hashes.iter().filter(|c| !c.is_zero()) {
         let action = action_row(tx, account, cid)?;
-        tx.execute(
+        tx.execute_cached(
             "INSERT OR IGNORE INTO group_actions (group_id, action_id) VALUES (?1, ?2)",
             [group, action],
         )?;
@@ -246,7 +247,7 @@ fn apply_op(tx: &Transaction<'_>, secured: &Secured, op: &MirrorOp, block: u64) 
             name,
             description,
         } => {
-            tx.execute(
+            tx.execute_cached(
                 "UPDATE usage_keys SET name = ?3, description = ?4, updated_at = ?5
                  WHERE account_id = ?1 AND key_hash = ?2",
                 params![
@@ -259,7 +260,7 @@ fn apply_op(tx: &Transaction<'_>, secured: &Secured, op: &MirrorOp, block: u64) 
             )?;
         }
         MirrorOp::RemoveUsageApiKey { usage_key_hash } => {
-            tx.execute(
+            tx.execute_cached(
                 "DELETE FROM usage_keys WHERE account_id = ?1 AND key_hash = ?2",
                 params![account.0, usage_key_hash.as_slice()],
             )?;
@@ -275,7 +276,7 @@ fn apply_op(tx: &Transaction<'_>, secured: &Secured, op: &MirrorOp, block: u64) 
             let existing = group_of(tx, account, *group_id)?;
             let group = match (existing, *new, group_row(*group_id)) {
                 (Some(id), _, _) => {
-                    tx.execute(
+                    tx.execute_cached(
                         "UPDATE groups SET name = ?2, description = ?3, updated_at = ?4 WHERE id = ?1",
                         params![id, name, description, now_unix()],
                     )?;
@@ -283,7 +284,7 @@ fn apply_op(tx: &Transaction<'_>, secured: &Secured, op: &MirrorOp, block: u64) 
                 }
                 (None, true, Some(id)) => {
                     let now = now_unix();
-                    let inserted = tx.execute(
+                    let inserted = tx.execute_cached(
                         "INSERT OR IGNORE INTO groups (id, account_id, name, description, created_at, updated_at)
                          VALUES (?1, ?2, ?3, ?4, ?5, ?5)",
                         params![id, account.0, name, description, now],
@@ -306,7 +307,7 @@ fn apply_op(tx: &Transaction<'_>, secured: &Secured, op: &MirrorOp, block: u64) 
         }
         MirrorOp::RemoveGroup { group_id } => {
             if let Some(id) = group_of(tx, account, *group_id)? {
-                tx.execute("DELETE FROM groups WHERE id = ?1", [id])?;
+                tx.execute_cached("DELETE FROM groups WHERE id = ?1", [id])?;
             }
         }
         MirrorOp::AddPkpToGroup { group_id, pkp_id } => {
@@ -314,7 +315,7 @@ fn apply_op(tx: &Transaction<'_>, secured: &Secured, op: &MirrorOp, block: u64) 
                 group_of(tx, account, *group_id)?,
                 wallet_row(tx, account, pkp_id)?,
             ) {
-                tx.execute(
+                tx.execute_cached(
                     "INSERT OR IGNORE INTO group_wallets (group_id, wallet_id) VALUES (?1, ?2)",
                     [group, wallet],
                 )?;
@@ -325,7 +326,7 @@ fn apply_op(tx: &Transaction<'_>, secured: &Secured, op: &MirrorOp, block: u64) 
                 group_of(tx, account, *group_id)?,
                 wallet_row(tx, account, pkp_id)?,
             ) {
-                tx.execute(
+                tx.execute_cached(
                     "DELETE FROM group_wallets WHERE group_id = ?1 AND wallet_id = ?2",
                     [group, wallet],
                 )?;
@@ -334,7 +335,7 @@ fn apply_op(tx: &Transaction<'_>, secured: &Secured, op: &MirrorOp, block: u64) 
         MirrorOp::AddActionToGroup { group_id, cid_hash } => {
             if let Some(group) = group_of(tx, account, *group_id)? {
                 let action = action_row(tx, account, cid_hash)?;
-                tx.execute(
+                tx.execute_cached(
                     "INSERT OR IGNORE INTO group_actions (group_id, action_id) VALUES (?1, ?2)",
                     [group, action],
                 )?;
@@ -342,7 +343,7 @@ fn apply_op(tx: &Transaction<'_>, secured: &Secured, op: &MirrorOp, block: u64) 
         }
         MirrorOp::RemoveActionFromGroup { group_id, cid_hash } => {
             if let Some(group) = group_of(tx, account, *group_id)? {
-                tx.execute(
+                tx.execute_cached(
                     "DELETE FROM group_actions WHERE group_id = ?1 AND action_id IN
                         (SELECT id FROM actions WHERE account_id = ?2 AND cid_hash = ?3)",
                     params![group, account.0, cid_hash.as_slice()],
@@ -355,13 +356,13 @@ fn apply_op(tx: &Transaction<'_>, secured: &Secured, op: &MirrorOp, block: u64) 
             description,
         } => {
             let action = action_row(tx, account, cid_hash)?;
-            tx.execute(
+            tx.execute_cached(
                 "UPDATE actions SET name = ?2, description = ?3, updated_at = ?4 WHERE id = ?1",
                 params![action, name, description, now_unix()],
             )?;
         }
         MirrorOp::DeleteAction { cid_hash } => {
-            tx.execute(
+            tx.execute_cached(
                 "DELETE FROM actions WHERE account_id = ?1 AND cid_hash = ?2",
                 params![account.0, cid_hash.as_slice()],
             )?;
@@ -383,7 +384,7 @@ fn apply(tx: &Transaction<'_>, event: &ChainEvent) -> Result<()> {
                 return Ok(()); // the service's own account, already in the store
             }
             let admin = admin.to_checksum(None);
-            tx.execute(
+            tx.execute_cached(
                 "INSERT OR IGNORE INTO accounts (api_key_hash, name, description, wallet_address, managed,
                     admin_wallet_address, created_at)
                  VALUES (?1, ?2, ?3, ?4, 0, ?4, ?5)",
@@ -391,7 +392,7 @@ fn apply(tx: &Transaction<'_>, event: &ChainEvent) -> Result<()> {
             )?;
         }
         ChainChange::Converted { new_admin } => {
-            tx.execute(
+            tx.execute_cached(
                 "UPDATE accounts SET managed = 0, admin_wallet_address = ?2 WHERE api_key_hash = ?1",
                 params![hash.as_slice(), new_admin.to_checksum(None)],
             )?;
@@ -418,7 +419,7 @@ fn apply(tx: &Transaction<'_>, event: &ChainEvent) -> Result<()> {
                     wallets::insert(tx, Some(account), identity, name, description)?;
                 }
                 Some((None, Some(minter))) if minted_by_admin(&secured, &minter) => {
-                    tx.execute(
+                    tx.execute_cached(
                         "UPDATE wallets SET account_id = ?2, name = ?3, description = ?4 WHERE derivation_path = ?1",
                         params![identity.derivation_path.0.as_slice(), account.0, name, description],
                     )?;

@@ -6,6 +6,7 @@ use alloy::primitives::{Address, keccak256};
 use chain_contracts::ops::MirrorOp;
 use rusqlite::{OptionalExtension, params};
 
+use super::base::CachedSql;
 use super::base::{AccountId, AccountMode, account_head, key_hash_from};
 use super::{Result, Store, StoreError, outbox, signature_replay};
 use crate::api_keys::KeyHash;
@@ -83,7 +84,7 @@ impl Store {
             // Queued while the account is still in API mode (the outbox skips
             // ChainSecured ones).
             outbox::record(tx, account, &MirrorOp::ConvertAccount { new_admin })?;
-            tx.execute(
+            tx.execute_cached(
                 "UPDATE accounts SET managed = 0, admin_wallet_address = ?2 WHERE id = ?1",
                 params![account.0, new_admin.to_checksum(None)],
             )?;

@@ -10,6 +10,7 @@ use alloy::primitives::B256;
 use chain_contracts::ops::MirrorOp;
 
 use super::actions::{self, CidHash};
+use super::base::CachedSql;
 use super::base::{AccountId, GroupFlags, group_sql_id as sql_id, require_group as require};
 use super::ledger::Charge;
 use super::wallets::{self, WALLET_COLUMNS, WalletRecord, WalletRef, wallet_from};
@@ -49,8 +50,8 @@ fn set_members(
     group: i64,
     spec: &GroupSpec,
 ) -> Result<()> {
-    tx.execute("DELETE FROM group_wallets WHERE group_id = ?1", [group])?;
-    tx.execute("DELETE FROM group_actions WHERE group_id = ?1", [group])?;
+    tx.execute_cached("DELETE FROM group_wallets WHERE group_id = ?1", [group])?;
+    tx.execute_cached("DELETE FROM group_actions WHERE group_id = ?1", [group])?;
     if let Permitted::Only(list) = &spec.wallets {
         for wallet in list {
             let record = wallets::require(tx, account, wallet)?;
@@ -169,7 +170,7 @@ impl Store {
         self.write_charged(account, charge, move |tx| {
             let now = now_unix();
             let id = next_group_id(tx)?;
-            tx.execute(
+            tx.execute_cached(
                 "INSERT INTO groups (id, account_id, name, description, all_wallets, all_actions, created_at, updated_at)
                  VALUES (?7, ?1, ?2, ?3, ?4, ?5, ?6, ?6)",
                 params![
@@ -239,7 +240,7 @@ impl Store {
     ) -> Result<()> {
         self.write_charged(account, charge, move |tx| {
             require(tx, account, group)?;
-            tx.execute(
+            tx.execute_cached(
                 "UPDATE groups SET name = ?2, description = ?3, all_wallets = ?4, all_actions = ?5, updated_at = ?6
                  WHERE id = ?1",
                 params![
@@ -266,7 +267,7 @@ impl Store {
         self.write_charged(account, charge, move |tx| {
             require(tx, account, group)?;
             // Memberships go with it (ON DELETE CASCADE).
-            tx.execute("DELETE FROM groups WHERE id = ?1", [sql_id(group)])?;
+            tx.execute_cached("DELETE FROM groups WHERE id = ?1", [sql_id(group)])?;
             outbox::record(tx, account, &MirrorOp::RemoveGroup { group_id: group.0 })
         })
         .await
@@ -283,11 +284,11 @@ impl Store {
         self.write_charged(account, charge, move |tx| {
             require(tx, account, group)?;
             let record = wallets::require(tx, account, &wallet)?;
-            let added = tx.execute(
+            let added = tx.execute_cached(
                 "INSERT OR IGNORE INTO group_wallets (group_id, wallet_id) VALUES (?1, ?2)",
                 [sql_id(group), record.row],
             )?;
-            tx.execute(
+            tx.execute_cached(
                 "UPDATE groups SET updated_at = ?2 WHERE id = ?1",
                 [sql_id(group), now_unix()],
             )?;
@@ -321,7 +322,7 @@ impl Store {
                 )));
             }
             let record = wallets::require(tx, account, &wallet)?;
-            let removed = tx.execute(
+            let removed = tx.execute_cached(
                 "DELETE FROM group_wallets WHERE group_id = ?1 AND wallet_id = ?2",
                 [sql_id(group), record.row],
             )?;
@@ -330,7 +331,7 @@ impl Store {
                     "wallet {wallet} is not in group {group}"
                 )));
             }
-            tx.execute(
+            tx.execute_cached(
                 "UPDATE groups SET updated_at = ?2 WHERE id = ?1",
                 [sql_id(group), now_unix()],
             )?;
@@ -370,11 +371,11 @@ impl Store {
                     },
                 )?;
             }
-            let added = tx.execute(
+            let added = tx.execute_cached(
                 "INSERT OR IGNORE INTO group_actions (group_id, action_id) VALUES (?1, ?2)",
                 [sql_id(group), action],
             )?;
-            tx.execute(
+            tx.execute_cached(
                 "UPDATE groups SET updated_at = ?2 WHERE id = ?1",
                 [sql_id(group), now_unix()],
             )?;
@@ -408,7 +409,7 @@ impl Store {
                 )));
             }
             let action = actions::require(tx, account, &hash)?;
-            let removed = tx.execute(
+            let removed = tx.execute_cached(
                 "DELETE FROM group_actions WHERE group_id = ?1 AND action_id = ?2",
                 [sql_id(group), action],
             )?;
@@ -417,7 +418,7 @@ impl Store {
                     "action {hash} is not in group {group}"
                 )));
             }
-            tx.execute(
+            tx.execute_cached(
                 "UPDATE groups SET updated_at = ?2 WHERE id = ?1",
                 [sql_id(group), now_unix()],
             )?;

@@ -372,12 +372,13 @@ impl Store {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::store::base::CachedSql as _;
     use crate::store::testing::{new_account, store_with_account};
 
     async fn sum_and_count(store: &Store, account: AccountId) -> (i64, i64) {
         store
             .read(move |c| {
-                Ok(c.query_row(
+                Ok(c.query_row_cached(
                     "SELECT coalesce(sum(amount_cents), 0), count(*) FROM credit_ledger WHERE account_id = ?1",
                     [account.0],
                     |r| Ok((r.get(0)?, r.get(1)?)),
@@ -475,7 +476,7 @@ mod tests {
         // The schema refuses a second row for an intent even if code did not check.
         let dup = store
             .write(move |tx| {
-                tx.execute(
+                tx.execute_cached(
                     "INSERT INTO credit_ledger (account_id, kind, amount_cents, balance_after, payment_intent_id, operation, created_at)
                      VALUES (?1, 'top_up', 500, 500, 'pi_x', 'x', 0)",
                     [b.0],
@@ -516,7 +517,7 @@ mod tests {
         // The schema refuses a negative balance too.
         let raw = store
             .write(move |tx| {
-                tx.execute(
+                tx.execute_cached(
                     "UPDATE credit_balances SET balance_cents = -1 WHERE account_id = ?1",
                     [account.0],
                 )?;
@@ -530,7 +531,7 @@ mod tests {
     async fn a_charge_commits_with_the_write_or_not_at_all() {
         let (_dir, store, account) = store_with_account(1).await;
         let insert_group = move |tx: &Transaction<'_>| -> Result<()> {
-            tx.execute(
+            tx.execute_cached(
                 "INSERT INTO groups (account_id, name, created_at, updated_at) VALUES (?1, 'g', 0, 0)",
                 [account.0],
             )?;
@@ -539,7 +540,9 @@ mod tests {
         let groups = |store: Store| async move {
             store
                 .read(|c| {
-                    Ok(c.query_row("SELECT count(*) FROM groups", [], |r| r.get::<_, i64>(0))?)
+                    Ok(c.query_row_cached("SELECT count(*) FROM groups", [], |r| {
+                        r.get::<_, i64>(0)
+                    })?)
                 })
                 .await
                 .unwrap()

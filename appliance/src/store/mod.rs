@@ -46,6 +46,8 @@ use std::sync::{Arc, Mutex};
 
 use rusqlite::{Connection, OpenFlags, Transaction};
 
+use base::CachedSql as _;
+
 pub use accounts::{AccountRecord, NewAccount};
 pub use actions::{ActionRecord, CidHash, CodeOwner};
 pub use base::{AccountId, AccountMode, ResolvedKey, UsageKeyId, WalletIdentity};
@@ -249,7 +251,7 @@ impl Store {
     /// A cheap query proving the database answers; used by `/health`.
     pub async fn check(&self) -> Result<()> {
         self.read(|conn| {
-            conn.query_row("SELECT 1", [], |_| Ok(()))?;
+            conn.query_row_cached("SELECT 1", [], |_| Ok(()))?;
             Ok(())
         })
         .await
@@ -358,7 +360,7 @@ mod tests {
         let store = Store::open(&dir.path().join("state.db")).unwrap();
         let result: Result<()> = store
             .write(|tx| {
-                tx.execute(
+                tx.execute_cached(
                     "INSERT INTO accounts (api_key_hash, name, description, wallet_address, managed, created_at) VALUES (zeroblob(32), 'x', '', '0x00', 1, 0)",
                     [],
                 )?;
@@ -367,7 +369,7 @@ mod tests {
             .await;
         assert!(result.is_err());
         let count: i64 = store
-            .read(|c| Ok(c.query_row("SELECT count(*) FROM accounts", [], |r| r.get(0))?))
+            .read(|c| Ok(c.query_row_cached("SELECT count(*) FROM accounts", [], |r| r.get(0))?))
             .await
             .unwrap();
         assert_eq!(count, 0);
@@ -384,7 +386,7 @@ mod tests {
             tokio::spawn(async move {
                 store
                     .write(move |tx| {
-                        tx.execute(
+                        tx.execute_cached(
                             "INSERT INTO accounts (api_key_hash, name, description, wallet_address, managed, created_at) VALUES (zeroblob(32), 'x', '', '0x00', 1, 0)",
                             [],
                         )?;
@@ -403,7 +405,9 @@ mod tests {
         // The write holds the lock; a read still answers, seeing the committed state.
         let count: i64 = tokio::time::timeout(
             std::time::Duration::from_secs(2),
-            store.read(|c| Ok(c.query_row("SELECT count(*) FROM accounts", [], |r| r.get(0))?)),
+            store.read(|c| {
+                Ok(c.query_row_cached("SELECT count(*) FROM accounts", [], |r| r.get(0))?)
+            }),
         )
         .await
         .expect("a read waited for the writer")
@@ -412,7 +416,7 @@ mod tests {
         finish_tx.send(()).unwrap();
         writer.await.unwrap().unwrap();
         let count: i64 = store
-            .read(|c| Ok(c.query_row("SELECT count(*) FROM accounts", [], |r| r.get(0))?))
+            .read(|c| Ok(c.query_row_cached("SELECT count(*) FROM accounts", [], |r| r.get(0))?))
             .await
             .unwrap();
         assert_eq!(count, 1);

@@ -12,6 +12,7 @@ use alloy::primitives::B256;
 use chain_contracts::ops::MirrorOp;
 use rusqlite::{OptionalExtension, Transaction, params};
 
+use super::base::CachedSql;
 use super::base::{AccountId, AccountMode, account_head};
 use super::{Result, Store, StoreError, now_unix};
 
@@ -128,7 +129,7 @@ impl Store {
     /// Marks one entry as failed for good (the chain refuses it; see the log and `error`).
     pub async fn outbox_fail(&self, seq: i64, error: String) -> Result<()> {
         self.write(move |tx| {
-            tx.execute(
+            tx.execute_cached(
                 "UPDATE chain_outbox SET state = 'failed', error = ?2 WHERE seq = ?1 AND state = 'pending'",
                 params![seq, error],
             )?;
@@ -156,7 +157,7 @@ impl Store {
                 return Err(StoreError::Task("an empty batch".into()));
             };
             let now = now_unix();
-            tx.execute(
+            tx.execute_cached(
                 "INSERT INTO chain_batches (first_seq, last_seq, payer, nonce, raw_tx, tx_hashes, state, created_at)
                  VALUES (?1, ?2, ?3, ?4, ?5, ?6, 'sent', ?7)",
                 params![first, last, payer, nonce as i64, raw_tx, hashes_json(&[tx_hash]), now],
@@ -196,7 +197,7 @@ impl Store {
             current.tx_hashes.push(tx_hash);
             current.raw_tx = raw_tx;
             current.sent_at = now_unix();
-            tx.execute(
+            tx.execute_cached(
                 "UPDATE chain_batches SET raw_tx = ?2, tx_hashes = ?3, created_at = ?4 WHERE id = ?1",
                 params![batch, current.raw_tx, hashes_json(&current.tx_hashes), current.sent_at],
             )?;
@@ -234,7 +235,7 @@ impl Store {
     ) -> Result<()> {
         self.write(move |tx| {
             let now = now_unix();
-            tx.execute(
+            tx.execute_cached(
                 "UPDATE chain_batches SET state = ?2, mined_hash = ?3, block_number = ?4, gas_used = ?5, mined_at = ?6
                  WHERE id = ?1 AND state = 'sent'",
                 params![
@@ -247,13 +248,13 @@ impl Store {
                 ],
             )?;
             if success {
-                tx.execute(
+                tx.execute_cached(
                     "UPDATE chain_outbox SET state = 'mined' WHERE batch_id = ?1",
                     [batch],
                 )?;
             } else {
                 // Alone, the entry itself is refused; in a batch, retry each alone.
-                tx.execute(
+                tx.execute_cached(
                     "UPDATE chain_outbox SET
                         state = CASE WHEN solo = 1 THEN 'failed' ELSE 'pending' END,
                         error = CASE WHEN solo = 1 THEN ?2 ELSE NULL END,
@@ -331,7 +332,7 @@ fn undo_refused_conversions(tx: &Transaction<'_>, just_failed: &str, id: i64) ->
              WHERE {just_failed} AND state = 'failed'
                AND json_extract(op, '$.op') = 'convert_account')"
     );
-    let undone = tx.execute(&sql, [id])?;
+    let undone = tx.execute_cached(&sql, [id])?;
     if undone > 0 {
         tracing::warn!(
             accounts = undone,

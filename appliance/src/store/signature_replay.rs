@@ -99,6 +99,7 @@ impl Store {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::store::base::CachedSql as _;
     use crate::store::testing::{identity, now, signature};
 
     #[tokio::test]
@@ -129,7 +130,7 @@ mod tests {
             store
                 .read(|c| {
                     Ok(
-                        c.query_row("SELECT count(*) FROM accepted_signatures", [], |r| {
+                        c.query_row_cached("SELECT count(*) FROM accepted_signatures", [], |r| {
                             r.get::<_, i64>(0)
                         })?,
                     )
@@ -159,7 +160,7 @@ mod tests {
         );
         let wallets: i64 = store
             .read(|c| {
-                Ok(c.query_row(
+                Ok(c.query_row_cached(
                     "SELECT count(*) FROM wallets WHERE account_id IS NULL",
                     [],
                     |r| r.get(0),

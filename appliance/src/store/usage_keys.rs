@@ -6,6 +6,7 @@ use alloy::primitives::B256;
 
 use chain_contracts::ops::{MirrorOp, MirrorPermissions};
 
+use super::base::CachedSql;
 use super::base::{
     AccountId, AccountMode, ResolvedKey, UsageKeyId, account_head, is_unique_violation,
 };
@@ -216,7 +217,7 @@ impl Store {
         self.write_charged(account, charge, move |tx| {
             let now = now_unix();
             let p = &new.permissions;
-            let inserted = tx.execute(
+            let inserted = tx.execute_cached(
                 "INSERT INTO usage_keys (account_id, key_hash, name, description, can_create_groups,
                     can_delete_groups, can_create_pkps, manage_ipfs_ids_in_groups, add_pkp_to_groups,
                     remove_pkp_from_groups, execute_in_groups, created_at, updated_at)
@@ -289,7 +290,7 @@ impl Store {
     ) -> Result<()> {
         self.write_charged(account, charge, move |tx| {
             let p = &permissions;
-            let changed = tx.execute(
+            let changed = tx.execute_cached(
                 "UPDATE usage_keys SET can_create_groups = ?3, can_delete_groups = ?4,
                     can_create_pkps = ?5, manage_ipfs_ids_in_groups = ?6, add_pkp_to_groups = ?7,
                     remove_pkp_from_groups = ?8, execute_in_groups = ?9,
@@ -329,7 +330,7 @@ impl Store {
         charge: Charge,
     ) -> Result<()> {
         self.write_charged(account, charge, move |tx| {
-            let changed = tx.execute(
+            let changed = tx.execute_cached(
                 "UPDATE usage_keys SET name = ?3, description = ?4, updated_at = ?5
                  WHERE account_id = ?1 AND key_hash = ?2",
                 params![account.0, key.0.as_slice(), name, description, now_unix()],
@@ -359,7 +360,7 @@ impl Store {
         charge: Charge,
     ) -> Result<()> {
         self.write_charged(account, charge, move |tx| {
-            let changed = tx.execute(
+            let changed = tx.execute_cached(
                 "DELETE FROM usage_keys WHERE account_id = ?1 AND key_hash = ?2",
                 params![account.0, key.0.as_slice()],
             )?;

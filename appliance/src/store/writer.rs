@@ -134,23 +134,20 @@ fn serve(mut conn: Connection, queue: &Receiver<Job>, stats: &Counters) {
                 Err(_) => break,
             }
         }
-        let jobs = batch.len() as u64;
-        if commit_batch(&mut conn, batch) {
-            stats.batches.fetch_add(1, Ordering::Relaxed);
-            stats.writes.fetch_add(jobs, Ordering::Relaxed);
-        }
+        commit_batch(&mut conn, batch, stats);
     }
 }
 
-/// Runs `batch` in one transaction and commits it; completes every job. Whether the
-/// batch was committed.
-fn commit_batch(conn: &mut Connection, batch: Vec<Job>) -> bool {
+/// Runs `batch` in one transaction and commits it (counted in `stats`); completes every
+/// job.
+fn commit_batch(conn: &mut Connection, batch: Vec<Job>, stats: &Counters) {
+    let jobs = batch.len() as u64;
     let tx = match conn.transaction_with_behavior(TransactionBehavior::Immediate) {
         Ok(tx) => tx,
         Err(err) => {
             // The jobs never ran: dropping them tells their callers.
             tracing::error!(error = %err, jobs = batch.len(), "store: cannot begin a write batch");
-            return false;
+            return;
         }
     };
     let mut completions: Vec<Completion> = Vec::with_capacity(batch.len());
@@ -196,13 +193,19 @@ fn commit_batch(conn: &mut Connection, batch: Vec<Job>) -> bool {
         }
         None => tx.commit().err().map(StoreError::from),
     };
-    if let Some(err) = &failure {
-        tracing::error!(error = %err, jobs = completions.len(), "store: a write batch was not committed");
+    match &failure {
+        Some(err) => {
+            tracing::error!(error = %err, jobs = completions.len(), "store: a write batch was not committed");
+        }
+        None => {
+            // Counted before anyone hears of the commit.
+            stats.batches.fetch_add(1, Ordering::Relaxed);
+            stats.writes.fetch_add(jobs, Ordering::Relaxed);
+        }
     }
     for completion in completions {
         completion(failure.as_ref());
     }
-    failure.is_none()
 }
 
 #[cfg(test)]
@@ -320,9 +323,12 @@ mod tests {
         let (_dir, w, path) = writer(3);
         let w = Arc::new(w);
         let (release, held) = hold(&w).await;
-        // Three fit in the queue (polled once: queued, then left to complete alone).
+        // Three fit in the queue (polled once: queued, awaited below).
+        let mut queued = Vec::new();
         for v in 1..=3 {
-            assert!(w.write(insert(v)).now_or_never().is_none());
+            let mut write = Box::pin(w.write(insert(v)));
+            assert!((&mut write).now_or_never().is_none());
+            queued.push(write);
         }
         match w.write(insert(4)).now_or_never() {
             Some(Err(StoreError::Unavailable(msg))) => assert!(msg.contains("retry"), "{msg}"),
@@ -333,7 +339,10 @@ mod tests {
         }
         release.send(()).unwrap();
         held.await.unwrap();
-        // The queued three still commit.
+        // The queued three still commit, and the queue takes writes again.
+        for (v, write) in (1..=3).zip(queued) {
+            assert_eq!(write.await.unwrap(), v);
+        }
         assert_eq!(w.write(insert(5)).await.unwrap(), 5);
         assert_eq!(rows(&path), vec![0, 1, 2, 3, 5]);
     }
