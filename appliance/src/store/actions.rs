@@ -182,14 +182,14 @@ impl Store {
             let rows = if only_members {
                 let mut stmt = conn.prepare_cached(&format!(
                     "SELECT {ACTION_COLUMNS} FROM actions a JOIN group_actions ga ON ga.action_id = a.id
-                     WHERE ga.group_id = ?1 ORDER BY a.id LIMIT ?2 OFFSET ?3"
+                     WHERE ga.group_id = ?1 ORDER BY a.id LIMIT ?2 + 0 OFFSET ?3 + 0"
                 ))?;
                 let g = group.map_or(0, |g| g.0 as i64);
                 stmt.query_map(params![g, limit, offset], action_from)?
                     .collect::<rusqlite::Result<Vec<_>>>()?
             } else {
                 let mut stmt = conn.prepare_cached(&format!(
-                    "SELECT {ACTION_COLUMNS} FROM actions a WHERE a.account_id = ?1 ORDER BY a.id LIMIT ?2 OFFSET ?3"
+                    "SELECT {ACTION_COLUMNS} FROM actions a WHERE a.account_id = ?1 ORDER BY a.id LIMIT ?2 + 0 OFFSET ?3 + 0"
                 ))?;
                 stmt.query_map(params![account.0, limit, offset], action_from)?
                     .collect::<rusqlite::Result<Vec<_>>>()?

@@ -199,7 +199,7 @@ impl Store {
             let heads: Vec<(i64, String, String, GroupFlags)> = {
                 let mut stmt = conn.prepare_cached(
                     "SELECT id, name, description, all_wallets, all_actions FROM groups
-                     WHERE account_id = ?1 ORDER BY id LIMIT ?2 OFFSET ?3",
+                     WHERE account_id = ?1 ORDER BY id LIMIT ?2 + 0 OFFSET ?3 + 0",
                 )?;
                 let rows = stmt.query_map(params![account.0, limit, offset], |r| {
                     Ok((
@@ -448,14 +448,14 @@ impl Store {
             let flags = require(conn, account, group)?;
             let rows = if flags.all_wallets {
                 let mut stmt = conn.prepare_cached(&format!(
-                    "SELECT {WALLET_COLUMNS} FROM wallets w WHERE w.account_id = ?1 ORDER BY w.id LIMIT ?2 OFFSET ?3"
+                    "SELECT {WALLET_COLUMNS} FROM wallets w WHERE w.account_id = ?1 ORDER BY w.id LIMIT ?2 + 0 OFFSET ?3 + 0"
                 ))?;
                 stmt.query_map(params![account.0, limit, offset], wallet_from)?
                     .collect::<rusqlite::Result<Vec<_>>>()?
             } else {
                 let mut stmt = conn.prepare_cached(&format!(
                     "SELECT {WALLET_COLUMNS} FROM wallets w JOIN group_wallets gw ON gw.wallet_id = w.id
-                     WHERE gw.group_id = ?1 ORDER BY w.id LIMIT ?2 OFFSET ?3"
+                     WHERE gw.group_id = ?1 ORDER BY w.id LIMIT ?2 + 0 OFFSET ?3 + 0"
                 ))?;
                 stmt.query_map(params![sql_id(group), limit, offset], wallet_from)?
                     .collect::<rusqlite::Result<Vec<_>>>()?

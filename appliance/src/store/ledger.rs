@@ -334,7 +334,7 @@ impl Store {
             };
             let mut stmt = conn.prepare_cached(
                 "SELECT id, kind, amount_cents, balance_after, payment_intent_id, operation, created_at
-                 FROM credit_ledger WHERE account_id = ?1 ORDER BY id LIMIT ?2 OFFSET ?3",
+                 FROM credit_ledger WHERE account_id = ?1 ORDER BY id LIMIT ?2 + 0 OFFSET ?3 + 0",
             )?;
             let rows = stmt.query_map(params![account.0, limit, offset], |r| {
                 Ok((

@@ -87,7 +87,7 @@ impl Store {
                 let mut broken = Vec::new();
                 let mut stmt = conn.prepare_cached(
                     "SELECT seq, api_key_hash, format, op, solo FROM chain_outbox
-                     WHERE state = 'pending' ORDER BY seq LIMIT ?1",
+                     WHERE state = 'pending' ORDER BY seq LIMIT ?1 + 0",
                 )?;
                 let rows = stmt.query_map([limit as i64], |r| {
                     Ok((

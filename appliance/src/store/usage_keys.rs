@@ -270,7 +270,7 @@ impl Store {
         };
         self.read(move |conn| {
             let mut stmt = conn.prepare_cached(&format!(
-                "SELECT {COLUMNS} FROM usage_keys WHERE account_id = ?1 ORDER BY id LIMIT ?2 OFFSET ?3"
+                "SELECT {COLUMNS} FROM usage_keys WHERE account_id = ?1 ORDER BY id LIMIT ?2 + 0 OFFSET ?3 + 0"
             ))?;
             let rows = stmt.query_map(params![account.0, limit, offset], record_from)?;
             Ok(rows.collect::<rusqlite::Result<Vec<_>>>()?)

@@ -151,7 +151,7 @@ impl Store {
         };
         self.read(move |conn| {
             let mut stmt = conn.prepare_cached(&format!(
-                "SELECT {WALLET_COLUMNS} FROM wallets w WHERE w.account_id = ?1 ORDER BY w.id LIMIT ?2 OFFSET ?3"
+                "SELECT {WALLET_COLUMNS} FROM wallets w WHERE w.account_id = ?1 ORDER BY w.id LIMIT ?2 + 0 OFFSET ?3 + 0"
             ))?;
             let rows = stmt.query_map(params![account.0, limit, offset], wallet_from)?;
             Ok(rows.collect::<rusqlite::Result<Vec<_>>>()?)
