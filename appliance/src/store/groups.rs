@@ -2,6 +2,8 @@
 //! service-wide and never reused, so a usage key that listed a removed group can never
 //! gain access to a later one.
 
+use std::collections::HashMap;
+
 use keyservice_api::PkpId;
 use rusqlite::{Connection, Transaction, params};
 
@@ -214,18 +216,60 @@ impl Store {
                 })?;
                 rows.collect::<rusqlite::Result<Vec<_>>>()?
             };
-            let mut out = Vec::with_capacity(heads.len());
-            for (id, name, description, flags) in heads {
-                let (wallets, actions) = members(conn, id, &flags)?;
-                out.push(GroupRecord {
+            // Every member of the page's groups in two queries (not two per group).
+            let page_ids = params![account.0, limit, offset];
+            let mut wallets: HashMap<i64, Vec<PkpId>> = HashMap::new();
+            {
+                let mut stmt = conn.prepare_cached(
+                    "SELECT gw.group_id, w.pkp_id FROM group_wallets gw
+                     JOIN wallets w ON w.id = gw.wallet_id
+                     WHERE gw.group_id IN (SELECT id FROM groups WHERE account_id = ?1
+                                           ORDER BY id LIMIT ?2 + 0 OFFSET ?3 + 0)
+                     ORDER BY gw.group_id, w.id",
+                )?;
+                let mut rows = stmt.query(page_ids)?;
+                while let Some(row) = rows.next()? {
+                    wallets
+                        .entry(row.get(0)?)
+                        .or_default()
+                        .push(PkpId(row.get(1)?));
+                }
+            }
+            let mut actions: HashMap<i64, Vec<CidHash>> = HashMap::new();
+            {
+                let mut stmt = conn.prepare_cached(
+                    "SELECT ga.group_id, a.cid_hash FROM group_actions ga
+                     JOIN actions a ON a.id = ga.action_id
+                     WHERE ga.group_id IN (SELECT id FROM groups WHERE account_id = ?1
+                                           ORDER BY id LIMIT ?2 + 0 OFFSET ?3 + 0)
+                     ORDER BY ga.group_id, a.id",
+                )?;
+                let mut rows = stmt.query(page_ids)?;
+                while let Some(row) = rows.next()? {
+                    actions
+                        .entry(row.get(0)?)
+                        .or_default()
+                        .push(CidHash(row.get(1)?));
+                }
+            }
+            Ok(heads
+                .into_iter()
+                .map(|(id, name, description, flags)| GroupRecord {
                     id: GroupId(id as u64),
                     name,
                     description,
-                    wallets,
-                    actions,
-                });
-            }
-            Ok(out)
+                    wallets: if flags.all_wallets {
+                        Permitted::All
+                    } else {
+                        Permitted::Only(wallets.remove(&id).unwrap_or_default())
+                    },
+                    actions: if flags.all_actions {
+                        Permitted::All
+                    } else {
+                        Permitted::Only(actions.remove(&id).unwrap_or_default())
+                    },
+                })
+                .collect())
         })
         .await
     }
@@ -463,5 +507,115 @@ impl Store {
             Ok(rows)
         })
         .await
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::store::testing::{identity, new_account, open_store};
+
+    fn spec(name: &str, wallets: Permitted<WalletRef>, actions: Permitted<CidHash>) -> GroupSpec {
+        GroupSpec {
+            name: name.into(),
+            description: String::new(),
+            wallets,
+            actions,
+        }
+    }
+
+    #[tokio::test]
+    async fn a_listed_page_carries_each_groups_own_members() {
+        let (_dir, store) = open_store();
+        let (a, b) = (new_account(&store, 1).await, new_account(&store, 2).await);
+        let pkp = |n: u8| identity(n).pkp_id;
+        for (account, n) in [(a, 11), (a, 12), (b, 21)] {
+            store
+                .create_wallet(
+                    account,
+                    identity(n),
+                    String::new(),
+                    String::new(),
+                    Charge::free(),
+                )
+                .await
+                .unwrap();
+        }
+        let cid = |n: u8| CidHash([n; 32]);
+        for (account, n) in [(a, 31), (b, 41)] {
+            store
+                .add_action(
+                    account,
+                    format!("Qm{n}"),
+                    cid(n),
+                    String::new(),
+                    String::new(),
+                    Charge::free(),
+                )
+                .await
+                .unwrap();
+        }
+        let only_wallets =
+            |ns: &[u8]| Permitted::Only(ns.iter().map(|n| WalletRef::Pkp(pkp(*n))).collect());
+        // Account b's group, between a's, with members of its own: never in a's list.
+        store
+            .add_group(
+                a,
+                spec(
+                    "g1",
+                    only_wallets(&[12, 11]),
+                    Permitted::Only(vec![cid(31)]),
+                ),
+                Charge::free(),
+            )
+            .await
+            .unwrap();
+        store
+            .add_group(
+                b,
+                spec("other", only_wallets(&[21]), Permitted::Only(vec![cid(41)])),
+                Charge::free(),
+            )
+            .await
+            .unwrap();
+        store
+            .add_group(
+                a,
+                spec("g2", Permitted::All, Permitted::Only(vec![])),
+                Charge::free(),
+            )
+            .await
+            .unwrap();
+        store
+            .add_group(
+                a,
+                spec("g3", only_wallets(&[12]), Permitted::All),
+                Charge::free(),
+            )
+            .await
+            .unwrap();
+
+        let page = |number| Page { number, size: 2 };
+        let first = store.list_groups(a, page(0)).await.unwrap();
+        let second = store.list_groups(a, page(1)).await.unwrap();
+        let got: Vec<_> = first
+            .iter()
+            .chain(&second)
+            .map(|g| (g.name.as_str(), g.wallets.clone(), g.actions.clone()))
+            .collect();
+        assert_eq!(
+            got,
+            vec![
+                // Members in the order the wallets were created, as one group's list gives them.
+                (
+                    "g1",
+                    Permitted::Only(vec![pkp(11), pkp(12)]),
+                    Permitted::Only(vec![cid(31)])
+                ),
+                ("g2", Permitted::All, Permitted::Only(vec![])),
+                ("g3", Permitted::Only(vec![pkp(12)]), Permitted::All),
+            ]
+        );
+        assert!(store.list_groups(a, page(2)).await.unwrap().is_empty());
     }
 }
