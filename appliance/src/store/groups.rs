@@ -133,6 +133,24 @@ fn mirror_group(tx: &Transaction<'_>, account: AccountId, group: i64, new: bool)
     )
 }
 
+/// `(group id, 32-byte member)` rows of `sql`, grouped by group id in their order.
+fn members_of_page<T>(
+    conn: &Connection,
+    sql: &str,
+    page: &[&dyn rusqlite::ToSql],
+    member: impl Fn([u8; 32]) -> T,
+) -> Result<HashMap<i64, Vec<T>>> {
+    let mut stmt = conn.prepare_cached(sql)?;
+    let mut rows = stmt.query(page)?;
+    let mut out: HashMap<i64, Vec<T>> = HashMap::new();
+    while let Some(row) = rows.next()? {
+        out.entry(row.get(0)?)
+            .or_default()
+            .push(member(row.get(1)?));
+    }
+    Ok(out)
+}
+
 fn members(
     conn: &Connection,
     group: i64,
@@ -218,40 +236,26 @@ impl Store {
             };
             // Every member of the page's groups in two queries (not two per group).
             let page_ids = params![account.0, limit, offset];
-            let mut wallets: HashMap<i64, Vec<PkpId>> = HashMap::new();
-            {
-                let mut stmt = conn.prepare_cached(
-                    "SELECT gw.group_id, w.pkp_id FROM group_wallets gw
-                     JOIN wallets w ON w.id = gw.wallet_id
-                     WHERE gw.group_id IN (SELECT id FROM groups WHERE account_id = ?1
-                                           ORDER BY id LIMIT ?2 + 0 OFFSET ?3 + 0)
-                     ORDER BY gw.group_id, w.id",
-                )?;
-                let mut rows = stmt.query(page_ids)?;
-                while let Some(row) = rows.next()? {
-                    wallets
-                        .entry(row.get(0)?)
-                        .or_default()
-                        .push(PkpId(row.get(1)?));
-                }
-            }
-            let mut actions: HashMap<i64, Vec<CidHash>> = HashMap::new();
-            {
-                let mut stmt = conn.prepare_cached(
-                    "SELECT ga.group_id, a.cid_hash FROM group_actions ga
-                     JOIN actions a ON a.id = ga.action_id
-                     WHERE ga.group_id IN (SELECT id FROM groups WHERE account_id = ?1
-                                           ORDER BY id LIMIT ?2 + 0 OFFSET ?3 + 0)
-                     ORDER BY ga.group_id, a.id",
-                )?;
-                let mut rows = stmt.query(page_ids)?;
-                while let Some(row) = rows.next()? {
-                    actions
-                        .entry(row.get(0)?)
-                        .or_default()
-                        .push(CidHash(row.get(1)?));
-                }
-            }
+            let mut wallets = members_of_page(
+                conn,
+                "SELECT gw.group_id, w.pkp_id FROM group_wallets gw
+                 JOIN wallets w ON w.id = gw.wallet_id
+                 WHERE gw.group_id IN (SELECT id FROM groups WHERE account_id = ?1
+                                       ORDER BY id LIMIT ?2 + 0 OFFSET ?3 + 0)
+                 ORDER BY gw.group_id, w.id",
+                page_ids,
+                PkpId,
+            )?;
+            let mut actions = members_of_page(
+                conn,
+                "SELECT ga.group_id, a.cid_hash FROM group_actions ga
+                 JOIN actions a ON a.id = ga.action_id
+                 WHERE ga.group_id IN (SELECT id FROM groups WHERE account_id = ?1
+                                       ORDER BY id LIMIT ?2 + 0 OFFSET ?3 + 0)
+                 ORDER BY ga.group_id, a.id",
+                page_ids,
+                CidHash,
+            )?;
             Ok(heads
                 .into_iter()
                 .map(|(id, name, description, flags)| GroupRecord {
