@@ -365,8 +365,10 @@ fn run(args: RunArgs) -> Result<(), String> {
             }
         };
         server::serve(listener, ops, config, stop).await;
+        // Ours, and nobody answers on it (an answer is a successor on a reused inode).
         if bound.is_some()
             && socket_identity(&args.socket) == bound
+            && std::os::unix::net::UnixStream::connect(&args.socket).is_err()
             && let Err(e) = std::fs::remove_file(&args.socket)
         {
             tracing::warn!(error = %e, "could not remove the socket file");

@@ -203,6 +203,7 @@ fn run(args: Args) -> Result<(), StartError> {
             path: args.socket.clone(),
             source,
         })?;
+        let bound = server::BoundSocket::at(&args.socket);
         tracing::info!(
             socket = %args.socket.display(),
             uid,
@@ -219,7 +220,9 @@ fn run(args: Args) -> Result<(), StartError> {
             }
         };
         server::serve(listener, config, stop).await;
-        let _ = std::fs::remove_file(&args.socket);
+        if let Some(bound) = bound {
+            bound.remove(&args.socket);
+        }
         tracing::info!("worker launcher stopped");
         Ok(())
     })
