@@ -72,10 +72,7 @@ async fn main() {
         .assert_ok()
         .clone();
     let pkp = wallets[0]["pkp_id"].clone();
-    let seconds: u64 = std::env::var("BENCH_SECONDS")
-        .ok()
-        .and_then(|s| s.parse().ok())
-        .unwrap_or(5);
+    let seconds: u64 = e2e::load::env_or("BENCH_SECONDS", 5);
     let pem = std::fs::read(app.data_dir.join("tls").join("self-signed.pem")).unwrap();
     let target = Target::new(e2e::flood::socket_addr(&app), &pem);
     let hello = load::action(load::HELLO_ACTION, Value::Null, &key);

@@ -14,13 +14,6 @@
 use e2e::Appliance;
 use e2e::flood::{FloodReport, UNAUTHENTICATED_POSTS, flood, memory_of, nested_arrays};
 
-fn env_usize(name: &str, default: usize) -> usize {
-    std::env::var(name)
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(default)
-}
-
 fn row(name: &str, clients: usize, r: &FloodReport) {
     let statuses: Vec<String> = r.statuses.iter().map(|(s, n)| format!("{s}×{n}")).collect();
     println!(
@@ -61,9 +54,9 @@ async fn rounds(
 
 #[tokio::main]
 async fn main() {
-    let clients = env_usize("BENCH_FLOOD_CLIENTS", 40);
-    let n_rounds = env_usize("BENCH_FLOOD_ROUNDS", 5);
-    let mib = env_usize("BENCH_FLOOD_MIB", 10);
+    let clients = e2e::load::env_or("BENCH_FLOOD_CLIENTS", 40);
+    let n_rounds = e2e::load::env_or("BENCH_FLOOD_ROUNDS", 5);
+    let mib = e2e::load::env_or("BENCH_FLOOD_MIB", 10);
     let app = Appliance::start().await;
     for path in UNAUTHENTICATED_POSTS {
         let _ = app.post(path, None, serde_json::json!({})).await;

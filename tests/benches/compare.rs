@@ -122,12 +122,7 @@ impl Drop for BareServer {
 
 #[tokio::main]
 async fn main() {
-    let duration = Duration::from_secs(
-        std::env::var("BENCH_SECONDS")
-            .ok()
-            .and_then(|s| s.parse().ok())
-            .unwrap_or(5),
-    );
+    let duration = Duration::from_secs(load::env_or("BENCH_SECONDS", 5));
     let (app, mut startup) = start_appliance().await;
     let fixture = Fixture::new(&app, &mut startup).await;
     let idle = memory(app.pid());

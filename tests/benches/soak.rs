@@ -234,13 +234,6 @@ fn fds(pid: u32) -> Option<usize> {
     Some(std::fs::read_dir(format!("/proc/{pid}/fd")).ok()?.count())
 }
 
-fn env_or<T: std::str::FromStr>(name: &str, default: T) -> T {
-    std::env::var(name)
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(default)
-}
-
 fn mib(kib: Option<u64>) -> String {
     kib.map_or("-".to_owned(), |k| format!("{:.1}", k as f64 / 1024.0))
 }
@@ -251,10 +244,10 @@ fn opt<T: std::fmt::Display>(v: Option<T>) -> String {
 
 #[tokio::main]
 async fn main() {
-    let minutes: u64 = env_or("SOAK_MINUTES", 30);
-    let rate: f64 = env_or("SOAK_RATE", 20.0);
-    let warmup: u64 = env_or("SOAK_WARMUP_MINUTES", 1);
-    let max_growth: f64 = env_or("SOAK_MAX_GROWTH_PERCENT", 10.0);
+    let minutes: u64 = e2e::load::env_or("SOAK_MINUTES", 30);
+    let rate: f64 = e2e::load::env_or("SOAK_RATE", 20.0);
+    let warmup: u64 = e2e::load::env_or("SOAK_WARMUP_MINUTES", 1);
+    let max_growth: f64 = e2e::load::env_or("SOAK_MAX_GROWTH_PERCENT", 10.0);
     assert!(
         minutes > warmup,
         "SOAK_MINUTES must exceed SOAK_WARMUP_MINUTES"

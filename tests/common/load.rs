@@ -302,3 +302,12 @@ pub fn action(code: &str, js_params: serde_json::Value, key: &str) -> Request {
         .with_key(key)
         .expecting(r#""has_error":false"#)
 }
+
+/// A benchmark setting from the environment: `name` parsed as `T`, or `default` when it
+/// is unset or does not parse.
+pub fn env_or<T: std::str::FromStr>(name: &str, default: T) -> T {
+    std::env::var(name)
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(default)
+}
