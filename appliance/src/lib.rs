@@ -30,6 +30,7 @@ pub mod error;
 pub mod execution;
 pub mod http;
 pub mod keyservice_client;
+pub mod log_output;
 pub mod openapi;
 pub mod server;
 pub mod state;

@@ -86,18 +86,29 @@ enum Command {
     },
 }
 
-fn init_logging(config: &Config) {
+/// Sets up logging to standard error, written in batches by its own thread
+/// (`appliance::log_output`). Keep the guard until the end: dropping it writes out what
+/// is pending. Fails only when the thread cannot be started.
+fn init_logging(config: &Config) -> Result<appliance::log_output::LogGuard, ExitCode> {
     let filter =
         EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new(&config.log.filter));
+    let (writer, guard) = appliance::log_output::to_stderr().map_err(|err| {
+        let _ = writeln!(
+            std::io::stderr(),
+            "appliance: cannot start the log thread: {err}"
+        );
+        ExitCode::FAILURE
+    })?;
     let builder = tracing_subscriber::fmt()
         .with_env_filter(filter)
-        .with_writer(std::io::stderr)
+        .with_writer(writer)
         // Colour codes only for a terminal, not in log files and collectors.
         .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()));
     match config.log.format {
         LogFormat::Json => builder.json().init(),
         LogFormat::Text => builder.init(),
     }
+    Ok(guard)
 }
 
 async fn shutdown_signal() {
@@ -122,7 +133,10 @@ async fn shutdown_signal() {
 }
 
 async fn run(config: Config, dev: bool) -> ExitCode {
-    init_logging(&config);
+    let log = match init_logging(&config) {
+        Ok(guard) => guard,
+        Err(code) => return code,
+    };
     if dev {
         tracing::warn!(
             "DEVELOPMENT MODE: self-signed TLS, simulated platform; nothing here is confidential"
@@ -147,6 +161,8 @@ async fn run(config: Config, dev: bool) -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
+    // Everything logged while starting is in the log before the URL is announced.
+    log.flush();
     // The one line scripts and tests read: the base URL.
     let mut out = std::io::stdout().lock();
     let _ = writeln!(out, "appliance listening on {}", running.base_url());
@@ -171,7 +187,10 @@ async fn run(config: Config, dev: bool) -> ExitCode {
 }
 
 async fn deploy(args: appliance::deploy_command::DeployArgs) -> ExitCode {
-    init_logging(&Config::default());
+    let _log = match init_logging(&Config::default()) {
+        Ok(guard) => guard,
+        Err(code) => return code,
+    };
     match appliance::deploy_command::run(&args).await {
         Ok(d) => {
             let mut out = std::io::stdout().lock();

@@ -121,19 +121,31 @@ impl Store {
         .await
     }
 
-    /// Resolves a key hash to an account key or a live usage key.
+    /// Resolves a key hash to an account key or a live usage key: from memory when a
+    /// request has resolved it since the last write (`store::key_cache`), else from the
+    /// database.
     pub async fn resolve_key(&self, hash: KeyHash) -> Result<Option<ResolvedKey>> {
-        self.read(move |conn| resolve(conn, &hash)).await
+        let cache = &self.inner.keys;
+        if let Some(key) = cache.get(&hash) {
+            return Ok(Some(key));
+        }
+        let generation = cache.generation();
+        let resolved = self.read(move |conn| resolve(conn, &hash)).await?;
+        Ok(resolved.map(|(key, expires_at)| {
+            cache.insert(generation, hash, key.clone(), expires_at);
+            key
+        }))
     }
 }
 
-fn resolve(conn: &Connection, hash: &KeyHash) -> Result<Option<ResolvedKey>> {
+/// What `hash` is in the database, and when it expires (usage keys only).
+fn resolve(conn: &Connection, hash: &KeyHash) -> Result<Option<(ResolvedKey, Option<i64>)>> {
     let account: Option<i64> = conn
         .prepare_cached("SELECT id FROM accounts WHERE api_key_hash = ?1 AND managed = 1")?
         .query_row([hash.0.as_slice()], |row| row.get(0))
         .optional()?;
     if let Some(id) = account {
-        return Ok(Some(ResolvedKey::Account(AccountId(id))));
+        return Ok(Some((ResolvedKey::Account(AccountId(id)), None)));
     }
     usage_keys::resolve(conn, hash)
 }

@@ -31,6 +31,7 @@ mod chain_apply;
 mod chain_secured;
 mod execution;
 mod groups;
+mod key_cache;
 mod ledger;
 mod migrations;
 pub mod outbox;
@@ -156,6 +157,7 @@ pub struct Store {
 struct Inner {
     path: PathBuf,
     writer: writer::Writer,
+    keys: Arc<key_cache::KeyCache>,
     readers: Mutex<Vec<Connection>>,
 }
 
@@ -174,12 +176,18 @@ impl Store {
             .pragma_update(None, "journal_mode", "WAL")
             .map_err(open_err)?;
         migrations::run(&mut writer)?;
+        let keys = Arc::new(key_cache::KeyCache::default());
+        let after_batch = {
+            let keys = Arc::clone(&keys);
+            Box::new(move || keys.invalidate())
+        };
         let store = Self {
             inner: Arc::new(Inner {
                 path: path.to_owned(),
-                writer: writer::Writer::start(writer, writer::MAX_QUEUED).map_err(|e| {
-                    StoreError::Task(format!("cannot start the store's writer thread: {e}"))
-                })?,
+                writer: writer::Writer::start(writer, writer::MAX_QUEUED, after_batch).map_err(
+                    |e| StoreError::Task(format!("cannot start the store's writer thread: {e}")),
+                )?,
+                keys,
                 readers: Mutex::new(Vec::new()),
             }),
         };

@@ -155,38 +155,34 @@ fn not_found() -> StoreError {
 
 /// The usage key `hash` as a credential. A key past its `expires_at` resolves to nothing,
 /// exactly as a removed one: the caller gets the same 401.
-pub(super) fn resolve(conn: &Connection, hash: &KeyHash) -> Result<Option<ResolvedKey>> {
-    let resolved = conn
+/// A live usage key, and when it expires (Unix seconds), if it does.
+pub(super) fn resolve(
+    conn: &Connection,
+    hash: &KeyHash,
+) -> Result<Option<(ResolvedKey, Option<i64>)>> {
+    let row = conn
         .prepare_cached(&format!(
             "SELECT account_id, expires_at, {COLUMNS} FROM usage_keys WHERE key_hash = ?1"
         ))?
         .query_row([hash.0.as_slice()], |row| {
             let expires_at: Option<i64> = row.get(1)?;
             Ok((
+                AccountId(row.get(0)?),
                 expires_at,
-                ResolvedKey::Usage {
-                    account: AccountId(row.get(0)?),
-                    key_id: UsageKeyId(row.get(2)?),
-                    permissions: permissions_from(row, 6)?,
-                },
+                UsageKeyId(row.get(2)?),
+                permissions_from(row, 6)?,
             ))
         })
         .optional()?;
-    let resolved = match resolved {
-        Some((Some(expires_at), _)) if expires_at <= now_unix() => {
-            tracing::debug!(usage_key = %hash, expires_at, "expired usage key presented");
-            return Ok(None);
-        }
-        other => other.map(|(_, key)| key),
+    let Some((account, expires_at, key_id, permissions)) = row else {
+        return Ok(None);
     };
-    let Some(ResolvedKey::Usage {
-        account,
-        key_id,
-        permissions,
-    }) = resolved
-    else {
-        return Ok(resolved);
-    };
+    if let Some(expires_at) = expires_at
+        && expires_at <= now_unix()
+    {
+        tracing::debug!(usage_key = %hash, expires_at, "expired usage key presented");
+        return Ok(None);
+    }
     // A ChainSecured account is administered on chain by its wallet only (the contract
     // refuses the service's writes): its usage keys keep just running actions.
     let mode = account_head(conn, account)?
@@ -200,11 +196,14 @@ pub(super) fn resolve(conn: &Connection, hash: &KeyHash) -> Result<Option<Resolv
             ..Permissions::default()
         }
     };
-    Ok(Some(ResolvedKey::Usage {
-        account,
-        key_id,
-        permissions,
-    }))
+    Ok(Some((
+        ResolvedKey::Usage {
+            account,
+            key_id,
+            permissions,
+        },
+        expires_at,
+    )))
 }
 
 impl Store {
@@ -460,6 +459,91 @@ mod tests {
             store.remove_usage_key(account, hash, Charge::free()).await,
             Err(StoreError::NotFound(_))
         ));
+    }
+
+    /// Keys are resolved from memory after the first look-up (`store::key_cache`), and
+    /// every acknowledged write that changes a key is seen by the very next look-up:
+    /// new permissions, a removal, and the account's conversion to ChainSecured.
+    #[tokio::test]
+    async fn the_next_lookup_after_a_write_sees_the_change() {
+        let (dir, store, account) = store_with_account(1).await;
+        let hash = KeyHash([9; 32]);
+        let new_key = NewUsageKey {
+            key_hash: hash,
+            name: "k".into(),
+            description: String::new(),
+            permissions: perms(),
+        };
+        store
+            .add_usage_key(account, new_key, Charge::free())
+            .await
+            .unwrap();
+        let permissions = |resolved: Option<ResolvedKey>| match resolved {
+            Some(ResolvedKey::Usage { permissions, .. }) => Some(permissions),
+            _ => None,
+        };
+        assert_eq!(
+            permissions(store.resolve_key(hash).await.unwrap()),
+            Some(perms())
+        );
+
+        // Served from memory: a change made behind the store's back (never done outside
+        // tests: the store is the database's only writer) is not seen...
+        Connection::open(dir.path().join("state.db"))
+            .unwrap()
+            .execute("UPDATE usage_keys SET can_create_groups = 0", [])
+            .unwrap();
+        assert_eq!(
+            permissions(store.resolve_key(hash).await.unwrap()),
+            Some(perms())
+        );
+        // ...until any write goes through the store.
+        store
+            .update_usage_key(account, hash, perms(), None, None, Charge::free())
+            .await
+            .unwrap();
+        assert_eq!(
+            permissions(store.resolve_key(hash).await.unwrap()),
+            Some(perms())
+        );
+
+        store
+            .update_usage_key(
+                account,
+                hash,
+                Permissions::default(),
+                None,
+                None,
+                Charge::free(),
+            )
+            .await
+            .unwrap();
+        assert_eq!(
+            permissions(store.resolve_key(hash).await.unwrap()),
+            Some(Permissions::default())
+        );
+
+        // The account key, resolved and held; then the account becomes ChainSecured.
+        let account_key = KeyHash([1; 32]);
+        assert_eq!(
+            store.resolve_key(account_key).await.unwrap(),
+            Some(ResolvedKey::Account(account))
+        );
+        store
+            .convert_account(
+                account,
+                alloy::primitives::Address::repeat_byte(7),
+                crate::store::testing::signature(7, crate::store::testing::now()),
+            )
+            .await
+            .unwrap();
+        assert_eq!(store.resolve_key(account_key).await.unwrap(), None);
+
+        store
+            .remove_usage_key(account, hash, Charge::free())
+            .await
+            .unwrap();
+        assert_eq!(store.resolve_key(hash).await.unwrap(), None);
     }
 
     #[tokio::test]

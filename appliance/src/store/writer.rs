@@ -39,6 +39,10 @@ type Completion = Box<dyn FnOnce(Option<&StoreError>) + Send>;
 /// whether it succeeded (else its savepoint is rolled back) and its completion.
 type Job = Box<dyn FnOnce(&Transaction<'_>) -> (bool, Completion) + Send>;
 
+/// What runs after each batch, before its writes are answered (the store empties its
+/// key cache: `store::key_cache`).
+pub(super) type AfterBatch = Box<dyn Fn() + Send>;
+
 /// The sending side, held by the store.
 pub(super) struct Writer {
     jobs: SyncSender<Job>,
@@ -63,14 +67,19 @@ pub struct WriteStats {
 
 impl Writer {
     /// Starts the writer thread on `conn`, with room for `queue` waiting jobs. The
-    /// thread ends when the `Writer` is dropped.
-    pub(super) fn start(conn: Connection, queue: usize) -> std::io::Result<Self> {
+    /// thread ends when the `Writer` is dropped. `after_batch` runs after every batch
+    /// (committed or not), before any of its writes is answered.
+    pub(super) fn start(
+        conn: Connection,
+        queue: usize,
+        after_batch: AfterBatch,
+    ) -> std::io::Result<Self> {
         let (jobs, waiting) = std::sync::mpsc::sync_channel(queue);
         let stats = Arc::new(Counters::default());
         let counters = Arc::clone(&stats);
         std::thread::Builder::new()
             .name("store-writer".into())
-            .spawn(move || serve(conn, &waiting, &counters))?;
+            .spawn(move || serve(conn, &waiting, &counters, &*after_batch))?;
         Ok(Self { jobs, stats })
     }
 
@@ -124,7 +133,12 @@ fn not_committed(why: &StoreError) -> StoreError {
     }
 }
 
-fn serve(mut conn: Connection, queue: &Receiver<Job>, stats: &Counters) {
+fn serve(
+    mut conn: Connection,
+    queue: &Receiver<Job>,
+    stats: &Counters,
+    after_batch: &(dyn Fn() + Send),
+) {
     while let Ok(first) = queue.recv() {
         let mut batch = Vec::with_capacity(8);
         batch.push(first);
@@ -134,13 +148,18 @@ fn serve(mut conn: Connection, queue: &Receiver<Job>, stats: &Counters) {
                 Err(_) => break,
             }
         }
-        commit_batch(&mut conn, batch, stats);
+        commit_batch(&mut conn, batch, stats, after_batch);
     }
 }
 
 /// Runs `batch` in one transaction and commits it (counted in `stats`); completes every
 /// job.
-fn commit_batch(conn: &mut Connection, batch: Vec<Job>, stats: &Counters) {
+fn commit_batch(
+    conn: &mut Connection,
+    batch: Vec<Job>,
+    stats: &Counters,
+    after_batch: &(dyn Fn() + Send),
+) {
     let jobs = batch.len() as u64;
     let tx = match conn.transaction_with_behavior(TransactionBehavior::Immediate) {
         Ok(tx) => tx,
@@ -203,6 +222,7 @@ fn commit_batch(conn: &mut Connection, batch: Vec<Job>, stats: &Counters) {
             stats.writes.fetch_add(jobs, Ordering::Relaxed);
         }
     }
+    after_batch();
     for completion in completions {
         completion(failure.as_ref());
     }
@@ -221,7 +241,11 @@ mod tests {
         conn.pragma_update(None, "journal_mode", "WAL").unwrap();
         conn.execute_batch("CREATE TABLE t (v INTEGER PRIMARY KEY)")
             .unwrap();
-        (dir, Writer::start(conn, queue).unwrap(), path)
+        (
+            dir,
+            Writer::start(conn, queue, Box::new(|| {})).unwrap(),
+            path,
+        )
     }
 
     fn rows(path: &std::path::Path) -> Vec<i64> {

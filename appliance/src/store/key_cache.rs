@@ -1,0 +1,141 @@
+//! Resolved API keys, held in memory so that an authenticated request does not read the
+//! database to learn who it is.
+//!
+//! Correctness rests on one rule: **every write batch empties the cache before any write
+//! in it is acknowledged** (`writer::commit_batch` calls [`KeyCache::invalidate`] after
+//! the commit, before the completions). So once a revocation, a deletion or a mode
+//! change has been answered, the very next request resolves its key from the database.
+//! Nothing narrower (which tables a write touched) is tracked: a write that has nothing
+//! to do with keys costs the cache a refill, never a stale answer.
+//!
+//! A look-up that races a write cannot leave a stale entry behind: it takes the
+//! generation before it reads the database and inserts only if the generation has not
+//! moved, and [`KeyCache::invalidate`] moves it under the same lock that empties the map.
+//!
+//! Only keys that resolved are kept (unknown keys always go to the database, and are
+//! rate-limited there), with the usage key's expiry, checked on every hit. The map is
+//! bounded ([`MAX_ENTRIES`]); when full it is emptied and refilled. It holds key hashes,
+//! never keys.
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{PoisonError, RwLock};
+
+use super::base::ResolvedKey;
+use super::now_unix;
+use crate::api_keys::KeyHash;
+
+/// Most keys held; past it the map is emptied.
+pub(super) const MAX_ENTRIES: usize = 16_384;
+
+#[derive(Default)]
+pub(super) struct KeyCache {
+    generation: AtomicU64,
+    entries: RwLock<HashMap<KeyHash, Entry>>,
+}
+
+struct Entry {
+    key: ResolvedKey,
+    /// Unix seconds after which a usage key is dead.
+    expires_at: Option<i64>,
+}
+
+impl KeyCache {
+    /// The resolved key for `hash`, when held and not expired.
+    pub(super) fn get(&self, hash: &KeyHash) -> Option<ResolvedKey> {
+        let entries = self.entries.read().unwrap_or_else(PoisonError::into_inner);
+        let entry = entries.get(hash)?;
+        if entry.expires_at.is_some_and(|t| t <= now_unix()) {
+            return None;
+        }
+        Some(entry.key.clone())
+    }
+
+    /// Taken before reading the database; passed to [`KeyCache::insert`].
+    pub(super) fn generation(&self) -> u64 {
+        self.generation.load(Ordering::Acquire)
+    }
+
+    /// Keeps what the database said of `hash` at `generation`, unless a write batch
+    /// has completed since.
+    pub(super) fn insert(
+        &self,
+        generation: u64,
+        hash: KeyHash,
+        key: ResolvedKey,
+        expires_at: Option<i64>,
+    ) {
+        let mut entries = self.entries.write().unwrap_or_else(PoisonError::into_inner);
+        if self.generation.load(Ordering::Acquire) != generation {
+            return;
+        }
+        if entries.len() >= MAX_ENTRIES {
+            entries.clear();
+        }
+        entries.insert(hash, Entry { key, expires_at });
+    }
+
+    /// Forgets every key; called by the writer after each batch, before acknowledging it.
+    pub(super) fn invalidate(&self) {
+        let mut entries = self.entries.write().unwrap_or_else(PoisonError::into_inner);
+        self.generation.fetch_add(1, Ordering::AcqRel);
+        entries.clear();
+    }
+
+    #[cfg(test)]
+    pub(super) fn len(&self) -> usize {
+        self.entries.read().map(|e| e.len()).unwrap_or(0)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::store::AccountId;
+
+    fn hash(n: u32) -> KeyHash {
+        let mut h = [0u8; 32];
+        h[..4].copy_from_slice(&n.to_be_bytes());
+        KeyHash(h)
+    }
+
+    #[test]
+    fn a_lookup_that_raced_a_write_is_not_kept() {
+        let cache = KeyCache::default();
+        let before = cache.generation();
+        // A write batch completes between the database read and the insert.
+        cache.invalidate();
+        cache.insert(before, hash(1), ResolvedKey::Account(AccountId(1)), None);
+        assert_eq!(cache.get(&hash(1)), None);
+        // Read after the write: kept.
+        let after = cache.generation();
+        cache.insert(after, hash(1), ResolvedKey::Account(AccountId(1)), None);
+        assert_eq!(
+            cache.get(&hash(1)),
+            Some(ResolvedKey::Account(AccountId(1)))
+        );
+        cache.invalidate();
+        assert_eq!(cache.get(&hash(1)), None);
+    }
+
+    #[test]
+    fn an_expired_usage_key_is_not_served_from_memory() {
+        let cache = KeyCache::default();
+        let key = ResolvedKey::Account(AccountId(7));
+        let g = cache.generation();
+        cache.insert(g, hash(1), key.clone(), Some(now_unix() - 1));
+        cache.insert(g, hash(2), key.clone(), Some(now_unix() + 3600));
+        assert_eq!(cache.get(&hash(1)), None);
+        assert_eq!(cache.get(&hash(2)), Some(key));
+    }
+
+    #[test]
+    fn the_map_stays_bounded() {
+        let cache = KeyCache::default();
+        let g = cache.generation();
+        for n in 0..(MAX_ENTRIES as u32 * 2 + 5) {
+            cache.insert(g, hash(n), ResolvedKey::Account(AccountId(1)), None);
+            assert!(cache.len() <= MAX_ENTRIES);
+        }
+    }
+}
