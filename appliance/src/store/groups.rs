@@ -216,6 +216,10 @@ impl Store {
             return Ok(Vec::new());
         };
         self.read(move |conn| {
+            // One read transaction: the page and its members come from one snapshot
+            // (and the WAL read lock is taken once, not once per statement).
+            let snapshot = conn.unchecked_transaction()?;
+            let conn: &Connection = &snapshot;
             let heads: Vec<(i64, String, String, GroupFlags)> = {
                 let mut stmt = conn.prepare_cached(
                     "SELECT id, name, description, all_wallets, all_actions FROM groups
@@ -234,26 +238,32 @@ impl Store {
                 })?;
                 rows.collect::<rusqlite::Result<Vec<_>>>()?
             };
-            // Every member of the page's groups in two queries (not two per group).
-            let page_ids = params![account.0, limit, offset];
+            // Every member of the page's groups in two queries (not two per group). The
+            // page is exactly the account's groups with ids from its first to its last,
+            // so the queries select that range through `groups_by_account` and read
+            // each group's members in primary-key order: no temporary table, no sort.
+            let (Some(first), Some(last)) = (heads.first(), heads.last()) else {
+                return Ok(Vec::new());
+            };
+            let range = params![account.0, first.0, last.0];
             let mut wallets = members_of_page(
                 conn,
-                "SELECT gw.group_id, w.pkp_id FROM group_wallets gw
+                "SELECT g.id, w.pkp_id FROM groups g
+                 JOIN group_wallets gw ON gw.group_id = g.id
                  JOIN wallets w ON w.id = gw.wallet_id
-                 WHERE gw.group_id IN (SELECT id FROM groups WHERE account_id = ?1
-                                       ORDER BY id LIMIT ?2 + 0 OFFSET ?3 + 0)
-                 ORDER BY gw.group_id, w.id",
-                page_ids,
+                 WHERE g.account_id = ?1 AND g.id BETWEEN ?2 AND ?3
+                 ORDER BY g.id, gw.wallet_id",
+                range,
                 PkpId,
             )?;
             let mut actions = members_of_page(
                 conn,
-                "SELECT ga.group_id, a.cid_hash FROM group_actions ga
+                "SELECT g.id, a.cid_hash FROM groups g
+                 JOIN group_actions ga ON ga.group_id = g.id
                  JOIN actions a ON a.id = ga.action_id
-                 WHERE ga.group_id IN (SELECT id FROM groups WHERE account_id = ?1
-                                       ORDER BY id LIMIT ?2 + 0 OFFSET ?3 + 0)
-                 ORDER BY ga.group_id, a.id",
-                page_ids,
+                 WHERE g.account_id = ?1 AND g.id BETWEEN ?2 AND ?3
+                 ORDER BY g.id, ga.action_id",
+                range,
                 CidHash,
             )?;
             Ok(heads
