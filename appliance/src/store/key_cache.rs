@@ -6,7 +6,10 @@
 //! the commit, before the completions). So once a revocation, a deletion or a mode
 //! change has been answered, the very next request resolves its key from the database.
 //! Nothing narrower (which tables a write touched) is tracked: a write that has nothing
-//! to do with keys costs the cache a refill, never a stale answer.
+//! to do with keys costs the cache a refill, never a stale answer. This relies on the
+//! store being the database's only writer (it holds the one writer connection): a change
+//! made to `state.db` by another process while the appliance runs is not seen until the
+//! appliance's next write.
 //!
 //! A look-up that races a write cannot leave a stale entry behind: it takes the
 //! generation before it reads the database and inserts only if the generation has not
