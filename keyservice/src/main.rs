@@ -357,7 +357,7 @@ fn run(args: RunArgs) -> Result<(), String> {
         );
         // Remember which socket file is ours: at exit, a successor may already have
         // replaced it, and its socket must not be removed.
-        let bound = socket_identity(&args.socket);
+        let bound = socket_file::BoundSocket::at(&args.socket);
         let stop = async {
             tokio::select! {
                 () = shutdown_signal() => {}
@@ -365,25 +365,12 @@ fn run(args: RunArgs) -> Result<(), String> {
             }
         };
         server::serve(listener, ops, config, stop).await;
-        // Ours, and nobody answers on it (an answer is a successor on a reused inode).
-        if bound.is_some()
-            && socket_identity(&args.socket) == bound
-            && std::os::unix::net::UnixStream::connect(&args.socket).is_err()
-            && let Err(e) = std::fs::remove_file(&args.socket)
-        {
-            tracing::warn!(error = %e, "could not remove the socket file");
+        if let Some(bound) = bound {
+            bound.remove(&args.socket);
         }
         tracing::info!("stopped");
         Ok(())
     })
-}
-
-/// The (device, inode) of the file at `path`, if any.
-fn socket_identity(path: &std::path::Path) -> Option<(u64, u64)> {
-    use std::os::unix::fs::MetadataExt as _;
-    std::fs::symlink_metadata(path)
-        .ok()
-        .map(|m| (m.dev(), m.ino()))
 }
 
 /// Resolves once the parent process is no longer `parent` (never, for `None`).

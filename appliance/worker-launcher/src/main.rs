@@ -203,7 +203,7 @@ fn run(args: Args) -> Result<(), StartError> {
             path: args.socket.clone(),
             source,
         })?;
-        let bound = server::BoundSocket::at(&args.socket);
+        let bound = socket_file::BoundSocket::at(&args.socket);
         tracing::info!(
             socket = %args.socket.display(),
             uid,

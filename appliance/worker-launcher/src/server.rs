@@ -86,40 +86,6 @@ pub fn bind(path: &Path, mode: u32) -> std::io::Result<UnixListener> {
     result
 }
 
-/// What identifies the socket file this launcher bound (device, inode and change time),
-/// so that at exit it removes its own socket and never a successor's: a new launcher may
-/// already have replaced a stale one at the same path while this one was stopping (and
-/// the new file may get the freed inode back, hence the change time too).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct BoundSocket {
-    dev: u64,
-    ino: u64,
-    ctime: (i64, i64),
-}
-
-impl BoundSocket {
-    /// The socket file now at `path`, if any.
-    pub fn at(path: &Path) -> Option<Self> {
-        use std::os::unix::fs::MetadataExt as _;
-        std::fs::symlink_metadata(path).ok().map(|m| Self {
-            dev: m.dev(),
-            ino: m.ino(),
-            ctime: (m.ctime(), m.ctime_nsec()),
-        })
-    }
-
-    /// Removes the file at `path` if it is still this socket and nobody listens on it
-    /// (this launcher has stopped listening: an answer means a successor owns it).
-    pub fn remove(self, path: &Path) {
-        if Self::at(path) == Some(self)
-            && std::os::unix::net::UnixStream::connect(path).is_err()
-            && let Err(e) = std::fs::remove_file(path)
-        {
-            tracing::warn!(error = %e, "could not remove the socket file");
-        }
-    }
-}
-
 /// Serves connections until `shutdown` resolves. Workers of connections still open then
 /// are killed (their tasks are dropped, and with them the children, `kill_on_drop`).
 pub async fn serve(
@@ -349,12 +315,12 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("launcher.sock");
         let first = bind(&path, 0o600).unwrap();
-        let first_id = BoundSocket::at(&path).unwrap();
+        let first_id = socket_file::BoundSocket::at(&path).unwrap();
         // The first launcher stops listening (its parent was killed) but has not yet
         // cleaned up; a successor replaces the stale socket.
         drop(first);
         let second = bind(&path, 0o600).unwrap();
-        let second_id = BoundSocket::at(&path).unwrap();
+        let second_id = socket_file::BoundSocket::at(&path).unwrap();
         // The first one's clean-up leaves the successor reachable (even when the new
         // file got the old inode back).
         first_id.remove(&path);
