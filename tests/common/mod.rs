@@ -8,6 +8,7 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 pub mod appliance;
+pub mod attested;
 pub mod binaries;
 pub mod chain;
 pub mod container;
@@ -19,6 +20,7 @@ pub mod load;
 pub mod localstripe;
 pub mod pebble;
 pub mod process;
+pub mod relay;
 pub mod resources;
 pub mod rng;
 pub mod viem;

@@ -11,6 +11,7 @@ mod abuse_quotas;
 mod accounts;
 mod acme;
 mod actions;
+mod attested_client;
 mod billing;
 mod chain_mirror;
 mod container;

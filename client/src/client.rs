@@ -1,0 +1,512 @@
+//! [`Client`]: verify, pin, then call.
+//!
+//! Every request goes through one reqwest client whose rustls configuration carries the
+//! pinning verifier ([`crate::pinning`]), with redirects off, 0-RTT off and session
+//! resumption off (a resumed TLS session shows no certificate, and every new connection
+//! must show an attested one). Nothing but the evidence fetch (public documents, no
+//! credential) leaves the client before a verification has succeeded.
+
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, RwLock};
+use std::time::{Duration, Instant};
+
+use http::{HeaderValue, Method, StatusCode};
+use rustls::RootCertStore;
+use rustls_pki_types::CertificateDer;
+use rustls_pki_types::pem::PemObject;
+use serde::Serialize;
+use serde::de::DeserializeOwned;
+use zeroize::Zeroizing;
+
+use crate::error::{ClientError, ErrorEnvelope};
+use crate::pinning::{LeafHash, PinnedVerifier, Pins};
+use crate::policy::Policy;
+use crate::verification::{Verification, verify_deployment};
+
+/// The API's path prefix.
+pub const API_PREFIX: &str = "/core/v1";
+
+/// Largest response body read (the server's own limit is 10 MiB of request).
+const MAX_RESPONSE: usize = 16 << 20;
+
+/// Builds a [`Client`].
+#[derive(Debug, Clone)]
+pub struct ClientBuilder {
+    base_url: String,
+    api_key: Option<Zeroizing<String>>,
+    policy: Policy,
+    ca_file: Option<PathBuf>,
+    timeout: Duration,
+    pool_idle_timeout: Option<Duration>,
+    reuse_connections: bool,
+}
+
+impl ClientBuilder {
+    /// A client for the deployment at `base_url` (`https://host[:port]`).
+    pub fn new(base_url: impl Into<String>) -> Self {
+        Self {
+            base_url: base_url.into().trim_end_matches('/').to_owned(),
+            api_key: None,
+            policy: Policy::default(),
+            ca_file: None,
+            timeout: Duration::from_secs(60),
+            pool_idle_timeout: Some(Duration::from_secs(90)),
+            reuse_connections: true,
+        }
+    }
+
+    /// The API key sent (as `Authorization: Bearer`) on calls that need one.
+    pub fn api_key(mut self, key: impl Into<String>) -> Self {
+        self.api_key = Some(Zeroizing::new(key.into()));
+        self
+    }
+
+    /// The verification policy.
+    pub fn policy(mut self, policy: Policy) -> Self {
+        self.policy = policy;
+        self
+    }
+
+    /// Extra trusted root certificate(s), PEM, beside the web PKI (a private ACME CA, or
+    /// the development stack's self-signed certificate).
+    pub fn ca_file(mut self, path: impl Into<PathBuf>) -> Self {
+        self.ca_file = Some(path.into());
+        self
+    }
+
+    /// Timeout of one request (default 60 s).
+    pub fn timeout(mut self, timeout: Duration) -> Self {
+        self.timeout = timeout;
+        self
+    }
+
+    /// How long an idle keep-alive connection is kept (default 90 s; `None`: forever).
+    pub fn pool_idle_timeout(mut self, idle: Option<Duration>) -> Self {
+        self.pool_idle_timeout = idle;
+        self
+    }
+
+    /// Whether calls reuse keep-alive connections (default `true`). `false` opens a
+    /// connection (and checks the pin) for every call.
+    pub fn reuse_connections(mut self, reuse: bool) -> Self {
+        self.reuse_connections = reuse;
+        self
+    }
+
+    /// Builds the client. Nothing is fetched or verified yet: the first call (or
+    /// [`Client::verify`]) does that.
+    pub fn build(self) -> Result<Client, ClientError> {
+        if !self.base_url.starts_with("https://") {
+            return Err(ClientError::Config(format!(
+                "{}: the URL must be https://host[:port]",
+                self.base_url
+            )));
+        }
+        let provider = Arc::new(rustls::crypto::ring::default_provider());
+        let mut roots = RootCertStore::empty();
+        roots.extend(webpki_roots::TLS_SERVER_ROOTS.iter().cloned());
+        if let Some(path) = &self.ca_file {
+            for der in read_pem_certs(path)? {
+                roots
+                    .add(der)
+                    .map_err(|e| ClientError::Config(format!("{}: {e}", path.display())))?;
+            }
+        }
+        let pins = Arc::new(Pins::default());
+        let verifier = PinnedVerifier::new(roots, provider.clone(), pins.clone())
+            .map_err(|e| ClientError::Config(format!("TLS verifier: {e}")))?;
+        let mut tls = rustls::ClientConfig::builder_with_provider(provider)
+            .with_safe_default_protocol_versions()
+            .map_err(|e| ClientError::Config(format!("TLS: {e}")))?
+            .dangerous()
+            .with_custom_certificate_verifier(Arc::new(verifier))
+            .with_no_client_auth();
+        tls.resumption = rustls::client::Resumption::disabled();
+        tls.enable_early_data = false;
+        tls.alpn_protocols = vec![b"h2".to_vec(), b"http/1.1".to_vec()];
+        let mut http = reqwest::Client::builder();
+        if !self.reuse_connections {
+            http = http.pool_max_idle_per_host(0);
+        }
+        let http = http
+            .use_preconfigured_tls(tls)
+            .redirect(reqwest::redirect::Policy::none())
+            .timeout(self.timeout)
+            .pool_idle_timeout(self.pool_idle_timeout)
+            .build()
+            .map_err(|e| ClientError::Config(format!("HTTP client: {e}")))?;
+        Ok(Client {
+            inner: Arc::new(Inner {
+                base: self.base_url,
+                api_key: self.api_key,
+                policy: self.policy,
+                ca_file: self.ca_file,
+                http,
+                pins,
+                state: tokio::sync::Mutex::new(State::Unverified),
+                current: RwLock::new(None),
+                verifications: AtomicU64::new(0),
+            }),
+        })
+    }
+}
+
+fn read_pem_certs(path: &Path) -> Result<Vec<CertificateDer<'static>>, ClientError> {
+    let err = |e: String| ClientError::Config(format!("CA file {}: {e}", path.display()));
+    let pem = std::fs::read(path).map_err(|e| err(e.to_string()))?;
+    let certs: Vec<_> = CertificateDer::pem_slice_iter(&pem)
+        .collect::<Result<_, _>>()
+        .map_err(|e| err(e.to_string()))?;
+    if certs.is_empty() {
+        return Err(err("no certificate in the file".to_owned()));
+    }
+    Ok(certs)
+}
+
+/// Where the client stands.
+#[derive(Debug)]
+enum State {
+    Unverified,
+    Verified { at: Instant },
+    /// A re-verification failed: every call is refused until `verify` succeeds.
+    Failed,
+}
+
+#[derive(Debug)]
+struct Inner {
+    base: String,
+    api_key: Option<Zeroizing<String>>,
+    policy: Policy,
+    ca_file: Option<PathBuf>,
+    http: reqwest::Client,
+    pins: Arc<Pins>,
+    /// Serializes verifications (one at a time; callers that waited reuse the result).
+    state: tokio::sync::Mutex<State>,
+    current: RwLock<Option<Arc<Verification>>>,
+    verifications: AtomicU64,
+}
+
+/// An attested-TLS client of one deployment. Cheap to clone (shared state).
+#[derive(Debug, Clone)]
+pub struct Client {
+    inner: Arc<Inner>,
+}
+
+/// How a request authenticates.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Credential {
+    /// No credential.
+    None,
+    /// The configured API key, as `Authorization: Bearer`.
+    ApiKey,
+}
+
+/// What one attempt produced.
+enum Attempt {
+    Answer(StatusCode, http::HeaderMap, Vec<u8>),
+    Transport(String),
+}
+
+impl Client {
+    /// Starts a [`ClientBuilder`].
+    pub fn builder(base_url: impl Into<String>) -> ClientBuilder {
+        ClientBuilder::new(base_url)
+    }
+
+    /// The deployment's base URL.
+    pub fn base_url(&self) -> &str {
+        &self.inner.base
+    }
+
+    /// The policy in force.
+    pub fn policy(&self) -> &Policy {
+        &self.inner.policy
+    }
+
+    /// The current verification (report, compose hash, pinned leaves), if any.
+    pub fn verification(&self) -> Option<Arc<Verification>> {
+        self.inner.current.read().ok().and_then(|c| c.clone())
+    }
+
+    /// How many verifications this client has run (successful or not).
+    pub fn verification_count(&self) -> u64 {
+        self.inner.verifications.load(Ordering::Relaxed)
+    }
+
+    /// Verifies the deployment now (whatever the cache says) and pins what it attests.
+    /// On failure the client refuses every call until a later `verify` succeeds.
+    pub async fn verify(&self) -> Result<Arc<Verification>, ClientError> {
+        let mut state = self.inner.state.lock().await;
+        self.verify_locked(&mut state).await
+    }
+
+    async fn verify_locked(&self, state: &mut State) -> Result<Arc<Verification>, ClientError> {
+        self.inner.verifications.fetch_add(1, Ordering::Relaxed);
+        let started = Instant::now();
+        match verify_deployment(
+            &self.inner.base,
+            self.inner.ca_file.as_deref(),
+            &self.inner.policy,
+        )
+        .await
+        {
+            Ok(v) => {
+                let v = Arc::new(v);
+                self.inner.pins.replace(v.pins.clone());
+                if let Ok(mut c) = self.inner.current.write() {
+                    *c = Some(v.clone());
+                }
+                *state = State::Verified { at: started };
+                tracing::info!(
+                    url = %self.inner.base,
+                    compose_hash = %v.compose_hash,
+                    simulated = v.simulated,
+                    "deployment verified; its certificate is pinned"
+                );
+                Ok(v)
+            }
+            Err(e) => {
+                self.inner.pins.clear();
+                if let Ok(mut c) = self.inner.current.write() {
+                    *c = None;
+                }
+                *state = State::Failed;
+                tracing::warn!(url = %self.inner.base, error = %e, "deployment did not verify");
+                Err(e)
+            }
+        }
+    }
+
+    /// A verification young enough under the policy, running one if there is none.
+    async fn ensure_verified(&self) -> Result<(), ClientError> {
+        let mut state = self.inner.state.lock().await;
+        match *state {
+            State::Verified { at } if at.elapsed() < self.inner.policy.cache_for => Ok(()),
+            State::Failed => Err(ClientError::VerificationFailedEarlier),
+            _ => self.verify_locked(&mut state).await.map(|_| ()),
+        }
+    }
+
+    /// After a handshake refused leaf `leaf`: verify once more. The call goes on only if
+    /// the fresh evidence attests that very leaf (an ACME renewal).
+    async fn reverify_for(&self, leaf: LeafHash) -> Result<(), ClientError> {
+        let mut state = self.inner.state.lock().await;
+        if let Some(v) = self.verification()
+            && v.pins.contains(&leaf)
+        {
+            return Ok(()); // another call re-verified meanwhile
+        }
+        if matches!(*state, State::Failed) {
+            return Err(ClientError::VerificationFailedEarlier);
+        }
+        tracing::info!(
+            leaf_sha256 = %hex::encode(leaf),
+            "the server presented a new certificate; verifying its evidence again"
+        );
+        match self.verify_locked(&mut state).await {
+            Ok(v) if v.pins.contains(&leaf) => Ok(()),
+            Ok(_) => Err(ClientError::CertificateNotAttested {
+                leaf_sha256: hex::encode(leaf),
+                reason: "the deployment's current evidence attests another certificate".into(),
+            }),
+            Err(ClientError::NotVerified { report }) => Err(ClientError::CertificateNotAttested {
+                leaf_sha256: hex::encode(leaf),
+                reason: format!(
+                    "its evidence did not verify (failed checks: {})",
+                    report.failed().join(", ")
+                ),
+            }),
+            Err(e) => Err(ClientError::CertificateNotAttested {
+                leaf_sha256: hex::encode(leaf),
+                reason: e.to_string(),
+            }),
+        }
+    }
+
+    /// Sends one request to `path` (under the base URL, e.g. `/core/v1/list_groups`) and
+    /// decodes a 2xx JSON answer as `T`; any other answer is a typed error.
+    pub async fn request<T: DeserializeOwned>(
+        &self,
+        method: Method,
+        path: &str,
+        query: Option<&(dyn erased::Query + Sync)>,
+        body: Option<Vec<u8>>,
+        credential: Credential,
+    ) -> Result<T, ClientError> {
+        let bytes = self.request_bytes(method, path, query, body, credential).await?;
+        serde_json::from_slice(&bytes).map_err(|e| ClientError::Decode(e.to_string()))
+    }
+
+    /// [`Client::request`] with a JSON body.
+    pub async fn post_json<B: Serialize + ?Sized, T: DeserializeOwned>(
+        &self,
+        path: &str,
+        body: &B,
+        credential: Credential,
+    ) -> Result<T, ClientError> {
+        let body = serde_json::to_vec(body).map_err(|e| ClientError::Config(e.to_string()))?;
+        self.request(Method::POST, path, None, Some(body), credential)
+            .await
+    }
+
+    /// Sends one request and returns the 2xx body as bytes.
+    pub async fn request_bytes(
+        &self,
+        method: Method,
+        path: &str,
+        query: Option<&(dyn erased::Query + Sync)>,
+        body: Option<Vec<u8>>,
+        credential: Credential,
+    ) -> Result<Vec<u8>, ClientError> {
+        let key = match credential {
+            Credential::None => None,
+            Credential::ApiKey => {
+                let key = self.inner.api_key.as_ref().ok_or(ClientError::NoApiKey)?;
+                let mut value = HeaderValue::from_str(&format!("Bearer {}", key.as_str()))
+                    .map_err(|_| ClientError::Config("the API key is not a valid header".into()))?;
+                value.set_sensitive(true);
+                Some(value)
+            }
+        };
+        let query_pairs = match query {
+            Some(q) => q.pairs()?,
+            None => Vec::new(),
+        };
+        self.ensure_verified().await?;
+        let send = || self.attempt(&method, path, &query_pairs, body.clone(), key.clone());
+        let (status, headers, bytes) = match send().await {
+            Attempt::Answer(s, h, b) => (s, h, b),
+            Attempt::Transport(e) => match self.inner.pins.take_refused() {
+                Some(leaf) if !self.inner.policy.reverify_on_new_certificate => {
+                    return Err(ClientError::CertificateNotAttested {
+                        leaf_sha256: hex::encode(leaf),
+                        reason: "re-verification on a new certificate is off in the policy"
+                            .to_owned(),
+                    });
+                }
+                Some(leaf) => {
+                    self.reverify_for(leaf).await?;
+                    match send().await {
+                        Attempt::Answer(s, h, b) => (s, h, b),
+                        Attempt::Transport(e) => return Err(self.transport_error(e)),
+                    }
+                }
+                None => return Err(ClientError::Transport(e)),
+            },
+        };
+        if status.is_success() {
+            return Ok(bytes);
+        }
+        if status.is_redirection() {
+            return Err(ClientError::Redirect {
+                status: status.as_u16(),
+                location: headers
+                    .get(http::header::LOCATION)
+                    .and_then(|l| l.to_str().ok())
+                    .map(str::to_owned),
+            });
+        }
+        match serde_json::from_slice::<ErrorEnvelope>(&bytes) {
+            Ok(env) => Err(ClientError::Api {
+                status: status.as_u16(),
+                error: env.error,
+            }),
+            Err(_) => Err(ClientError::Http {
+                status: status.as_u16(),
+                excerpt: String::from_utf8_lossy(&bytes[..bytes.len().min(200)])
+                    .chars()
+                    .filter(|c| !c.is_control())
+                    .collect(),
+            }),
+        }
+    }
+
+    /// A transport failure after a re-verification: a second refusal means the fresh
+    /// evidence does not attest what the server shows.
+    fn transport_error(&self, e: String) -> ClientError {
+        match self.inner.pins.take_refused() {
+            Some(leaf) => ClientError::CertificateNotAttested {
+                leaf_sha256: hex::encode(leaf),
+                reason: "refused again after a re-verification".to_owned(),
+            },
+            None => ClientError::Transport(e),
+        }
+    }
+
+    async fn attempt(
+        &self,
+        method: &Method,
+        path: &str,
+        query: &[(String, String)],
+        body: Option<Vec<u8>>,
+        key: Option<HeaderValue>,
+    ) -> Attempt {
+        let url = format!("{}{path}", self.inner.base);
+        let mut req = self.inner.http.request(method.clone(), url);
+        if !query.is_empty() {
+            req = req.query(query);
+        }
+        if let Some(key) = key {
+            req = req.header(http::header::AUTHORIZATION, key);
+        }
+        if let Some(body) = body {
+            req = req
+                .header(http::header::CONTENT_TYPE, "application/json")
+                .body(body);
+        }
+        let rsp = match req.send().await {
+            Ok(r) => r,
+            Err(e) => return Attempt::Transport(error_chain(&e)),
+        };
+        let status = rsp.status();
+        let headers = rsp.headers().clone();
+        if rsp.content_length().unwrap_or(0) > MAX_RESPONSE as u64 {
+            return Attempt::Transport(format!("response larger than {MAX_RESPONSE} bytes"));
+        }
+        match rsp.bytes().await {
+            Ok(b) if b.len() <= MAX_RESPONSE => Attempt::Answer(status, headers, b.to_vec()),
+            Ok(_) => Attempt::Transport(format!("response larger than {MAX_RESPONSE} bytes")),
+            Err(e) => Attempt::Transport(error_chain(&e)),
+        }
+    }
+}
+
+fn error_chain(e: &(dyn std::error::Error + 'static)) -> String {
+    let mut s = e.to_string();
+    let mut source = e.source();
+    while let Some(inner) = source {
+        s.push_str(": ");
+        s.push_str(&inner.to_string());
+        source = inner.source();
+    }
+    s
+}
+
+/// Query strings from any `Serialize` value, behind a trait object.
+pub mod erased {
+    use crate::error::ClientError;
+
+    /// A value that serializes as a flat query string.
+    pub trait Query {
+        /// `(name, value)` pairs.
+        fn pairs(&self) -> Result<Vec<(String, String)>, ClientError>;
+    }
+
+    impl<T: serde::Serialize> Query for T {
+        fn pairs(&self) -> Result<Vec<(String, String)>, ClientError> {
+            let value = serde_json::to_value(self).map_err(|e| ClientError::Config(e.to_string()))?;
+            let mut out = Vec::new();
+            if let serde_json::Value::Object(map) = value {
+                for (k, v) in map {
+                    match v {
+                        serde_json::Value::Null => {}
+                        serde_json::Value::String(s) => out.push((k, s)),
+                        other => out.push((k, other.to_string())),
+                    }
+                }
+            }
+            Ok(out)
+        }
+    }
+}

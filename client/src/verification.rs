@@ -1,0 +1,169 @@
+//! One verification of a deployment, exactly as `evidence verify --url` does it, under a
+//! [`Policy`], and what it attests: the leaf certificate(s) the client may then talk to.
+
+use std::collections::BTreeSet;
+use std::path::Path;
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use evidence::bundle::{Bundle, cert_file_name, first_pem_cert};
+use evidence::check::{self, Options, Report, Status};
+use serde::Serialize;
+
+use crate::error::ClientError;
+use crate::pinning::{LeafHash, leaf_hash};
+use crate::policy::Policy;
+
+/// A successful verification: the report, and what it pinned.
+#[derive(Debug, Clone, Serialize)]
+pub struct Verification {
+    /// The deployment's base URL.
+    pub url: String,
+    /// Every check, as `evidence verify --json` prints it.
+    pub report: Report,
+    /// When it was verified (Unix seconds).
+    pub verified_at: u64,
+    /// The attested compose hash (hex).
+    pub compose_hash: String,
+    /// The app id (hex), the governance contract's address.
+    pub app_id: Option<String>,
+    /// SHA-256 of the attested leaf certificate(s): the only ones the client talks to.
+    pub pinned_leaves: Vec<String>,
+    /// Whether the quote was simulated (development stack: NOT confidential).
+    pub simulated: bool,
+    #[serde(skip)]
+    pub(crate) pins: BTreeSet<LeafHash>,
+}
+
+/// Fetches the deployment's evidence from `base` (trusting the web PKI plus `ca_file`)
+/// and verifies it under `policy`. The request carries no credential.
+pub async fn verify_deployment(
+    base: &str,
+    ca_file: Option<&Path>,
+    policy: &Policy,
+) -> Result<Verification, ClientError> {
+    let bundle = Bundle::fetch(base, ca_file).await?;
+    verify_bundle(base, &bundle, policy, unix_now()).await
+}
+
+/// Verifies a fetched bundle under `policy` at Unix time `at`.
+pub async fn verify_bundle(
+    base: &str,
+    bundle: &Bundle,
+    policy: &Policy,
+    at: u64,
+) -> Result<Verification, ClientError> {
+    let options = Options {
+        policy: evidence::verify::Policy {
+            accepted_statuses: policy.accepted_statuses.clone(),
+            allow_simulated: policy.allow_simulated,
+        },
+        at,
+        collateral: policy.collateral.clone(),
+        rpc_url: policy.rpc_url.clone(),
+        dns_server: policy.dns_server,
+        online: true,
+        domain: policy.caa_domain.clone(),
+        skip: policy.skip.clone(),
+        strict: false,
+    };
+    let mut report = check::run(bundle, &options).await;
+    require_every_check(&mut report, &policy.skip);
+    if !report.ok {
+        return Err(ClientError::NotVerified {
+            report: Box::new(report),
+        });
+    }
+    let info = bundle.info.as_ref();
+    let field = |name: &str| {
+        info.and_then(|i| i.get(name))
+            .and_then(|v| v.as_str())
+            .map(|s| s.trim_start_matches("0x").to_ascii_lowercase())
+    };
+    let compose_hash = field("compose_hash").unwrap_or_default();
+    if !policy.expects(&compose_hash) {
+        return Err(ClientError::UnexpectedComposeHash {
+            actual: compose_hash,
+            expected: policy.compose_hashes.clone(),
+        });
+    }
+    // The attested leaf: the certificate file that sha256sum.txt covers (the report-data
+    // check passed) and that the server presented (tls-certificate passed).
+    let pins: BTreeSet<LeafHash> = cert_file_name(&bundle.evidence_files)
+        .and_then(|name| first_pem_cert(&bundle.evidence_files[name]))
+        .map(|der| leaf_hash(&der))
+        .into_iter()
+        .collect();
+    if pins.is_empty() {
+        return Err(ClientError::NotVerified {
+            report: Box::new(report),
+        });
+    }
+    let simulated = report.tcb_status.as_deref() == Some("Simulated");
+    Ok(Verification {
+        url: base.to_owned(),
+        verified_at: at,
+        compose_hash,
+        app_id: field("app_id"),
+        pinned_leaves: pins.iter().map(hex::encode).collect(),
+        simulated,
+        report,
+        pins,
+    })
+}
+
+/// A check that was skipped without the caller asking for it is a failure: the client
+/// never takes "could not check" for "checked".
+fn require_every_check(report: &mut Report, allowed_skips: &[String]) {
+    for c in &mut report.checks {
+        if c.status == Status::Skipped && !allowed_skips.iter().any(|s| s == c.id) {
+            c.status = Status::Fail;
+            c.detail = format!(
+                "{} (the policy requires this check: give its input, or skip it by name)",
+                c.detail
+            );
+        }
+    }
+    report.ok = report.checks.iter().all(|c| c.status != Status::Fail);
+}
+
+pub(crate) fn unix_now() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_secs())
+        .unwrap_or(0)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use evidence::check::CheckResult;
+
+    fn report(statuses: &[(&'static str, Status)]) -> Report {
+        Report {
+            ok: true,
+            checks: statuses
+                .iter()
+                .map(|(id, status)| CheckResult {
+                    id,
+                    title: "",
+                    status: *status,
+                    detail: "why".to_owned(),
+                })
+                .collect(),
+            tcb_status: None,
+            advisory_ids: Vec::new(),
+        }
+    }
+
+    #[test]
+    fn an_unrequested_skip_fails_the_verification() {
+        let mut r = report(&[("quote", Status::Pass), ("governance", Status::Skipped)]);
+        require_every_check(&mut r, &[]);
+        assert!(!r.ok);
+        assert_eq!(r.failed(), vec!["governance"]);
+
+        let mut r = report(&[("quote", Status::Pass), ("governance", Status::Skipped)]);
+        require_every_check(&mut r, &["governance".to_owned()]);
+        assert!(r.ok);
+    }
+}

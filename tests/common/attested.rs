@@ -1,0 +1,189 @@
+//! The whole attested chain on one machine, for the client's tests: a dev appliance
+//! (simulated quotes) whose certificate comes from Pebble by TLS-ALPN-01, CAA records
+//! naming its ACME account in pebble-challtestsrv, and its compose hash allowed by an
+//! `AppGovernance` contract on anvil whose address is the appliance's `app_id`. Every
+//! check of `evidence verify` passes against it (with simulated quotes allowed).
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use alloy::node_bindings::AnvilInstance;
+use alloy::primitives::{Address, B256};
+use alloy::providers::DynProvider;
+use chain_contracts::{IAppGovernance, deploy_app_governance};
+use serde_json::Value;
+
+use crate::pebble::{Pebble, PebbleOptions, free_port};
+use crate::{Appliance, Launch};
+
+/// The domain whose CAA records govern issuance (served by challtestsrv).
+pub const CAA_DOMAIN: &str = "appliance.acme.test";
+/// The name clients connect to (the system resolver knows it).
+pub const DOMAIN: &str = "localhost";
+
+pub struct AttestedStack {
+    pub anvil: AnvilInstance,
+    pub chain: DynProvider,
+    pub governance: Address,
+    pub pebble: Pebble,
+    pub app: Appliance,
+    /// `https://localhost:PORT`.
+    pub base: String,
+    pub port: u16,
+    /// Pebble's root (the issuer of the appliance's certificate), as a file.
+    pub root_file: PathBuf,
+    pub root_pem: String,
+    /// A plain client trusting that root (no pinning).
+    pub plain: reqwest::Client,
+    pub compose_hash: B256,
+    pub cert_name: String,
+    pub tmp: tempfile::TempDir,
+    _data: tempfile::TempDir,
+}
+
+impl AttestedStack {
+    pub async fn start() -> Self {
+        let anvil = crate::chain::anvil();
+        let chain = crate::chain::wallet(&anvil, 0);
+        let governance = deploy_app_governance(&chain).await.unwrap();
+        let port = free_port();
+        let addr: SocketAddr = format!("127.0.0.1:{port}").parse().unwrap();
+        let pebble = Pebble::start(PebbleOptions {
+            tls_port: port,
+            http_port: free_port(),
+            ..PebbleOptions::default()
+        })
+        .await;
+        let root_pem = pebble.root_pem().await;
+        let tmp = tempfile::tempdir().unwrap();
+        let root_file = tmp.path().join("pebble-root.pem");
+        std::fs::write(&root_file, &root_pem).unwrap();
+        let env: Vec<(String, String)> = [
+            ("APPLIANCE_LISTEN", format!("127.0.0.1:{port}")),
+            ("APPLIANCE_ACME__DIRECTORY_URL", pebble.directory_url.clone()),
+            (
+                "APPLIANCE_ACME__DOMAINS",
+                format!("[\"{CAA_DOMAIN}\", \"{DOMAIN}\"]"),
+            ),
+            (
+                "APPLIANCE_ACME__CA_BUNDLE",
+                pebble.ca_file.display().to_string(),
+            ),
+            ("APPLIANCE_ACME__RETRY_INITIAL_MS", "200".into()),
+            ("APPLIANCE_ACME__RETRY_MAX_MS", "2000".into()),
+            (
+                "APPLIANCE_CHAIN__GOVERNANCE_ADDRESS",
+                governance.to_string(),
+            ),
+        ]
+        .into_iter()
+        .map(|(k, v)| (k.to_owned(), v))
+        .collect();
+        let data = tempfile::tempdir().unwrap();
+        let app = Appliance::launch(data.path(), Launch::DevWith { env }).await;
+        let plain = reqwest::Client::builder()
+            .add_root_certificate(reqwest::Certificate::from_pem(root_pem.as_bytes()).unwrap())
+            .tls_built_in_root_certs(false)
+            .resolve(DOMAIN, addr)
+            .timeout(Duration::from_secs(10))
+            .build()
+            .unwrap();
+        let base = format!("https://{DOMAIN}:{port}");
+        let cert_name = format!("cert-{CAA_DOMAIN}.pem");
+        let ready = crate::eventually_async(Duration::from_secs(60), || {
+            let (plain, url, cert_name) =
+                (plain.clone(), format!("{base}/evidences/"), cert_name.clone());
+            async move {
+                match plain.get(url).send().await {
+                    Ok(r) if r.status() == 200 => r
+                        .text()
+                        .await
+                        .map(|t| t.contains(&cert_name))
+                        .unwrap_or(false),
+                    _ => false,
+                }
+            }
+        })
+        .await;
+        assert!(ready, "no evidence for the ACME certificate; log:\n{}", app.log());
+        let account: Value = plain
+            .get(format!("{base}/evidences/acme-account.json"))
+            .send()
+            .await
+            .unwrap()
+            .json()
+            .await
+            .unwrap();
+        let account_uri = account["uri"].as_str().unwrap().to_owned();
+        pebble
+            .add_caa(
+                CAA_DOMAIN,
+                "issue",
+                &format!("pebble.letsencrypt.org; accounturi={account_uri}"),
+            )
+            .await;
+        let info: Value = plain
+            .get(format!("{base}/info"))
+            .send()
+            .await
+            .unwrap()
+            .json()
+            .await
+            .unwrap();
+        let compose_hash =
+            B256::from_slice(&hex::decode(info["compose_hash"].as_str().unwrap()).unwrap());
+        let stack = Self {
+            anvil,
+            chain,
+            governance,
+            pebble,
+            app,
+            base,
+            port,
+            root_file,
+            root_pem,
+            plain,
+            compose_hash,
+            cert_name,
+            tmp,
+            _data: data,
+        };
+        stack.allow(true).await;
+        stack
+    }
+
+    /// Adds (or removes) the appliance's compose hash to the governance allow-list.
+    pub async fn allow(&self, allowed: bool) {
+        let gov = IAppGovernance::new(self.governance, &self.chain);
+        let call = if allowed {
+            gov.addComposeHash(self.compose_hash)
+        } else {
+            gov.removeComposeHash(self.compose_hash)
+        };
+        call.send().await.unwrap().get_receipt().await.unwrap();
+    }
+
+    /// The served certificate file's current contents.
+    pub async fn cert_pem(&self) -> Vec<u8> {
+        self.plain
+            .get(format!("{}/evidences/{}", self.base, self.cert_name))
+            .send()
+            .await
+            .unwrap()
+            .bytes()
+            .await
+            .unwrap()
+            .to_vec()
+    }
+
+    /// The RPC URL of the chain holding the governance contract.
+    pub fn rpc_url(&self) -> String {
+        self.anvil.endpoint()
+    }
+
+    /// challtestsrv's DNS server.
+    pub fn dns(&self) -> SocketAddr {
+        self.pebble.dns_addr.parse().unwrap()
+    }
+}
