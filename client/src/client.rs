@@ -146,6 +146,7 @@ impl ClientBuilder {
                 pins,
                 state: tokio::sync::Mutex::new(State::Unverified),
                 current: RwLock::new(None),
+                valid_until: RwLock::new(None),
                 verifications: AtomicU64::new(0),
             }),
         })
@@ -184,6 +185,9 @@ struct Inner {
     /// Serializes verifications (one at a time; callers that waited reuse the result).
     state: tokio::sync::Mutex<State>,
     current: RwLock<Option<Arc<Verification>>>,
+    /// Until when the current verification is trusted: the lock-free fast path of every
+    /// call (`None` when unverified or failed).
+    valid_until: RwLock<Option<Instant>>,
     verifications: AtomicU64,
 }
 
@@ -258,6 +262,11 @@ impl Client {
                     *c = Some(v.clone());
                 }
                 *state = State::Verified { at: started };
+                self.set_valid_until(
+                    started
+                        .checked_add(self.inner.policy.cache_for)
+                        .or_else(|| started.checked_add(Duration::from_secs(100 * 365 * 86_400))),
+                );
                 tracing::info!(
                     url = %self.inner.base,
                     compose_hash = %v.compose_hash,
@@ -272,14 +281,31 @@ impl Client {
                     *c = None;
                 }
                 *state = State::Failed;
+                self.set_valid_until(None);
                 tracing::warn!(url = %self.inner.base, error = %e, "deployment did not verify");
                 Err(e)
             }
         }
     }
 
+    fn set_valid_until(&self, until: Option<Instant>) {
+        if let Ok(mut v) = self.inner.valid_until.write() {
+            *v = until;
+        }
+    }
+
     /// A verification young enough under the policy, running one if there is none.
     async fn ensure_verified(&self) -> Result<(), ClientError> {
+        if self
+            .inner
+            .valid_until
+            .read()
+            .ok()
+            .and_then(|v| *v)
+            .is_some_and(|until| Instant::now() < until)
+        {
+            return Ok(());
+        }
         let mut state = self.inner.state.lock().await;
         match *state {
             State::Verified { at } if at.elapsed() < self.inner.policy.cache_for => Ok(()),

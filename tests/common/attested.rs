@@ -156,12 +156,12 @@ impl AttestedStack {
     /// Adds (or removes) the appliance's compose hash to the governance allow-list.
     pub async fn allow(&self, allowed: bool) {
         let gov = IAppGovernance::new(self.governance, &self.chain);
-        let call = if allowed {
-            gov.addComposeHash(self.compose_hash)
+        let sent = if allowed {
+            gov.addComposeHash(self.compose_hash).send().await
         } else {
-            gov.removeComposeHash(self.compose_hash)
+            gov.removeComposeHash(self.compose_hash).send().await
         };
-        call.send().await.unwrap().get_receipt().await.unwrap();
+        sent.unwrap().get_receipt().await.unwrap();
     }
 
     /// The served certificate file's current contents.
