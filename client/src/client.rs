@@ -169,7 +169,9 @@ fn read_pem_certs(path: &Path) -> Result<Vec<CertificateDer<'static>>, ClientErr
 #[derive(Debug)]
 enum State {
     Unverified,
-    Verified { at: Instant },
+    Verified {
+        at: Instant,
+    },
     /// A re-verification failed: every call is refused until `verify` succeeds.
     Failed,
 }
@@ -360,7 +362,9 @@ impl Client {
         body: Option<Vec<u8>>,
         credential: Credential,
     ) -> Result<T, ClientError> {
-        let bytes = self.request_bytes(method, path, query, body, credential).await?;
+        let bytes = self
+            .request_bytes(method, path, query, body, credential)
+            .await?;
         serde_json::from_slice(&bytes).map_err(|e| ClientError::Decode(e.to_string()))
     }
 
@@ -521,7 +525,8 @@ pub mod erased {
 
     impl<T: serde::Serialize> Query for T {
         fn pairs(&self) -> Result<Vec<(String, String)>, ClientError> {
-            let value = serde_json::to_value(self).map_err(|e| ClientError::Config(e.to_string()))?;
+            let value =
+                serde_json::to_value(self).map_err(|e| ClientError::Config(e.to_string()))?;
             let mut out = Vec::new();
             if let serde_json::Value::Object(map) = value {
                 for (k, v) in map {

@@ -77,9 +77,9 @@ impl ClientError {
     /// The server's status code, for [`ClientError::Api`] and [`ClientError::Http`].
     pub fn status(&self) -> Option<u16> {
         match self {
-            Self::Api { status, .. } | Self::Http { status, .. } | Self::Redirect { status, .. } => {
-                Some(*status)
-            }
+            Self::Api { status, .. }
+            | Self::Http { status, .. }
+            | Self::Redirect { status, .. } => Some(*status),
             _ => None,
         }
     }

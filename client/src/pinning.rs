@@ -42,7 +42,10 @@ impl Pins {
     }
 
     fn contains(&self, leaf: &LeafHash) -> bool {
-        self.attested.read().map(|s| s.contains(leaf)).unwrap_or(false)
+        self.attested
+            .read()
+            .map(|s| s.contains(leaf))
+            .unwrap_or(false)
     }
 
     /// The leaf refused since the last call, if any (taken: each refusal is seen once).
@@ -70,7 +73,8 @@ impl PinnedVerifier {
         provider: Arc<CryptoProvider>,
         pins: Arc<Pins>,
     ) -> Result<Self, rustls::client::VerifierBuilderError> {
-        let web_pki = WebPkiServerVerifier::builder_with_provider(Arc::new(roots), provider).build()?;
+        let web_pki =
+            WebPkiServerVerifier::builder_with_provider(Arc::new(roots), provider).build()?;
         Ok(Self { web_pki, pins })
     }
 }

@@ -173,16 +173,36 @@ async fn main() {
     // Warm-up: both connections open.
     for _ in 0..round {
         let _: Value = pinned
-            .request(http::Method::GET, "/core/v1/account_exists", None, None, Credential::ApiKey)
+            .request(
+                http::Method::GET,
+                "/core/v1/account_exists",
+                None,
+                None,
+                Credential::ApiKey,
+            )
             .await
             .unwrap();
-        let _: Value = plain.get(&url).bearer_auth(&key).send().await.unwrap().json().await.unwrap();
+        let _: Value = plain
+            .get(&url)
+            .bearer_auth(&key)
+            .send()
+            .await
+            .unwrap()
+            .json()
+            .await
+            .unwrap();
     }
     while pinned_row.samples.len() < calls {
         for _ in 0..round {
             let t = Instant::now();
             let v: Value = pinned
-                .request(http::Method::GET, "/core/v1/account_exists", None, None, Credential::ApiKey)
+                .request(
+                    http::Method::GET,
+                    "/core/v1/account_exists",
+                    None,
+                    None,
+                    Credential::ApiKey,
+                )
                 .await
                 .unwrap();
             pinned_row.samples.push(t.elapsed());
@@ -190,12 +210,24 @@ async fn main() {
         }
         for _ in 0..round {
             let t = Instant::now();
-            let v: Value = plain.get(&url).bearer_auth(&key).send().await.unwrap().json().await.unwrap();
+            let v: Value = plain
+                .get(&url)
+                .bearer_auth(&key)
+                .send()
+                .await
+                .unwrap()
+                .json()
+                .await
+                .unwrap();
             plain_row.samples.push(t.elapsed());
             assert_eq!(v, json!(true));
         }
     }
-    assert_eq!(pinned.verification_count(), 1, "no re-verification during the run");
+    assert_eq!(
+        pinned.verification_count(),
+        1,
+        "no re-verification during the run"
+    );
 
     println!("| row | samples | mean | p50 | p99 |");
     println!("|---|---:|---:|---:|---:|");
@@ -217,6 +249,8 @@ async fn main() {
     );
     println!(
         "- machine: {} CPUs",
-        std::thread::available_parallelism().map(|n| n.get()).unwrap_or(0)
+        std::thread::available_parallelism()
+            .map(|n| n.get())
+            .unwrap_or(0)
     );
 }

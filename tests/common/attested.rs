@@ -61,7 +61,10 @@ impl AttestedStack {
         std::fs::write(&root_file, &root_pem).unwrap();
         let env: Vec<(String, String)> = [
             ("APPLIANCE_LISTEN", format!("127.0.0.1:{port}")),
-            ("APPLIANCE_ACME__DIRECTORY_URL", pebble.directory_url.clone()),
+            (
+                "APPLIANCE_ACME__DIRECTORY_URL",
+                pebble.directory_url.clone(),
+            ),
             (
                 "APPLIANCE_ACME__DOMAINS",
                 format!("[\"{CAA_DOMAIN}\", \"{DOMAIN}\"]"),
@@ -92,8 +95,11 @@ impl AttestedStack {
         let base = format!("https://{DOMAIN}:{port}");
         let cert_name = format!("cert-{CAA_DOMAIN}.pem");
         let ready = crate::eventually_async(Duration::from_secs(60), || {
-            let (plain, url, cert_name) =
-                (plain.clone(), format!("{base}/evidences/"), cert_name.clone());
+            let (plain, url, cert_name) = (
+                plain.clone(),
+                format!("{base}/evidences/"),
+                cert_name.clone(),
+            );
             async move {
                 match plain.get(url).send().await {
                     Ok(r) if r.status() == 200 => r
@@ -106,7 +112,11 @@ impl AttestedStack {
             }
         })
         .await;
-        assert!(ready, "no evidence for the ACME certificate; log:\n{}", app.log());
+        assert!(
+            ready,
+            "no evidence for the ACME certificate; log:\n{}",
+            app.log()
+        );
         let account: Value = plain
             .get(format!("{base}/evidences/acme-account.json"))
             .send()

@@ -84,10 +84,7 @@ impl<S: AsyncWrite + Unpin> AsyncWrite for Counting<S> {
     fn poll_flush(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
         Pin::new(&mut self.inner).poll_flush(cx)
     }
-    fn poll_shutdown(
-        mut self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-    ) -> Poll<std::io::Result<()>> {
+    fn poll_shutdown(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
         Pin::new(&mut self.inner).poll_shutdown(cx)
     }
 }
@@ -175,7 +172,9 @@ impl Relay {
                             if let Some(t) = &tamper {
                                 body = t(&path, body);
                             }
-                            Ok::<_, Infallible>(out.body(Full::new(bytes::Bytes::from(body))).unwrap())
+                            Ok::<_, Infallible>(
+                                out.body(Full::new(bytes::Bytes::from(body))).unwrap(),
+                            )
                         }
                     });
                     let _ = hyper_util::server::conn::auto::Builder::new(

@@ -72,8 +72,14 @@ fn trust_both(stack: &AttestedStack, relay: &Relay) -> std::path::PathBuf {
 /// No HTTP request of `seen` carried a credential or reached the API.
 fn only_public_evidence(requests: &[String]) {
     for r in requests {
-        assert!(!r.contains("+authorization"), "a credential reached the relay: {r}");
-        assert!(!r.contains("/core/v1"), "an API request reached the relay: {r}");
+        assert!(
+            !r.contains("+authorization"),
+            "a credential reached the relay: {r}"
+        );
+        assert!(
+            !r.contains("/core/v1"),
+            "an API request reached the relay: {r}"
+        );
     }
 }
 
@@ -89,13 +95,20 @@ async fn the_key_goes_only_to_the_verified_deployment_and_survives_a_renewal() {
     assert_eq!(anon.verification_count(), 1);
     let v = anon.verification().unwrap();
     assert!(v.simulated);
-    assert!(v.report.checks.iter().all(|c| c.status == Status::Pass), "{}", v.report.to_text());
+    assert!(
+        v.report.checks.iter().all(|c| c.status == Status::Pass),
+        "{}",
+        v.report.to_text()
+    );
     assert_eq!(v.compose_hash, hex::encode(stack.compose_hash));
     let leaf = stack.cert_pem().await;
     assert_eq!(v.pinned_leaves.len(), 1);
 
     // A call that needs a key, from a client without one, is refused locally.
-    assert!(matches!(list_groups(&anon).await, Err(ClientError::NoApiKey)));
+    assert!(matches!(
+        list_groups(&anon).await,
+        Err(ClientError::NoApiKey)
+    ));
 
     // A client with the key, one connection per call, so that every call's handshake
     // shows the server's current leaf.
@@ -111,7 +124,11 @@ async fn the_key_goes_only_to_the_verified_deployment_and_survives_a_renewal() {
     assert_eq!(keyed.verification_count(), 1);
     // The server's error envelope arrives typed.
     let err = keyed
-        .post_json::<_, Value>("/core/v1/add_group", &json!({"group_name": ""}), Credential::ApiKey)
+        .post_json::<_, Value>(
+            "/core/v1/add_group",
+            &json!({"group_name": ""}),
+            Credential::ApiKey,
+        )
         .await
         .unwrap_err();
     match &err {
@@ -175,8 +192,14 @@ async fn a_relay_with_another_valid_certificate_gets_no_request() {
     list_groups(&keyed).await.unwrap();
     switch.route_to(relay.port);
     let err = list_groups(&keyed).await.unwrap_err();
-    assert!(matches!(err, ClientError::CertificateNotAttested { .. }), "{err:?}");
-    assert!(relay.seen.connections() >= 1, "the client did reach the relay");
+    assert!(
+        matches!(err, ClientError::CertificateNotAttested { .. }),
+        "{err:?}"
+    );
+    assert!(
+        relay.seen.connections() >= 1,
+        "the client did reach the relay"
+    );
     assert_eq!(relay.seen.http_bytes(), 0, "{:?}", relay.seen.requests());
 
     // 2. The same with re-verification on (the default): the relay's certificate makes
@@ -194,7 +217,10 @@ async fn a_relay_with_another_valid_certificate_gets_no_request() {
     list_groups(&keyed).await.unwrap();
     switch.route_to(relay.port);
     let err = list_groups(&keyed).await.unwrap_err();
-    assert!(matches!(err, ClientError::CertificateNotAttested { .. }), "{err:?}");
+    assert!(
+        matches!(err, ClientError::CertificateNotAttested { .. }),
+        "{err:?}"
+    );
     // Fails closed: no further call is attempted, even back on the real path.
     switch.route_to(stack.port);
     assert!(matches!(
@@ -214,7 +240,12 @@ async fn a_relay_with_another_valid_certificate_gets_no_request() {
         .unwrap();
     let err = list_groups(&c).await.unwrap_err();
     let report = err.report().unwrap_or_else(|| panic!("{err:?}"));
-    assert_eq!(report.failed(), vec!["tls-certificate"], "{}", report.to_text());
+    assert_eq!(
+        report.failed(),
+        vec!["tls-certificate"],
+        "{}",
+        report.to_text()
+    );
     only_public_evidence(&relay.seen.requests());
 }
 
@@ -251,16 +282,27 @@ async fn evidence_that_fails_a_check_stops_the_client_before_it_sends_anything()
         .unwrap();
     let err = list_groups(&c).await.unwrap_err();
     let report = err.report().unwrap_or_else(|| panic!("{err:?}"));
-    assert!(report.failed().contains(&"compose-hash"), "{}", report.to_text());
+    assert!(
+        report.failed().contains(&"compose-hash"),
+        "{}",
+        report.to_text()
+    );
     only_public_evidence(&relay.seen.requests());
-    assert!(!relay.seen.requests().is_empty(), "the evidence did go through the relay");
+    assert!(
+        !relay.seen.requests().is_empty(),
+        "the evidence did go through the relay"
+    );
 
     // The compose hash removed from the governance allow-list: the verification fails
     // (governance), and a write with the key never reaches the server.
     stack.allow(false).await;
     let c = client(&stack, &stack.base, Some(&key), policy(&stack));
     let err = c
-        .post_json::<_, Value>("/core/v1/add_group", &json!({"group_name": "never"}), Credential::ApiKey)
+        .post_json::<_, Value>(
+            "/core/v1/add_group",
+            &json!({"group_name": "never"}),
+            Credential::ApiKey,
+        )
         .await
         .unwrap_err();
     let report = err.report().unwrap_or_else(|| panic!("{err:?}"));
