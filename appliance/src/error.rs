@@ -1,14 +1,14 @@
 //! The one place where errors become HTTP responses.
 //!
-//! Every non-2xx response the appliance sends has the same body,
+//! Every non-2xx response the appliance sends has the same body (`ErrorBody`, a wire type
+//! of `appliance_api::error`),
 //! `{"error":{"code":403,"reason":"Forbidden","description":"…"}}`, whatever produced
 //! it: a handler, an extractor, routing, or a middleware (see `http::normalize_errors`).
 
+use appliance_api::error::{ErrorBody, ErrorDetail};
 use axum::Json;
 use axum::response::{IntoResponse, Response};
 use http::StatusCode;
-use serde::{Deserialize, Serialize};
-use utoipa::ToSchema;
 
 use crate::store::StoreError;
 
@@ -96,25 +96,6 @@ impl ApiError {
     pub fn bad_request(msg: impl Into<String>) -> Self {
         Self::BadRequest(msg.into())
     }
-}
-
-/// The JSON error body.
-#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
-pub struct ErrorBody {
-    pub error: ErrorDetail,
-}
-
-/// The fields of an error.
-#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
-pub struct ErrorDetail {
-    /// The HTTP status code, repeated.
-    #[schema(example = 403)]
-    pub code: u16,
-    /// The status's reason phrase.
-    #[schema(example = "Forbidden")]
-    pub reason: String,
-    /// One clear sentence saying what was wrong.
-    pub description: String,
 }
 
 /// Builds the standard error response for any status and sentence.

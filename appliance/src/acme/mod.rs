@@ -16,15 +16,14 @@ pub(crate) use sealed::is_service_path;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
+use appliance_api::system::AcmeHealth;
 use instant_acme::{
     Account, AccountCredentials, AuthorizationStatus, ChallengeType, Identifier, NewAccount,
     NewOrder, OrderStatus, RetryPolicy,
 };
-use serde::Serialize;
 use tokio::net::TcpListener;
 use tokio::sync::{Notify, watch};
 use tokio::task::JoinHandle;
-use utoipa::ToSchema;
 
 use crate::config::{AcmeChallenge, AcmeConfig};
 use crate::keyservice_client::Keys;
@@ -63,24 +62,6 @@ pub struct IssuedCert {
     pub chain_pem: String,
     /// The ACME account the certificate was issued to.
     pub account_uri: String,
-}
-
-/// ACME's state on `/health`.
-#[derive(Debug, Clone, Serialize, ToSchema)]
-pub struct AcmeHealth {
-    /// `pending` (no certificate yet), `ok`, `renewing` or `failed` (retrying with backoff).
-    #[schema(example = "ok")]
-    pub state: &'static str,
-    /// The last failure, kept until an issuance succeeds.
-    pub last_error: Option<String>,
-    /// The ACME account URI.
-    pub account_uri: Option<String>,
-    /// The served certificate's expiry, Unix seconds.
-    pub not_after: Option<i64>,
-    /// When it will be renewed, Unix seconds.
-    pub renew_after: Option<i64>,
-    /// Certificates issued since start.
-    pub issued: u64,
 }
 
 /// A cheap handle on the ACME task: its status, a forced-renewal trigger, and the
@@ -143,7 +124,7 @@ impl AcmeService {
             Duration::from_millis(config.request_timeout_ms),
         )?;
         let status = Arc::new(Mutex::new(AcmeHealth {
-            state: "pending",
+            state: "pending".to_owned(),
             last_error: None,
             account_uri: None,
             not_after: None,
@@ -237,7 +218,7 @@ impl Manager {
                 Ok(renew_after) => {
                     failures = 0;
                     self.set_status(|s| {
-                        s.state = "ok";
+                        s.state = "ok".to_owned();
                         s.last_error = None;
                     });
                     renew_after
@@ -254,7 +235,7 @@ impl Manager {
                     tracing::warn!(error = %err, retry_in_ms = delay.as_millis() as u64, "ACME failed; retrying");
                     let message = err.to_string();
                     self.set_status(|s| {
-                        s.state = "failed";
+                        s.state = "failed".to_owned();
                         s.last_error = Some(message);
                     });
                     delay
@@ -280,7 +261,7 @@ impl Manager {
         {
             return Ok(current.renew_after);
         }
-        self.set_status(|s| s.state = "renewing");
+        self.set_status(|s| s.state = "renewing".to_owned());
         let account = self.account().await?;
         let (chain_pem, key_der) = match self.issue(&account).await {
             Ok(issued) => issued,

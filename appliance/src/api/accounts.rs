@@ -1,43 +1,21 @@
 //! Accounts (API mode): creation and key verification.
 
+use appliance_api::accounts::{NewAccountRequest, NewAccountResponse};
+use appliance_api::error::ErrorBody;
 use axum::Json;
 use axum::extract::State;
-use serde::{Deserialize, Serialize};
-use utoipa::ToSchema;
 
 use super::{
     BodyErrors, MAX_DESCRIPTION_LEN, MAX_EMAIL_LEN, MAX_NAME_LEN, ServerErrors, check_text,
 };
 use crate::api_keys::ApiSecret;
-use crate::error::{ApiError, ErrorBody};
+use crate::error::ApiError;
 use crate::http::auth::SentKey;
 use crate::http::billed::StartingCredit;
 use crate::http::extract::JsonBody;
 use crate::state::AppState;
 use crate::store::{NewAccount, WalletIdentity};
 use crate::wallet::account_wallet_path;
-
-#[derive(Debug, Deserialize, ToSchema)]
-pub struct NewAccountRequest {
-    /// The account's name (1 to 256 bytes).
-    #[schema(example = "my-app")]
-    pub account_name: String,
-    #[serde(default)]
-    pub account_description: Option<String>,
-    /// Forwarded to the payment processor.
-    #[serde(default)]
-    pub email: Option<String>,
-}
-
-#[derive(Debug, Serialize, Deserialize, ToSchema)]
-pub struct NewAccountResponse {
-    /// The account key: standard base64 of 32 random bytes. Shown once; only its hash
-    /// is stored.
-    pub api_key: String,
-    /// The account's own wallet (EIP-55): held by keyservice, usable in actions.
-    #[schema(example = "0x16991520B73a80fd1221d66229A9C1c93D9792c8")]
-    pub wallet_address: String,
-}
 
 /// Creates an API-mode account and returns its account key, once.
 #[utoipa::path(

@@ -1,31 +1,25 @@
 //! Registered actions, and the CID of action code.
 
+use appliance_api::actions::{
+    ActionItem, AddActionRequest, HashedCidRequest, OptionalGroupQuery, UpdateActionMetadataRequest,
+};
+use appliance_api::error::ErrorBody;
+use appliance_api::{HashedCidResponse, PagingParams, Success};
 use axum::Json;
 use axum::extract::State;
-use serde::{Deserialize, Serialize};
-use utoipa::{IntoParams, ToSchema};
 
 use super::{
-    AuthErrors, BodyErrors, HashedCidResponse, MAX_DESCRIPTION_LEN, MAX_NAME_LEN, ServerErrors,
-    Success, WireU64, check_text, parse_cid_hash, parse_raw_cid,
+    AuthErrors, BodyErrors, MAX_DESCRIPTION_LEN, MAX_NAME_LEN, ServerErrors, check_text,
+    parse_cid_hash, parse_raw_cid, success,
 };
 use crate::authz::{GroupId, Operation, authorize};
 use crate::cid;
-use crate::error::{ApiError, ErrorBody};
+use crate::error::ApiError;
 use crate::http::auth::{Auth, OptionalAuth};
 use crate::http::billed::Billed;
 use crate::http::extract::{JsonBody, Paging, QueryParams, limit};
 use crate::state::AppState;
 use crate::store::{ActionRecord, CodeOwner};
-
-#[derive(Debug, Deserialize, ToSchema)]
-pub struct AddActionRequest {
-    /// The raw IPFS CID of the action's code.
-    pub action_ipfs_cid: String,
-    pub name: String,
-    #[serde(default)]
-    pub description: String,
-}
 
 /// Registers an action by CID (account key, or a usage key with any
 /// `manage_ipfs_ids_in_groups` grant).
@@ -70,12 +64,6 @@ pub async fn add_action(
     }))
 }
 
-#[derive(Debug, Deserialize, ToSchema)]
-pub struct HashedCidRequest {
-    /// keccak256 of the CID (from list_actions).
-    pub hashed_cid: String,
-}
-
 /// Deletes an action and removes it from every group (account key, or a usage key with
 /// `manage_ipfs_ids_in_groups = [0]`).
 #[utoipa::path(
@@ -104,15 +92,7 @@ pub async fn delete_action(
         .store
         .delete_action(billed.account, hash, billed.charge)
         .await?;
-    Ok(Success::ok())
-}
-
-#[derive(Debug, Deserialize, ToSchema)]
-pub struct UpdateActionMetadataRequest {
-    pub hashed_cid: String,
-    pub name: String,
-    #[serde(default)]
-    pub description: String,
+    Ok(success())
 }
 
 /// Changes an action's name and description (as for add_action).
@@ -150,38 +130,18 @@ pub async fn update_action_metadata(
             billed.charge,
         )
         .await?;
-    Ok(Success::ok())
+    Ok(success())
 }
 
-/// An action as listed.
-#[derive(Debug, Serialize, Deserialize, ToSchema)]
-pub struct ActionItem {
-    /// The hashed CID (the same as `hashed_cid`).
-    pub id: String,
-    pub hashed_cid: String,
-    pub ipfs_cid: String,
-    pub name: String,
-    pub description: String,
-}
-
-impl From<ActionRecord> for ActionItem {
-    fn from(a: ActionRecord) -> Self {
-        Self {
-            id: a.cid_hash.to_string(),
-            hashed_cid: a.cid_hash.to_string(),
-            ipfs_cid: a.ipfs_cid,
-            name: a.name,
-            description: a.description,
-        }
+/// An action record as listed.
+fn action_item(a: ActionRecord) -> ActionItem {
+    ActionItem {
+        id: a.cid_hash.to_string(),
+        hashed_cid: a.cid_hash.to_string(),
+        ipfs_cid: a.ipfs_cid,
+        name: a.name,
+        description: a.description,
     }
-}
-
-#[derive(Debug, Deserialize, IntoParams)]
-#[into_params(parameter_in = Query)]
-pub struct OptionalGroupQuery {
-    /// Only the actions this group permits.
-    #[param(value_type = Option<String>)]
-    pub group_id: Option<WireU64>,
 }
 
 /// The account's actions, or those a group permits, in registration order.
@@ -190,7 +150,7 @@ pub struct OptionalGroupQuery {
     path = "/list_actions",
     tag = "actions",
     security(("bearer" = []), ("api_key" = [])),
-    params(OptionalGroupQuery, super::PagingParams),
+    params(OptionalGroupQuery, PagingParams),
     responses(
         (status = 200, description = "One page of actions", body = Vec<ActionItem>),
         (status = 400, description = "Malformed group_id or paging", body = ErrorBody),
@@ -208,7 +168,7 @@ pub async fn list_actions(
     authorize(&auth.credential, Operation::ReadAccount)?;
     let group = query.group_id.map(|g| GroupId(g.0));
     let actions = state.store.list_actions(auth.account, group, page).await?;
-    Ok(Json(actions.into_iter().map(ActionItem::from).collect()))
+    Ok(Json(actions.into_iter().map(action_item).collect()))
 }
 
 /// The IPFS CID (CIDv0, as `ipfs add --only-hash` computes it) of the code in the body,

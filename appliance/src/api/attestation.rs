@@ -2,6 +2,7 @@
 //! `GET /attestation`, `GET /info`, `GET /evidences/` and the files it lists (see
 //! `crate::attest` for how the files are built).
 
+use appliance_api::error::ErrorBody;
 use axum::Json;
 use axum::extract::{Path, State};
 use axum::response::{Html, IntoResponse, Response};
@@ -9,7 +10,7 @@ use serde::Serialize;
 use serde_json::Value;
 use utoipa::ToSchema;
 
-use crate::error::{ApiError, ErrorBody};
+use crate::error::ApiError;
 use crate::state::AppState;
 
 /// `/attestation`: a fresh quote over 64 zero bytes of report data.

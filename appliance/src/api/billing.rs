@@ -6,24 +6,20 @@
 //! `BillingAuth` wallet signature by its admin). The ledger is the account's, so an
 //! account converted to ChainSecured keeps its credit.
 
+use appliance_api::billing::{
+    BalanceResponse, ConfirmPaymentRequest, ConfirmPaymentResponse, CreatePaymentIntentRequest,
+    CreatePaymentIntentResponse, PricesResponse, StripeConfigResponse,
+};
+use appliance_api::error::ErrorBody;
 use axum::Json;
 use axum::extract::State;
-use serde::{Deserialize, Serialize};
-use utoipa::ToSchema;
 
 use super::{AuthErrors, BodyErrors, ServerErrors};
 use crate::billing::{CURRENCY, MIN_PAYMENT_CENTS, display_cents};
-use crate::error::{ApiError, ErrorBody};
+use crate::error::ApiError;
 use crate::http::auth::BillingCaller;
 use crate::http::extract::JsonBody;
 use crate::state::AppState;
-
-#[derive(Debug, Serialize, Deserialize, ToSchema)]
-pub struct StripeConfigResponse {
-    /// Stripe's publishable key, for Stripe.js in the browser.
-    #[schema(example = "pk_live_…")]
-    pub publishable_key: String,
-}
 
 /// The payment processor's publishable key (no authentication).
 #[utoipa::path(
@@ -42,15 +38,6 @@ pub async fn stripe_config(
     Ok(Json(StripeConfigResponse {
         publishable_key: state.billing.publishable_key()?.to_owned(),
     }))
-}
-
-#[derive(Debug, Serialize, Deserialize, ToSchema)]
-pub struct BalanceResponse {
-    /// Available credit in US cents (never negative).
-    #[schema(example = 500)]
-    pub balance_cents: u64,
-    #[schema(example = "$5.00")]
-    pub balance_display: String,
 }
 
 /// The account's credit balance (any key of the account, or `X-Wallet-Auth` for a
@@ -77,22 +64,6 @@ pub async fn balance(
         balance_cents: cents,
         balance_display: display_cents(cents),
     }))
-}
-
-#[derive(Debug, Deserialize, ToSchema)]
-pub struct CreatePaymentIntentRequest {
-    /// US cents, an integer of at least 500.
-    #[schema(minimum = 500, example = 500)]
-    pub amount_cents: u64,
-}
-
-#[derive(Debug, Serialize, Deserialize, ToSchema)]
-pub struct CreatePaymentIntentResponse {
-    /// For Stripe.js (`stripe.confirmCardPayment(client_secret, …)`).
-    pub client_secret: String,
-    /// Give it to `confirm_payment` once the card payment succeeded.
-    #[schema(example = "pi_3MtwBwLkdIwHu7ix28a3tqPa")]
-    pub payment_intent_id: String,
 }
 
 /// Creates a Stripe payment intent for the account (account key, or `X-Wallet-Auth`).
@@ -126,21 +97,6 @@ pub async fn create_payment_intent(
         client_secret: intent.client_secret,
         payment_intent_id: intent.id,
     }))
-}
-
-#[derive(Debug, Deserialize, ToSchema)]
-pub struct ConfirmPaymentRequest {
-    #[schema(example = "pi_3MtwBwLkdIwHu7ix28a3tqPa")]
-    pub payment_intent_id: String,
-}
-
-#[derive(Debug, Serialize, Deserialize, ToSchema)]
-pub struct ConfirmPaymentResponse {
-    pub success: bool,
-    /// The balance after crediting, in US cents.
-    pub balance_cents: u64,
-    /// What this call credited: the payment's amount, or 0 if it was credited before.
-    pub credited_cents: u64,
 }
 
 /// Verifies with Stripe that the payment intent succeeded and belongs to this account,
@@ -183,30 +139,6 @@ pub async fn confirm_payment(
         balance_cents: confirmed.balance_cents,
         credited_cents: confirmed.credited_cents,
     }))
-}
-
-#[derive(Debug, Serialize, Deserialize, ToSchema)]
-pub struct PricesResponse {
-    /// Whether calls are charged (false: billing disabled, everything is free).
-    pub billing_enabled: bool,
-    #[schema(example = "usd")]
-    pub currency: String,
-    /// Each billed management write (creating, changing or removing usage keys, wallets,
-    /// groups, actions and their memberships).
-    #[schema(example = 1)]
-    pub management_write_cents: u64,
-    /// Each started second of an action's run time; at least one second per execution.
-    #[schema(example = 1)]
-    pub action_second_cents: u64,
-    /// Reads and failed (unauthenticated, forbidden, invalid) calls.
-    #[schema(example = 0)]
-    pub read_cents: u64,
-    /// The smallest payment intent.
-    #[schema(example = 500)]
-    pub minimum_payment_cents: u64,
-    /// Credit each new account starts with.
-    #[schema(example = 0)]
-    pub initial_credit_cents: u64,
 }
 
 /// The prices in force, in US cents (no authentication).

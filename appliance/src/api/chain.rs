@@ -1,25 +1,14 @@
 //! The settlement chain as clients see it: which chain and contract, and the payer
 //! wallets that submit the service's transactions. No authentication; never the RPC URL.
 
+use appliance_api::chain::NodeChainConfig;
+use appliance_api::error::ErrorBody;
 use axum::Json;
 use axum::extract::State;
 use keyservice_api::Payer;
-use serde::Serialize;
-use utoipa::ToSchema;
 
-use crate::error::{ApiError, ErrorBody};
+use crate::error::ApiError;
 use crate::state::AppState;
-
-#[derive(Debug, Serialize, ToSchema)]
-pub struct NodeChainConfig {
-    pub chain_name: String,
-    pub chain_id: u64,
-    pub is_evm: bool,
-    pub testnet: bool,
-    pub token: String,
-    /// The `AccountConfig` contract (EIP-55), or null when none is configured.
-    pub contract_address: Option<String>,
-}
 
 /// The chain and contract the service mirrors to.
 #[utoipa::path(

@@ -1,55 +1,19 @@
 //! Running actions: `POST /lit_action`, and the limits in force. The work is
 //! `execution::execute`; the handler only translates the wire format.
 
+use appliance_api::error::ErrorBody;
+use appliance_api::execution::{ActionError, ClientConfig, LitActionRequest, LitActionResponse};
 use axum::Json;
 use axum::extract::State;
-use serde::{Deserialize, Serialize};
 use serde_json::Value;
-use utoipa::ToSchema;
 
 use super::{AuthErrors, BodyErrors, ServerErrors};
-use crate::error::{ApiError, ErrorBody};
+use crate::error::ApiError;
 use crate::execution::{self, Caller, ExecContext, Job, Outcome};
 use crate::http::auth::Auth;
 use crate::http::extract::{self, JsonBody, limit};
 use crate::state::AppState;
 use action_runtime::protocol::ErrorKind;
-
-#[derive(Debug, Deserialize, ToSchema)]
-pub struct LitActionRequest {
-    /// The JavaScript code (defines `main`). Give `code`, or `ipfs_id`, or both (then
-    /// the code must hash to that CID).
-    #[serde(default)]
-    pub code: Option<String>,
-    /// The CID of code the service has seen (from an earlier execution or
-    /// `get_lit_action_ipfs_id`).
-    #[serde(default)]
-    pub ipfs_id: Option<String>,
-    /// The argument of `main`.
-    #[serde(default)]
-    #[schema(value_type = Object)]
-    pub js_params: Option<Box<serde_json::value::RawValue>>,
-}
-
-#[derive(Debug, Serialize, Deserialize, ToSchema)]
-pub struct ActionError {
-    /// `exception`, `timeout`, `memory` or `limit`.
-    pub kind: String,
-    pub message: String,
-}
-
-#[derive(Debug, Serialize, Deserialize, ToSchema)]
-pub struct LitActionResponse {
-    /// What the code returned or set with `Lit.Actions.setResponse`: any JSON value
-    /// (null on failure, or when the code returned nothing).
-    pub response: Value,
-    /// Every console line, each ending in a newline.
-    pub logs: String,
-    pub has_error: bool,
-    /// Present when the code failed.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub error: Option<ActionError>,
-}
 
 /// Runs an action. Failures of the code itself (exception, timeout, memory, a limit)
 /// are a 200 with `has_error: true`; authentication, permission (including using a
@@ -98,39 +62,26 @@ pub async fn lit_action(
         )?,
     };
     let outcome = execution::execute(&ctx, caller, job).await?;
-    Ok(Json(LitActionResponse::from(outcome)))
+    Ok(Json(lit_action_response(outcome)))
 }
 
-impl From<Outcome> for LitActionResponse {
-    /// A failed action's response is null, whatever it set before failing.
-    fn from(outcome: Outcome) -> Self {
-        let has_error = outcome.error.is_some();
-        Self {
-            response: if has_error {
-                Value::Null
-            } else {
-                outcome.response
-            },
-            logs: outcome.logs,
-            has_error,
-            error: outcome.error.map(|f| ActionError {
-                kind: kind_name(f.kind).to_owned(),
-                message: f.message,
-            }),
-        }
+/// The answer for an outcome. A failed action's response is null, whatever it set
+/// before failing.
+fn lit_action_response(outcome: Outcome) -> LitActionResponse {
+    let has_error = outcome.error.is_some();
+    LitActionResponse {
+        response: if has_error {
+            Value::Null
+        } else {
+            outcome.response
+        },
+        logs: outcome.logs,
+        has_error,
+        error: outcome.error.map(|f| ActionError {
+            kind: kind_name(f.kind).to_owned(),
+            message: f.message,
+        }),
     }
-}
-
-/// The action limits in force.
-#[derive(Debug, Serialize, Deserialize, ToSchema)]
-pub struct ClientConfig {
-    pub timeout_ms: u64,
-    pub memory_limit_mb: u64,
-    pub max_code_length: usize,
-    pub max_response_length: usize,
-    pub max_console_log_length: usize,
-    pub max_fetch_count: u32,
-    pub max_js_params_length: usize,
 }
 
 /// The limits actions run under.

@@ -2,18 +2,22 @@
 //! permission arrays. Every handler authorizes first (403), then the store decides
 //! existence within the caller's account (404).
 
+use appliance_api::error::ErrorBody;
+use appliance_api::groups::{
+    AddActionToGroupRequest, AddGroupRequest, AddGroupResponse, GroupIdRequest, GroupItem,
+    GroupWalletRequest, RemoveActionFromGroupRequest, UpdateGroupRequest,
+};
+use appliance_api::{HashedCidResponse, PagingParams, Success};
 use axum::Json;
 use axum::extract::State;
-use serde::{Deserialize, Serialize};
-use utoipa::ToSchema;
 
 use super::{
-    AuthErrors, BodyErrors, HashedCidResponse, MAX_DESCRIPTION_LEN, MAX_NAME_LEN, ServerErrors,
-    Success, WireU64, check_text, parse_cid_hash, parse_permitted_actions, parse_permitted_wallets,
-    parse_raw_cid, parse_wallet_ref, wire_actions, wire_wallets,
+    AuthErrors, BodyErrors, MAX_DESCRIPTION_LEN, MAX_NAME_LEN, ServerErrors, check_text,
+    parse_cid_hash, parse_permitted_actions, parse_permitted_wallets, parse_raw_cid,
+    parse_wallet_ref, success, wire_actions, wire_wallets,
 };
 use crate::authz::{GroupId, Operation, authorize};
-use crate::error::{ApiError, ErrorBody};
+use crate::error::ApiError;
 use crate::http::auth::Auth;
 use crate::http::billed::Billed;
 use crate::http::extract::{JsonBody, Paging, limit};
@@ -34,27 +38,6 @@ fn group_spec(
         wallets: parse_permitted_wallets("pkp_ids_permitted", pkp_ids)?,
         actions: parse_permitted_actions("cid_hashes_permitted", cid_hashes)?,
     })
-}
-
-#[derive(Debug, Deserialize, ToSchema)]
-pub struct AddGroupRequest {
-    pub group_name: String,
-    #[serde(default)]
-    pub group_description: String,
-    /// pkp_ids (or addresses) of wallets of this account; `0x` + 64 zeros = all wallets.
-    #[serde(default)]
-    pub pkp_ids_permitted: Vec<String>,
-    /// Hashed CIDs of actions of this account; `0` = all actions.
-    #[serde(default)]
-    #[schema(value_type = Vec<String>)]
-    pub cid_hashes_permitted: Vec<serde_json::Value>,
-}
-
-#[derive(Debug, Serialize, Deserialize, ToSchema)]
-pub struct AddGroupResponse {
-    pub success: bool,
-    /// The new group's id (decimal string); unique across the service, never reused.
-    pub group_id: String,
 }
 
 /// Creates a group (account key, or a usage key with `can_create_groups`).
@@ -98,28 +81,14 @@ pub async fn add_group(
     }))
 }
 
-/// A group as listed.
-#[derive(Debug, Serialize, Deserialize, ToSchema)]
-pub struct GroupItem {
-    /// The group id (decimal string).
-    pub id: String,
-    pub name: String,
-    pub description: String,
-    /// Permitted wallets' pkp_ids; `["0x00…00"]` = all wallets.
-    pub pkp_ids_permitted: Vec<String>,
-    /// Permitted actions' hashed CIDs; `["0"]` = all actions.
-    pub cid_hashes_permitted: Vec<String>,
-}
-
-impl From<GroupRecord> for GroupItem {
-    fn from(g: GroupRecord) -> Self {
-        Self {
-            id: g.id.to_string(),
-            pkp_ids_permitted: wire_wallets(&g.wallets),
-            cid_hashes_permitted: wire_actions(&g.actions),
-            name: g.name,
-            description: g.description,
-        }
+/// A group record as listed.
+fn group_item(g: GroupRecord) -> GroupItem {
+    GroupItem {
+        id: g.id.to_string(),
+        pkp_ids_permitted: wire_wallets(&g.wallets),
+        cid_hashes_permitted: wire_actions(&g.actions),
+        name: g.name,
+        description: g.description,
     }
 }
 
@@ -129,7 +98,7 @@ impl From<GroupRecord> for GroupItem {
     path = "/list_groups",
     tag = "groups",
     security(("bearer" = []), ("api_key" = [])),
-    params(super::PagingParams),
+    params(PagingParams),
     responses(
         (status = 200, description = "One page of groups", body = Vec<GroupItem>),
         (status = 400, description = "Malformed paging", body = ErrorBody),
@@ -144,22 +113,7 @@ pub async fn list_groups(
 ) -> Result<Json<Vec<GroupItem>>, ApiError> {
     authorize(&auth.credential, Operation::ReadAccount)?;
     let groups = state.store.list_groups(auth.account, page).await?;
-    Ok(Json(groups.into_iter().map(GroupItem::from).collect()))
-}
-
-#[derive(Debug, Deserialize, ToSchema)]
-pub struct UpdateGroupRequest {
-    #[schema(value_type = String)]
-    pub group_id: WireU64,
-    pub name: String,
-    #[serde(default)]
-    pub description: String,
-    /// The complete new set of permitted wallets (replaces the old one; required, so
-    /// that a rename cannot empty a group by accident).
-    pub pkp_ids_permitted: Vec<String>,
-    /// The complete new set of permitted actions (replaces the old one; required).
-    #[schema(value_type = Vec<String>)]
-    pub cid_hashes_permitted: Vec<serde_json::Value>,
+    Ok(Json(groups.into_iter().map(group_item).collect()))
 }
 
 /// Replaces a group's name, description and both permitted sets (account key, or a
@@ -196,13 +150,7 @@ pub async fn update_group(
         .store
         .update_group(billed.account, group, spec, billed.charge)
         .await?;
-    Ok(Success::ok())
-}
-
-#[derive(Debug, Deserialize, ToSchema)]
-pub struct GroupIdRequest {
-    #[schema(value_type = String)]
-    pub group_id: WireU64,
+    Ok(success())
 }
 
 /// Removes a group (account key, or a usage key with `can_delete_groups`). Usage keys
@@ -232,15 +180,7 @@ pub async fn remove_group(
         .store
         .remove_group(billed.account, GroupId(req.group_id.0), billed.charge)
         .await?;
-    Ok(Success::ok())
-}
-
-#[derive(Debug, Deserialize, ToSchema)]
-pub struct GroupWalletRequest {
-    #[schema(value_type = String)]
-    pub group_id: WireU64,
-    /// The wallet's pkp_id or address.
-    pub pkp_id: String,
+    Ok(success())
 }
 
 /// Permits a wallet in a group (account key, or `add_pkp_to_groups` covering it).
@@ -271,7 +211,7 @@ pub async fn add_pkp_to_group(
         .store
         .add_wallet_to_group(billed.account, group, wallet, billed.charge)
         .await?;
-    Ok(Success::ok())
+    Ok(success())
 }
 
 /// Withdraws a wallet from a group (account key, or `remove_pkp_from_groups` covering it).
@@ -303,15 +243,7 @@ pub async fn remove_pkp_from_group(
         .store
         .remove_wallet_from_group(billed.account, group, wallet, billed.charge)
         .await?;
-    Ok(Success::ok())
-}
-
-#[derive(Debug, Deserialize, ToSchema)]
-pub struct AddActionToGroupRequest {
-    #[schema(value_type = String)]
-    pub group_id: WireU64,
-    /// The raw IPFS CID; the service hashes it.
-    pub action_ipfs_cid: String,
+    Ok(success())
 }
 
 /// Permits an action in a group, registering it on the account if it is not yet
@@ -349,14 +281,6 @@ pub async fn add_action_to_group(
     }))
 }
 
-#[derive(Debug, Deserialize, ToSchema)]
-pub struct RemoveActionFromGroupRequest {
-    #[schema(value_type = String)]
-    pub group_id: WireU64,
-    /// keccak256 of the CID (from list_actions).
-    pub hashed_cid: String,
-}
-
 /// Withdraws an action from a group (account key, or `manage_ipfs_ids_in_groups`
 /// covering the group).
 #[utoipa::path(
@@ -387,5 +311,5 @@ pub async fn remove_action_from_group(
         .store
         .remove_action_from_group(billed.account, group, hash, billed.charge)
         .await?;
-    Ok(Success::ok())
+    Ok(success())
 }

@@ -1,5 +1,7 @@
-//! The HTTP API: handlers grouped by domain, the wire types they share, and [`routes`],
-//! the table of every route with its OpenAPI description.
+//! The HTTP API: handlers grouped by domain, the checks they share, and [`routes`],
+//! the table of every route with its OpenAPI description. The `/core/v1` wire types
+//! (request, query and response bodies) live in the `appliance-api` crate
+//! (`appliance/api`), which clients share; validation stays here.
 //!
 //! Handlers are small: extract (the caller, and for a billed write its charge: see
 //! `crate::http::billed`), authorize, call the store (or another domain module), respond.
@@ -18,11 +20,10 @@ pub mod system;
 pub mod usage_keys;
 pub mod wallets;
 
+use appliance_api::Success;
+use appliance_api::error::ErrorBody;
 use axum::Router;
-use serde::{Deserialize, Deserializer, Serialize, Serializer};
 use utoipa::OpenApi as _;
-use utoipa::openapi::RefOr;
-use utoipa::openapi::schema::{ObjectBuilder, OneOfBuilder, Schema, Type};
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
@@ -89,97 +90,9 @@ pub fn routes() -> (Router<AppState>, utoipa::openapi::OpenApi) {
         .split_for_parts()
 }
 
-/// An integer identifier on the wire (a `group_id`): accepted as a JSON number, a
-/// decimal string or a `0x` hex string; always returned as a decimal string.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
-pub struct WireU64(pub u64);
-
-impl WireU64 {
-    pub fn parse(text: &str) -> Option<u64> {
-        let text = text.trim();
-        if let Some(hex_digits) = text.strip_prefix("0x").or_else(|| text.strip_prefix("0X")) {
-            if hex_digits.is_empty() || hex_digits.len() > 16 {
-                return None;
-            }
-            return u64::from_str_radix(hex_digits, 16).ok();
-        }
-        if text.is_empty() || !text.bytes().all(|b| b.is_ascii_digit()) {
-            return None;
-        }
-        text.parse().ok()
-    }
-}
-
-const WIRE_U64_EXPECTED: &str =
-    "a non-negative integer as a JSON number, a decimal string or a 0x hex string";
-
-impl<'de> Deserialize<'de> for WireU64 {
-    fn deserialize<D: Deserializer<'de>>(de: D) -> Result<Self, D::Error> {
-        struct Visitor;
-
-        impl serde::de::Visitor<'_> for Visitor {
-            type Value = WireU64;
-
-            fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-                f.write_str(WIRE_U64_EXPECTED)
-            }
-
-            fn visit_u64<E: serde::de::Error>(self, v: u64) -> Result<WireU64, E> {
-                Ok(WireU64(v))
-            }
-
-            fn visit_i64<E: serde::de::Error>(self, v: i64) -> Result<WireU64, E> {
-                u64::try_from(v)
-                    .map(WireU64)
-                    .map_err(|_| E::custom(format!("expected {WIRE_U64_EXPECTED}, found {v}")))
-            }
-
-            fn visit_str<E: serde::de::Error>(self, v: &str) -> Result<WireU64, E> {
-                WireU64::parse(v)
-                    .map(WireU64)
-                    .ok_or_else(|| E::custom(format!("expected {WIRE_U64_EXPECTED}")))
-            }
-        }
-
-        de.deserialize_any(Visitor)
-    }
-}
-
-impl Serialize for WireU64 {
-    fn serialize<S: Serializer>(&self, ser: S) -> Result<S::Ok, S::Error> {
-        ser.collect_str(&self.0)
-    }
-}
-
-impl utoipa::PartialSchema for WireU64 {
-    fn schema() -> RefOr<Schema> {
-        OneOfBuilder::new()
-            .item(ObjectBuilder::new().schema_type(Type::Integer).minimum(Some(0)))
-            .item(
-                ObjectBuilder::new()
-                    .schema_type(Type::String)
-                    .pattern(Some("^([0-9]{1,20}|0[xX][0-9a-fA-F]{1,16})$")),
-            )
-            .description(Some(
-                "An unsigned 64-bit id: a JSON number, a decimal string or a 0x hex string on input; a decimal string on output.",
-            ))
-            .into()
-    }
-}
-
-impl utoipa::ToSchema for WireU64 {}
-
-/// `{"success": true}`.
-#[derive(Debug, Serialize, Deserialize, utoipa::ToSchema)]
-pub struct Success {
-    #[schema(example = true)]
-    pub success: bool,
-}
-
-impl Success {
-    pub fn ok() -> axum::Json<Self> {
-        axum::Json(Self { success: true })
-    }
+/// The `{"success": true}` answer.
+pub fn success() -> axum::Json<Success> {
+    axum::Json(Success { success: true })
 }
 
 /// Largest name, description and email accepted.
@@ -206,8 +119,6 @@ pub fn check_text(field: &str, value: &str, max: usize) -> Result<(), ApiError> 
     }
     Ok(())
 }
-
-use crate::error::ErrorBody;
 
 /// Errors of any endpoint that reads a JSON body.
 #[derive(utoipa::IntoResponses)]
@@ -303,15 +214,6 @@ pub fn parse_permitted_wallets(
     Ok(Permitted::Only(out))
 }
 
-// The answer of the calls that register an action (add_action, add_action_to_group). No
-// doc comment: it would become the schema's description in the OpenAPI document.
-#[derive(Debug, Serialize, Deserialize, utoipa::ToSchema)]
-pub struct HashedCidResponse {
-    pub success: bool,
-    /// keccak256 of the CID string.
-    pub hashed_cid: String,
-}
-
 /// Validates a raw CID from a client and hashes it.
 pub fn parse_raw_cid(text: &str) -> Result<(String, CidHash), ApiError> {
     let parsed = crate::cid::parse_cid(text).map_err(|e| {
@@ -380,53 +282,9 @@ pub fn wire_actions(set: &Permitted<CidHash>) -> Vec<String> {
     }
 }
 
-/// The paging query parameters, for the OpenAPI description.
-#[derive(utoipa::IntoParams)]
-#[into_params(parameter_in = Query)]
-#[allow(dead_code)]
-pub struct PagingParams {
-    /// 0-based page, default 0.
-    page_number: Option<u64>,
-    /// Items per page, default 100, at most 1000 (larger is clamped).
-    page_size: Option<u32>,
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn wire_u64_forms() {
-        let parse = |json: &str| serde_json::from_str::<WireU64>(json).map(|w| w.0);
-        assert_eq!(parse("7").unwrap(), 7);
-        assert_eq!(parse("\"42\"").unwrap(), 42);
-        assert_eq!(parse("\"0x1f\"").unwrap(), 31);
-        assert_eq!(parse("\"18446744073709551615\"").unwrap(), u64::MAX);
-        for bad in [
-            "-1",
-            "1.5",
-            "\"\"",
-            "\"0x\"",
-            "\"12a\"",
-            "\"18446744073709551616\"",
-            "null",
-            "[]",
-        ] {
-            assert!(parse(bad).is_err(), "{bad}");
-        }
-        assert_eq!(serde_json::to_string(&WireU64(5)).unwrap(), "\"5\"");
-    }
-
-    #[test]
-    fn missing_ids_are_named() {
-        #[derive(Debug, serde::Deserialize)]
-        #[allow(dead_code)]
-        struct Q {
-            group_id: WireU64,
-        }
-        let err = serde_json::from_str::<Q>("{}").unwrap_err().to_string();
-        assert!(err.contains("missing field `group_id`"), "{err}");
-    }
 
     #[test]
     fn wildcards_in_permitted_sets() {

@@ -8,76 +8,23 @@
 //! account whose admin is the minter can take them (`store::chain_apply`).
 
 use alloy::primitives::Address;
+use appliance_api::error::ErrorBody;
+use appliance_api::signatures::{
+    ConvertRequest, ConvertResponse, SignedRequest, SignedUsageKeyResponse, SignedWalletResponse,
+};
 use axum::Json;
 use axum::extract::State;
 use keyservice_api::DerivationPath;
 use ring::rand::{SecureRandom, SystemRandom};
-use serde::{Deserialize, Serialize};
-use utoipa::ToSchema;
 
 use super::{BodyErrors, ServerErrors};
 use crate::api_keys::{ApiSecret, KeyHash};
-use crate::error::{ApiError, ErrorBody};
+use crate::error::ApiError;
 use crate::http::auth::ApiModeMasterKey;
 use crate::http::extract::{JsonBody, limit};
 use crate::state::AppState;
 use crate::store::{Conversion, WalletIdentity, now_unix};
 use crate::typed_data::{self, Flow, TypedDataError, Verified};
-
-/// A wallet-signed request: the EIP-712 envelope and what `eth_signTypedData_v4` returned.
-#[derive(Debug, Deserialize, ToSchema)]
-pub struct SignedRequest {
-    /// `{"types":{"EIP712Domain":[name,version,chainId],"<Primary>":[address,issuedAt]},
-    /// "primaryType","domain":{"name":"Service ChainSecured","version":"1","chainId"},
-    /// "message":{"address","issuedAt"}}`; at most 4096 bytes serialised.
-    #[schema(value_type = Object)]
-    pub typed_data: serde_json::Value,
-    /// `0x` + 65 bytes (r ‖ s ‖ v).
-    pub signature: String,
-}
-
-/// The conversion request: the new admin wallet and its `ConvertAccount` signature.
-#[derive(Debug, Deserialize, ToSchema)]
-pub struct ConvertRequest {
-    /// The wallet that administers the account on chain from now on; must be the signer.
-    #[schema(example = "0x70997970C51812dc3A010C7d01b50e0d17dc79C8")]
-    pub new_admin_wallet_address: String,
-    #[schema(value_type = Object)]
-    pub typed_data: serde_json::Value,
-    pub signature: String,
-}
-
-#[derive(Debug, Serialize, Deserialize, ToSchema)]
-pub struct SignedWalletResponse {
-    /// EIP-55 address of the new wallet (its key lives only in keyservice).
-    pub wallet_address: String,
-    /// `0x` + 64 hex; pass it to `registerWalletDerivation`.
-    pub derivation_path: String,
-    /// `0x` + keccak256 of the uncompressed public key.
-    pub pkp_id: String,
-}
-
-#[derive(Debug, Serialize, Deserialize, ToSchema)]
-pub struct SignedUsageKeyResponse {
-    /// Standard base64 of 32 secret bytes, shown once. Its on-chain identity is
-    /// keccak256 of those bytes (`usage_api_key_hash`).
-    pub usage_api_key: String,
-    /// `0x` + keccak256(key bytes), for `setUsageApiKey`.
-    pub usage_api_key_hash: String,
-    pub wallet_address: String,
-    pub derivation_path: String,
-    pub pkp_id: String,
-}
-
-#[derive(Debug, Serialize, Deserialize, ToSchema)]
-pub struct ConvertResponse {
-    #[schema(example = true)]
-    pub success: bool,
-    /// The account's admin wallet from now on (EIP-55).
-    pub wallet_address: String,
-    /// The account's on-chain identity, unchanged: `0x` + keccak256(former account key).
-    pub api_key_hash: String,
-}
 
 /// Typed-data and signature rejections.
 #[derive(utoipa::IntoResponses)]

@@ -1,17 +1,21 @@
 //! Usage API keys: scoped, rotatable keys that only the account key may manage.
 
+use appliance_api::error::ErrorBody;
+use appliance_api::usage_keys::{
+    AddUsageApiKeyRequest, AddUsageApiKeyResponse, RemoveUsageApiKeyRequest,
+    UpdateUsageApiKeyMetadataRequest, UpdateUsageApiKeyRequest, UsageKeyItem,
+};
+use appliance_api::{Success, WireU64};
 use axum::Json;
 use axum::extract::State;
-use serde::{Deserialize, Serialize};
-use utoipa::ToSchema;
 
 use super::{
     AuthErrors, BodyErrors, MAX_DESCRIPTION_LEN, MAX_GROUP_IDS, MAX_NAME_LEN, ServerErrors,
-    Success, WireU64, check_text,
+    check_text, success,
 };
 use crate::api_keys::{ApiSecret, KeyHash, key_hash_from_reference};
 use crate::authz::{GroupSet, Operation, Permissions, authorize};
-use crate::error::{ApiError, ErrorBody};
+use crate::error::ApiError;
 use crate::http::auth::Auth;
 use crate::http::billed::Billed;
 use crate::http::extract::{JsonBody, Paging, limit};
@@ -72,41 +76,6 @@ impl PermissionFields {
     }
 }
 
-#[derive(Debug, Deserialize, ToSchema)]
-pub struct AddUsageApiKeyRequest {
-    #[schema(example = "ci-runner")]
-    pub name: String,
-    #[serde(default)]
-    pub description: String,
-    #[serde(default)]
-    pub can_create_groups: bool,
-    #[serde(default)]
-    pub can_delete_groups: bool,
-    #[serde(default)]
-    pub can_create_pkps: bool,
-    /// Groups where the key may add and remove actions (`0` = all groups).
-    #[serde(default)]
-    pub manage_ipfs_ids_in_groups: Vec<WireU64>,
-    /// Groups where the key may add wallets (`0` = all groups).
-    #[serde(default)]
-    pub add_pkp_to_groups: Vec<WireU64>,
-    /// Groups where the key may remove wallets (`0` = all groups).
-    #[serde(default)]
-    pub remove_pkp_from_groups: Vec<WireU64>,
-    /// Groups where the key may execute actions (`0` = all groups).
-    #[serde(default)]
-    pub execute_in_groups: Vec<WireU64>,
-}
-
-#[derive(Debug, Serialize, Deserialize, ToSchema)]
-pub struct AddUsageApiKeyResponse {
-    pub success: bool,
-    /// The key: standard base64 of 32 random bytes. Shown once.
-    pub usage_api_key: String,
-    /// Its identity, `0x` + keccak256 of the 32 key bytes.
-    pub api_key_hash: String,
-}
-
 fn check_metadata(name: &str, description: &str) -> Result<(), ApiError> {
     check_text("name", name, MAX_NAME_LEN)?;
     check_text("description", description, MAX_DESCRIPTION_LEN)
@@ -157,44 +126,22 @@ pub async fn add_usage_api_key(
     }))
 }
 
-/// A usage key as listed: its hash and metadata, never its value.
-#[derive(Debug, Serialize, Deserialize, ToSchema)]
-pub struct UsageKeyItem {
-    /// The key's id (decimal string).
-    pub id: String,
-    pub api_key_hash: String,
-    pub name: String,
-    pub description: String,
-    pub can_create_groups: bool,
-    pub can_delete_groups: bool,
-    pub can_create_pkps: bool,
-    #[schema(value_type = Vec<String>)]
-    pub manage_ipfs_ids_in_groups: Vec<WireU64>,
-    #[schema(value_type = Vec<String>)]
-    pub add_pkp_to_groups: Vec<WireU64>,
-    #[schema(value_type = Vec<String>)]
-    pub remove_pkp_from_groups: Vec<WireU64>,
-    #[schema(value_type = Vec<String>)]
-    pub execute_in_groups: Vec<WireU64>,
-}
-
-impl From<UsageKeyRecord> for UsageKeyItem {
-    fn from(r: UsageKeyRecord) -> Self {
-        let wire = |set: &GroupSet| set.ids().iter().copied().map(WireU64).collect();
-        let p = &r.permissions;
-        Self {
-            id: r.id.0.to_string(),
-            api_key_hash: r.key_hash.to_string(),
-            can_create_groups: p.can_create_groups,
-            can_delete_groups: p.can_delete_groups,
-            can_create_pkps: p.can_create_pkps,
-            manage_ipfs_ids_in_groups: wire(&p.manage_ipfs_ids_in_groups),
-            add_pkp_to_groups: wire(&p.add_pkp_to_groups),
-            remove_pkp_from_groups: wire(&p.remove_pkp_from_groups),
-            execute_in_groups: wire(&p.execute_in_groups),
-            name: r.name,
-            description: r.description,
-        }
+/// A usage key record as listed.
+fn usage_key_item(r: UsageKeyRecord) -> UsageKeyItem {
+    let wire = |set: &GroupSet| set.ids().iter().copied().map(WireU64).collect();
+    let p = &r.permissions;
+    UsageKeyItem {
+        id: r.id.0.to_string(),
+        api_key_hash: r.key_hash.to_string(),
+        can_create_groups: p.can_create_groups,
+        can_delete_groups: p.can_delete_groups,
+        can_create_pkps: p.can_create_pkps,
+        manage_ipfs_ids_in_groups: wire(&p.manage_ipfs_ids_in_groups),
+        add_pkp_to_groups: wire(&p.add_pkp_to_groups),
+        remove_pkp_from_groups: wire(&p.remove_pkp_from_groups),
+        execute_in_groups: wire(&p.execute_in_groups),
+        name: r.name,
+        description: r.description,
     }
 }
 
@@ -222,7 +169,7 @@ pub async fn list_api_keys(
 ) -> Result<Json<Vec<UsageKeyItem>>, ApiError> {
     authorize(&auth.credential, Operation::ManageAccount)?;
     let keys = state.store.list_usage_keys(auth.account, page).await?;
-    Ok(Json(keys.into_iter().map(UsageKeyItem::from).collect()))
+    Ok(Json(keys.into_iter().map(usage_key_item).collect()))
 }
 
 fn key_reference(reference: &str) -> Result<KeyHash, ApiError> {
@@ -231,38 +178,6 @@ fn key_reference(reference: &str) -> Result<KeyHash, ApiError> {
             "`usage_api_key` must be the key's value or its 0x-prefixed 64-hex hash",
         )
     })
-}
-
-#[derive(Debug, Deserialize, ToSchema)]
-pub struct UpdateUsageApiKeyRequest {
-    /// The key to update: its value, or its `0x` hash.
-    pub usage_api_key: String,
-    /// New name; kept when omitted.
-    #[serde(default)]
-    pub name: Option<String>,
-    /// New description; kept when omitted.
-    #[serde(default)]
-    pub description: Option<String>,
-    // The complete new permission set: it replaces the old one, and omitted fields
-    // are not granted.
-    #[serde(default)]
-    pub can_create_groups: bool,
-    #[serde(default)]
-    pub can_delete_groups: bool,
-    #[serde(default)]
-    pub can_create_pkps: bool,
-    /// Groups where the key may add and remove actions (`0` = all groups).
-    #[serde(default)]
-    pub manage_ipfs_ids_in_groups: Vec<WireU64>,
-    /// Groups where the key may add wallets (`0` = all groups).
-    #[serde(default)]
-    pub add_pkp_to_groups: Vec<WireU64>,
-    /// Groups where the key may remove wallets (`0` = all groups).
-    #[serde(default)]
-    pub remove_pkp_from_groups: Vec<WireU64>,
-    /// Groups where the key may execute actions (`0` = all groups).
-    #[serde(default)]
-    pub execute_in_groups: Vec<WireU64>,
 }
 
 /// Replaces a usage key's whole permission set (account key only). Effective on the
@@ -307,16 +222,7 @@ pub async fn update_usage_api_key(
             billed.charge,
         )
         .await?;
-    Ok(Success::ok())
-}
-
-#[derive(Debug, Deserialize, ToSchema)]
-pub struct UpdateUsageApiKeyMetadataRequest {
-    /// The key: its value, or its `0x` hash.
-    pub usage_api_key: String,
-    pub name: String,
-    #[serde(default)]
-    pub description: String,
+    Ok(success())
 }
 
 /// Changes a usage key's name and description (account key only).
@@ -353,13 +259,7 @@ pub async fn update_usage_api_key_metadata(
             billed.charge,
         )
         .await?;
-    Ok(Success::ok())
-}
-
-#[derive(Debug, Deserialize, ToSchema)]
-pub struct RemoveUsageApiKeyRequest {
-    /// The key: its value, or its `0x` hash.
-    pub usage_api_key: String,
+    Ok(success())
 }
 
 /// Removes a usage key (account key only). The very next request with it gets 401.
@@ -390,5 +290,5 @@ pub async fn remove_usage_api_key(
         .remove_usage_key(billed.account, key, billed.charge)
         .await?;
     tracing::info!("usage key removed");
-    Ok(Success::ok())
+    Ok(success())
 }

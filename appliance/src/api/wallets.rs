@@ -1,38 +1,19 @@
 //! Wallets (PKPs): created inside keyservice, listed per account and per group.
 
+use appliance_api::PagingParams;
+use appliance_api::error::ErrorBody;
+use appliance_api::wallets::{CreateWalletRequest, CreateWalletResponse, GroupQuery, WalletItem};
 use axum::Json;
 use axum::extract::State;
-use serde::{Deserialize, Serialize};
-use utoipa::{IntoParams, ToSchema};
 
-use super::{
-    AuthErrors, BodyErrors, MAX_DESCRIPTION_LEN, MAX_NAME_LEN, ServerErrors, WireU64, check_text,
-};
+use super::{AuthErrors, BodyErrors, MAX_DESCRIPTION_LEN, MAX_NAME_LEN, ServerErrors, check_text};
 use crate::authz::{GroupId, Operation, authorize};
-use crate::error::{ApiError, ErrorBody};
+use crate::error::ApiError;
 use crate::http::auth::Auth;
 use crate::http::billed::Billed;
 use crate::http::extract::{OptionalJsonBody, Paging, QueryParams};
 use crate::state::AppState;
 use crate::store::{WalletIdentity, WalletRecord};
-
-#[derive(Debug, Default, Deserialize, ToSchema)]
-pub struct CreateWalletRequest {
-    #[serde(default)]
-    pub name: String,
-    #[serde(default)]
-    pub description: String,
-}
-
-#[derive(Debug, Serialize, Deserialize, ToSchema)]
-pub struct CreateWalletResponse {
-    /// EIP-55 address.
-    pub wallet_address: String,
-    /// `0x` + keccak256 of the uncompressed public key (without 0x04).
-    pub pkp_id: String,
-    /// `0x` + 64 hex; the wallet's key is derived from it inside keyservice.
-    pub derivation_path: String,
-}
 
 async fn create(
     state: AppState,
@@ -109,26 +90,14 @@ pub async fn create_wallet_post(
     create(state, billed, req.unwrap_or_default()).await
 }
 
-/// A wallet as listed.
-#[derive(Debug, Serialize, Deserialize, ToSchema)]
-pub struct WalletItem {
-    /// The wallet's pkp_id (the same as `pkp_id`).
-    pub id: String,
-    pub pkp_id: String,
-    pub wallet_address: String,
-    pub name: String,
-    pub description: String,
-}
-
-impl From<WalletRecord> for WalletItem {
-    fn from(w: WalletRecord) -> Self {
-        Self {
-            id: w.pkp_id.to_hex(),
-            pkp_id: w.pkp_id.to_hex(),
-            wallet_address: w.address.to_checksum(),
-            name: w.name,
-            description: w.description,
-        }
+/// A wallet record as listed.
+fn wallet_item(w: WalletRecord) -> WalletItem {
+    WalletItem {
+        id: w.pkp_id.to_hex(),
+        pkp_id: w.pkp_id.to_hex(),
+        wallet_address: w.address.to_checksum(),
+        name: w.name,
+        description: w.description,
     }
 }
 
@@ -138,7 +107,7 @@ impl From<WalletRecord> for WalletItem {
     path = "/list_wallets",
     tag = "wallets",
     security(("bearer" = []), ("api_key" = [])),
-    params(super::PagingParams),
+    params(PagingParams),
     responses(
         (status = 200, description = "One page of wallets", body = Vec<WalletItem>),
         (status = 400, description = "Malformed paging", body = ErrorBody),
@@ -153,15 +122,7 @@ pub async fn list_wallets(
 ) -> Result<Json<Vec<WalletItem>>, ApiError> {
     authorize(&auth.credential, Operation::ReadAccount)?;
     let wallets = state.store.list_wallets(auth.account, page).await?;
-    Ok(Json(wallets.into_iter().map(WalletItem::from).collect()))
-}
-
-#[derive(Debug, Deserialize, IntoParams)]
-#[into_params(parameter_in = Query)]
-pub struct GroupQuery {
-    /// The group (number, decimal or 0x hex).
-    #[param(value_type = String)]
-    pub group_id: WireU64,
+    Ok(Json(wallets.into_iter().map(wallet_item).collect()))
 }
 
 /// The wallets a group permits (all the account's wallets for a wildcard group).
@@ -170,7 +131,7 @@ pub struct GroupQuery {
     path = "/list_wallets_in_group",
     tag = "wallets",
     security(("bearer" = []), ("api_key" = [])),
-    params(GroupQuery, super::PagingParams),
+    params(GroupQuery, PagingParams),
     responses(
         (status = 200, description = "One page of wallets", body = Vec<WalletItem>),
         (status = 400, description = "Missing or malformed group_id or paging", body = ErrorBody),
@@ -190,5 +151,5 @@ pub async fn list_wallets_in_group(
         .store
         .list_wallets_in_group(auth.account, GroupId(query.group_id.0), page)
         .await?;
-    Ok(Json(wallets.into_iter().map(WalletItem::from).collect()))
+    Ok(Json(wallets.into_iter().map(wallet_item).collect()))
 }

@@ -1,0 +1,144 @@
+//! Usage API keys: scoped, rotatable keys that only the account key may manage.
+
+use serde::{Deserialize, Serialize};
+use utoipa::ToSchema;
+
+use crate::{PagingParams, WireU64};
+
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+pub struct AddUsageApiKeyRequest {
+    #[schema(example = "ci-runner")]
+    pub name: String,
+    #[serde(default)]
+    pub description: String,
+    #[serde(default)]
+    pub can_create_groups: bool,
+    #[serde(default)]
+    pub can_delete_groups: bool,
+    #[serde(default)]
+    pub can_create_pkps: bool,
+    /// Groups where the key may add and remove actions (`0` = all groups).
+    #[serde(default)]
+    pub manage_ipfs_ids_in_groups: Vec<WireU64>,
+    /// Groups where the key may add wallets (`0` = all groups).
+    #[serde(default)]
+    pub add_pkp_to_groups: Vec<WireU64>,
+    /// Groups where the key may remove wallets (`0` = all groups).
+    #[serde(default)]
+    pub remove_pkp_from_groups: Vec<WireU64>,
+    /// Groups where the key may execute actions (`0` = all groups).
+    #[serde(default)]
+    pub execute_in_groups: Vec<WireU64>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+pub struct AddUsageApiKeyResponse {
+    pub success: bool,
+    /// The key: standard base64 of 32 random bytes. Shown once.
+    pub usage_api_key: String,
+    /// Its identity, `0x` + keccak256 of the 32 key bytes.
+    pub api_key_hash: String,
+}
+
+/// The query of `list_api_keys`: paging only.
+pub type ListApiKeysRequest = PagingParams;
+
+/// A usage key as listed: its hash and metadata, never its value.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+pub struct UsageKeyItem {
+    /// The key's id (decimal string).
+    pub id: String,
+    pub api_key_hash: String,
+    pub name: String,
+    pub description: String,
+    pub can_create_groups: bool,
+    pub can_delete_groups: bool,
+    pub can_create_pkps: bool,
+    #[schema(value_type = Vec<String>)]
+    pub manage_ipfs_ids_in_groups: Vec<WireU64>,
+    #[schema(value_type = Vec<String>)]
+    pub add_pkp_to_groups: Vec<WireU64>,
+    #[schema(value_type = Vec<String>)]
+    pub remove_pkp_from_groups: Vec<WireU64>,
+    #[schema(value_type = Vec<String>)]
+    pub execute_in_groups: Vec<WireU64>,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+pub struct UpdateUsageApiKeyRequest {
+    /// The key to update: its value, or its `0x` hash.
+    pub usage_api_key: String,
+    /// New name; kept when omitted.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub name: Option<String>,
+    /// New description; kept when omitted.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub description: Option<String>,
+    // The complete new permission set: it replaces the old one, and omitted fields
+    // are not granted.
+    #[serde(default)]
+    pub can_create_groups: bool,
+    #[serde(default)]
+    pub can_delete_groups: bool,
+    #[serde(default)]
+    pub can_create_pkps: bool,
+    /// Groups where the key may add and remove actions (`0` = all groups).
+    #[serde(default)]
+    pub manage_ipfs_ids_in_groups: Vec<WireU64>,
+    /// Groups where the key may add wallets (`0` = all groups).
+    #[serde(default)]
+    pub add_pkp_to_groups: Vec<WireU64>,
+    /// Groups where the key may remove wallets (`0` = all groups).
+    #[serde(default)]
+    pub remove_pkp_from_groups: Vec<WireU64>,
+    /// Groups where the key may execute actions (`0` = all groups).
+    #[serde(default)]
+    pub execute_in_groups: Vec<WireU64>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+pub struct UpdateUsageApiKeyMetadataRequest {
+    /// The key: its value, or its `0x` hash.
+    pub usage_api_key: String,
+    pub name: String,
+    #[serde(default)]
+    pub description: String,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+pub struct RemoveUsageApiKeyRequest {
+    /// The key: its value, or its `0x` hash.
+    pub usage_api_key: String,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_update_keeps_what_it_does_not_name() {
+        let req = UpdateUsageApiKeyRequest {
+            usage_api_key: "0xab".into(),
+            execute_in_groups: vec![WireU64(3)],
+            ..Default::default()
+        };
+        let json = serde_json::to_value(&req).unwrap();
+        assert!(json.get("name").is_none() && json.get("description").is_none());
+        assert_eq!(json["execute_in_groups"], serde_json::json!(["3"]));
+        assert_eq!(
+            serde_json::from_value::<UpdateUsageApiKeyRequest>(json).unwrap(),
+            req
+        );
+    }
+
+    #[test]
+    fn group_ids_in_any_form() {
+        let req: AddUsageApiKeyRequest =
+            serde_json::from_str(r#"{"name":"ci","execute_in_groups":[1,"2","0x3"]}"#).unwrap();
+        assert_eq!(
+            req.execute_in_groups,
+            vec![WireU64(1), WireU64(2), WireU64(3)]
+        );
+        assert!(req.add_pkp_to_groups.is_empty() && !req.can_create_groups);
+    }
+}
