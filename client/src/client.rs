@@ -144,9 +144,8 @@ impl ClientBuilder {
                 ca_file: self.ca_file,
                 http,
                 pins,
-                state: tokio::sync::Mutex::new(State::Unverified),
+                standing: tokio::sync::Mutex::new(Standing::Usable),
                 current: RwLock::new(None),
-                valid_until: RwLock::new(None),
                 verifications: AtomicU64::new(0),
             }),
         })
@@ -166,14 +165,19 @@ fn read_pem_certs(path: &Path) -> Result<Vec<CertificateDer<'static>>, ClientErr
 }
 
 /// Where the client stands.
-#[derive(Debug)]
-enum State {
-    Unverified,
-    Verified {
-        at: Instant,
-    },
-    /// A re-verification failed: every call is refused until `verify` succeeds.
+#[derive(Debug, Clone, Copy)]
+enum Standing {
+    /// Unverified, or verified (see `Inner::current` for how fresh).
+    Usable,
+    /// A verification failed: every call is refused until `verify` succeeds.
     Failed,
+}
+
+/// The verification in force, and until when it is trusted.
+#[derive(Debug)]
+struct Current {
+    verification: Arc<Verification>,
+    valid_until: Instant,
 }
 
 #[derive(Debug)]
@@ -185,11 +189,10 @@ struct Inner {
     http: reqwest::Client,
     pins: Arc<Pins>,
     /// Serializes verifications (one at a time; callers that waited reuse the result).
-    state: tokio::sync::Mutex<State>,
-    current: RwLock<Option<Arc<Verification>>>,
-    /// Until when the current verification is trusted: the lock-free fast path of every
-    /// call (`None` when unverified or failed).
-    valid_until: RwLock<Option<Instant>>,
+    standing: tokio::sync::Mutex<Standing>,
+    /// Read without that lock on every call (the fast path); `None` when unverified or
+    /// failed.
+    current: RwLock<Option<Current>>,
     verifications: AtomicU64,
 }
 
@@ -232,7 +235,27 @@ impl Client {
 
     /// The current verification (report, compose hash, pinned leaves), if any.
     pub fn verification(&self) -> Option<Arc<Verification>> {
-        self.inner.current.read().ok().and_then(|c| c.clone())
+        self.inner
+            .current
+            .read()
+            .ok()
+            .and_then(|c| c.as_ref().map(|c| c.verification.clone()))
+    }
+
+    /// Whether a verification is in force and young enough under the policy.
+    fn fresh(&self) -> bool {
+        self.inner
+            .current
+            .read()
+            .ok()
+            .and_then(|c| c.as_ref().map(|c| Instant::now() < c.valid_until))
+            .unwrap_or(false)
+    }
+
+    fn set_current(&self, current: Option<Current>) {
+        if let Ok(mut c) = self.inner.current.write() {
+            *c = current;
+        }
     }
 
     /// How many verifications this client has run (successful or not).
@@ -243,11 +266,14 @@ impl Client {
     /// Verifies the deployment now (whatever the cache says) and pins what it attests.
     /// On failure the client refuses every call until a later `verify` succeeds.
     pub async fn verify(&self) -> Result<Arc<Verification>, ClientError> {
-        let mut state = self.inner.state.lock().await;
-        self.verify_locked(&mut state).await
+        let mut standing = self.inner.standing.lock().await;
+        self.verify_locked(&mut standing).await
     }
 
-    async fn verify_locked(&self, state: &mut State) -> Result<Arc<Verification>, ClientError> {
+    async fn verify_locked(
+        &self,
+        standing: &mut Standing,
+    ) -> Result<Arc<Verification>, ClientError> {
         self.inner.verifications.fetch_add(1, Ordering::Relaxed);
         let started = Instant::now();
         match verify_deployment(
@@ -260,15 +286,15 @@ impl Client {
             Ok(v) => {
                 let v = Arc::new(v);
                 self.inner.pins.replace(v.pins.clone());
-                if let Ok(mut c) = self.inner.current.write() {
-                    *c = Some(v.clone());
-                }
-                *state = State::Verified { at: started };
-                self.set_valid_until(
-                    started
-                        .checked_add(self.inner.policy.cache_for)
-                        .or_else(|| started.checked_add(Duration::from_secs(100 * 365 * 86_400))),
-                );
+                let valid_until = started
+                    .checked_add(self.inner.policy.cache_for)
+                    .or_else(|| started.checked_add(Duration::from_secs(100 * 365 * 86_400)))
+                    .unwrap_or(started);
+                self.set_current(Some(Current {
+                    verification: v.clone(),
+                    valid_until,
+                }));
+                *standing = Standing::Usable;
                 tracing::info!(
                     url = %self.inner.base,
                     compose_hash = %v.compose_hash,
@@ -279,60 +305,45 @@ impl Client {
             }
             Err(e) => {
                 self.inner.pins.clear();
-                if let Ok(mut c) = self.inner.current.write() {
-                    *c = None;
-                }
-                *state = State::Failed;
-                self.set_valid_until(None);
+                self.set_current(None);
+                *standing = Standing::Failed;
                 tracing::warn!(url = %self.inner.base, error = %e, "deployment did not verify");
                 Err(e)
             }
         }
     }
 
-    fn set_valid_until(&self, until: Option<Instant>) {
-        if let Ok(mut v) = self.inner.valid_until.write() {
-            *v = until;
-        }
-    }
-
     /// A verification young enough under the policy, running one if there is none.
     async fn ensure_verified(&self) -> Result<(), ClientError> {
-        if self
-            .inner
-            .valid_until
-            .read()
-            .ok()
-            .and_then(|v| *v)
-            .is_some_and(|until| Instant::now() < until)
-        {
+        if self.fresh() {
             return Ok(());
         }
-        let mut state = self.inner.state.lock().await;
-        match *state {
-            State::Verified { at } if at.elapsed() < self.inner.policy.cache_for => Ok(()),
-            State::Failed => Err(ClientError::VerificationFailedEarlier),
-            _ => self.verify_locked(&mut state).await.map(|_| ()),
+        let mut standing = self.inner.standing.lock().await;
+        match *standing {
+            Standing::Failed => Err(ClientError::VerificationFailedEarlier),
+            // Another call verified while this one waited for the lock.
+            Standing::Usable if self.fresh() => Ok(()),
+            Standing::Usable => self.verify_locked(&mut standing).await.map(|_| ()),
         }
     }
 
     /// After a handshake refused leaf `leaf`: verify once more. The call goes on only if
     /// the fresh evidence attests that very leaf (an ACME renewal).
     async fn reverify_for(&self, leaf: LeafHash) -> Result<(), ClientError> {
-        let mut state = self.inner.state.lock().await;
+        let mut standing = self.inner.standing.lock().await;
         if let Some(v) = self.verification()
             && v.pins.contains(&leaf)
         {
             return Ok(()); // another call re-verified meanwhile
         }
-        if matches!(*state, State::Failed) {
+        if matches!(*standing, Standing::Failed) {
             return Err(ClientError::VerificationFailedEarlier);
         }
         tracing::info!(
             leaf_sha256 = %hex::encode(leaf),
             "the server presented a new certificate; verifying its evidence again"
         );
-        match self.verify_locked(&mut state).await {
+        match self.verify_locked(&mut standing).await {
             Ok(v) if v.pins.contains(&leaf) => Ok(()),
             Ok(_) => Err(ClientError::CertificateNotAttested {
                 leaf_sha256: hex::encode(leaf),

@@ -84,6 +84,33 @@ impl Row {
     }
 }
 
+/// The measured call through the pinned client.
+async fn pinned_call(pinned: &Client) -> Value {
+    pinned
+        .request(
+            http::Method::GET,
+            "/core/v1/account_exists",
+            None,
+            None,
+            Credential::ApiKey,
+        )
+        .await
+        .unwrap()
+}
+
+/// The same call through the plain client.
+async fn plain_call(plain: &reqwest::Client, url: &str, key: &str) -> Value {
+    plain
+        .get(url)
+        .bearer_auth(key)
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap()
+}
+
 #[tokio::main(flavor = "multi_thread", worker_threads = 2)]
 async fn main() {
     let calls: usize = std::env::var("BENCH_CALLS")
@@ -172,53 +199,19 @@ async fn main() {
     let round = 200;
     // Warm-up: both connections open.
     for _ in 0..round {
-        let _: Value = pinned
-            .request(
-                http::Method::GET,
-                "/core/v1/account_exists",
-                None,
-                None,
-                Credential::ApiKey,
-            )
-            .await
-            .unwrap();
-        let _: Value = plain
-            .get(&url)
-            .bearer_auth(&key)
-            .send()
-            .await
-            .unwrap()
-            .json()
-            .await
-            .unwrap();
+        let _: Value = pinned_call(&pinned).await;
+        let _: Value = plain_call(&plain, &url, &key).await;
     }
     while pinned_row.samples.len() < calls {
         for _ in 0..round {
             let t = Instant::now();
-            let v: Value = pinned
-                .request(
-                    http::Method::GET,
-                    "/core/v1/account_exists",
-                    None,
-                    None,
-                    Credential::ApiKey,
-                )
-                .await
-                .unwrap();
+            let v: Value = pinned_call(&pinned).await;
             pinned_row.samples.push(t.elapsed());
             assert_eq!(v, json!(true));
         }
         for _ in 0..round {
             let t = Instant::now();
-            let v: Value = plain
-                .get(&url)
-                .bearer_auth(&key)
-                .send()
-                .await
-                .unwrap()
-                .json()
-                .await
-                .unwrap();
+            let v: Value = plain_call(&plain, &url, &key).await;
             plain_row.samples.push(t.elapsed());
             assert_eq!(v, json!(true));
         }

@@ -22,12 +22,13 @@ pub const CAA_DOMAIN: &str = "appliance.acme.test";
 /// The name clients connect to (the system resolver knows it).
 pub const DOMAIN: &str = "localhost";
 
+/// Fields drop in order: the appliance stops first, then Pebble and anvil.
 pub struct AttestedStack {
+    pub app: Appliance,
     pub anvil: AnvilInstance,
     pub chain: DynProvider,
     pub governance: Address,
     pub pebble: Pebble,
-    pub app: Appliance,
     /// `https://localhost:PORT`.
     pub base: String,
     pub port: u16,
@@ -117,14 +118,10 @@ impl AttestedStack {
             "no evidence for the ACME certificate; log:\n{}",
             app.log()
         );
-        let account: Value = plain
-            .get(format!("{base}/evidences/acme-account.json"))
-            .send()
-            .await
-            .unwrap()
-            .json()
-            .await
-            .unwrap();
+        let account: Value = serde_json::from_slice(
+            &get(&plain, &format!("{base}/evidences/acme-account.json")).await,
+        )
+        .unwrap();
         let account_uri = account["uri"].as_str().unwrap().to_owned();
         pebble
             .add_caa(
@@ -133,22 +130,16 @@ impl AttestedStack {
                 &format!("pebble.letsencrypt.org; accounturi={account_uri}"),
             )
             .await;
-        let info: Value = plain
-            .get(format!("{base}/info"))
-            .send()
-            .await
-            .unwrap()
-            .json()
-            .await
-            .unwrap();
+        let info: Value =
+            serde_json::from_slice(&get(&plain, &format!("{base}/info")).await).unwrap();
         let compose_hash =
             B256::from_slice(&hex::decode(info["compose_hash"].as_str().unwrap()).unwrap());
         let stack = Self {
+            app,
             anvil,
             chain,
             governance,
             pebble,
-            app,
             base,
             port,
             root_file,
@@ -176,15 +167,11 @@ impl AttestedStack {
 
     /// The served certificate file's current contents.
     pub async fn cert_pem(&self) -> Vec<u8> {
-        self.plain
-            .get(format!("{}/evidences/{}", self.base, self.cert_name))
-            .send()
-            .await
-            .unwrap()
-            .bytes()
-            .await
-            .unwrap()
-            .to_vec()
+        get(
+            &self.plain,
+            &format!("{}/evidences/{}", self.base, self.cert_name),
+        )
+        .await
     }
 
     /// The RPC URL of the chain holding the governance contract.
@@ -196,4 +183,17 @@ impl AttestedStack {
     pub fn dns(&self) -> SocketAddr {
         self.pebble.dns_addr.parse().unwrap()
     }
+}
+
+/// The body of a GET.
+async fn get(client: &reqwest::Client, url: &str) -> Vec<u8> {
+    client
+        .get(url)
+        .send()
+        .await
+        .unwrap()
+        .bytes()
+        .await
+        .unwrap()
+        .to_vec()
 }

@@ -10,6 +10,7 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -30,10 +31,23 @@ fn policy(stack: &AttestedStack) -> Policy {
 }
 
 fn client(stack: &AttestedStack, base: &str, key: Option<&str>, policy: Policy) -> Client {
+    build(base, &stack.root_file, policy, key, false)
+}
+
+/// A client of `base` trusting the roots in `roots`, with `key` if given;
+/// `fresh_connections`: a new connection (and so a pin check) for every call.
+fn build(
+    base: &str,
+    roots: &Path,
+    policy: Policy,
+    key: Option<&str>,
+    fresh_connections: bool,
+) -> Client {
     let mut b = Client::builder(base)
-        .ca_file(&stack.root_file)
+        .ca_file(roots)
         .policy(policy)
-        .timeout(Duration::from_secs(20));
+        .timeout(Duration::from_secs(20))
+        .reuse_connections(!fresh_connections);
     if let Some(k) = key {
         b = b.api_key(k);
     }
@@ -112,13 +126,13 @@ async fn the_key_goes_only_to_the_verified_deployment_and_survives_a_renewal() {
 
     // A client with the key, one connection per call, so that every call's handshake
     // shows the server's current leaf.
-    let keyed = Client::builder(&stack.base)
-        .ca_file(&stack.root_file)
-        .policy(policy(&stack))
-        .api_key(&key)
-        .reuse_connections(false)
-        .build()
-        .unwrap();
+    let keyed = build(
+        &stack.base,
+        &stack.root_file,
+        policy(&stack),
+        Some(&key),
+        true,
+    );
     let groups = list_groups(&keyed).await.unwrap();
     assert_eq!(groups, json!([]));
     assert_eq!(keyed.verification_count(), 1);
@@ -173,22 +187,18 @@ async fn a_relay_with_another_valid_certificate_gets_no_request() {
         reverify_on_new_certificate: false,
         ..policy(&stack)
     };
-    let anon = Client::builder(&url)
-        .ca_file(&roots)
-        .policy(strict)
-        .build()
-        .unwrap();
+    let anon = build(&url, &roots, strict, None, false);
     let key = new_account(&anon).await;
-    let keyed = Client::builder(&url)
-        .ca_file(&roots)
-        .policy(Policy {
+    let keyed = build(
+        &url,
+        &roots,
+        Policy {
             reverify_on_new_certificate: false,
             ..policy(&stack)
-        })
-        .api_key(&key)
-        .reuse_connections(false)
-        .build()
-        .unwrap();
+        },
+        Some(&key),
+        true,
+    );
     list_groups(&keyed).await.unwrap();
     switch.route_to(relay.port);
     let err = list_groups(&keyed).await.unwrap_err();
@@ -206,13 +216,7 @@ async fn a_relay_with_another_valid_certificate_gets_no_request() {
     // the client verify once more, over a fresh credential-free connection; the
     // evidence it relays does not attest its certificate, so the client fails closed.
     // The relay sees the public evidence requests only: no credential, no API call.
-    let keyed = Client::builder(&url)
-        .ca_file(&roots)
-        .policy(policy(&stack))
-        .api_key(&key)
-        .reuse_connections(false)
-        .build()
-        .unwrap();
+    let keyed = build(&url, &roots, policy(&stack), Some(&key), true);
     switch.route_to(stack.port);
     list_groups(&keyed).await.unwrap();
     switch.route_to(relay.port);
@@ -232,12 +236,7 @@ async fn a_relay_with_another_valid_certificate_gets_no_request() {
     // 3. First contact through the relay: the verification fails by name
     // (tls-certificate), and no API request or key is ever sent.
     let via_relay = format!("https://{DOMAIN}:{}", relay.port);
-    let c = Client::builder(&via_relay)
-        .ca_file(&roots)
-        .policy(policy(&stack))
-        .api_key(&key)
-        .build()
-        .unwrap();
+    let c = build(&via_relay, &roots, policy(&stack), Some(&key), false);
     let err = list_groups(&c).await.unwrap_err();
     let report = err.report().unwrap_or_else(|| panic!("{err:?}"));
     assert_eq!(
@@ -270,16 +269,17 @@ async fn evidence_that_fails_a_check_stops_the_client_before_it_sends_anything()
     });
     let relay = Relay::start(DOMAIN, stack.plain.clone(), stack.base.clone(), Some(flip)).await;
     let roots = trust_both(&stack, &relay);
-    let c = Client::builder(format!("https://{DOMAIN}:{}", relay.port))
-        .ca_file(&roots)
-        .policy(Policy {
+    let c = build(
+        &format!("https://{DOMAIN}:{}", relay.port),
+        &roots,
+        Policy {
             // Isolate the compose: accept the relay's own certificate for this case.
             skip: vec!["tls-certificate".to_owned()],
             ..policy(&stack)
-        })
-        .api_key(&key)
-        .build()
-        .unwrap();
+        },
+        Some(&key),
+        false,
+    );
     let err = list_groups(&c).await.unwrap_err();
     let report = err.report().unwrap_or_else(|| panic!("{err:?}"));
     assert!(

@@ -6,25 +6,15 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::Duration;
 
-use alloy::primitives::B256;
-use alloy::providers::ProviderBuilder;
-use alloy::signers::local::PrivateKeySigner;
-use chain_contracts::{IAppGovernance, deploy_app_governance};
-use e2e::pebble::{Pebble, PebbleOptions, free_port};
-use e2e::{Appliance, Launch, binary};
+use e2e::attested::{AttestedStack, CAA_DOMAIN, DOMAIN};
+use e2e::binary;
+use e2e::relay::Relay;
 use serde_json::Value;
 use sha2::{Digest, Sha256};
-
-/// The certificate's names: the first is the domain whose CAA records govern issuance
-/// (served by challtestsrv); the CLI connects to the second, which the system resolver
-/// knows. (`localhost` itself has no CAA records: resolvers answer it locally, RFC 6761.)
-const CAA_DOMAIN: &str = "appliance.acme.test";
-const DOMAIN: &str = "localhost";
 
 /// Runs `evidence verify … --json`; returns the exit code and the report.
 fn verify(args: &[&str]) -> (i32, Value) {
@@ -74,69 +64,6 @@ async fn get(client: &reqwest::Client, url: &str) -> Option<(u16, Vec<u8>)> {
     Some((status, rsp.bytes().await.ok()?.to_vec()))
 }
 
-/// A TLS relay on a free port presenting its own certificate for `DOMAIN` (from a CA
-/// whose PEM it returns) and forwarding every GET to `upstream_base`: a server whose
-/// certificate is not the one in the evidence it passes on.
-async fn impostor(upstream: reqwest::Client, upstream_base: String) -> (u16, String) {
-    use std::sync::Arc;
-
-    use http_body_util::Full;
-    use hyper::service::service_fn;
-    use rustls_pki_types::PrivateKeyDer;
-
-    let mut ca_params = rcgen::CertificateParams::new(Vec::<String>::new()).unwrap();
-    ca_params.is_ca = rcgen::IsCa::Ca(rcgen::BasicConstraints::Unconstrained);
-    let ca_key = rcgen::KeyPair::generate().unwrap();
-    let ca = ca_params.self_signed(&ca_key).unwrap();
-    let issuer = rcgen::Issuer::from_params(&ca_params, &ca_key);
-    let leaf_key = rcgen::KeyPair::generate().unwrap();
-    let leaf = rcgen::CertificateParams::new(vec![DOMAIN.to_owned()])
-        .unwrap()
-        .signed_by(&leaf_key, &issuer)
-        .unwrap();
-    let config = rustls::ServerConfig::builder_with_provider(Arc::new(
-        rustls::crypto::ring::default_provider(),
-    ))
-    .with_safe_default_protocol_versions()
-    .unwrap()
-    .with_no_client_auth()
-    .with_single_cert(
-        vec![leaf.der().clone()],
-        PrivateKeyDer::try_from(leaf_key.serialize_der()).unwrap(),
-    )
-    .unwrap();
-    let acceptor = tokio_rustls::TlsAcceptor::from(Arc::new(config));
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let port = listener.local_addr().unwrap().port();
-    tokio::spawn(async move {
-        while let Ok((tcp, _)) = listener.accept().await {
-            let (acceptor, upstream, base) =
-                (acceptor.clone(), upstream.clone(), upstream_base.clone());
-            tokio::spawn(async move {
-                let Ok(tls) = acceptor.accept(tcp).await else {
-                    return;
-                };
-                let service = service_fn(move |req: http::Request<hyper::body::Incoming>| {
-                    let (upstream, url) = (upstream.clone(), format!("{base}{}", req.uri()));
-                    async move {
-                        let rsp = upstream.get(url).send().await.unwrap();
-                        let mut out = http::Response::builder().status(rsp.status().as_u16());
-                        if let Some(ct) = rsp.headers().get("content-type") {
-                            out = out.header("content-type", ct.as_bytes());
-                        }
-                        let body = rsp.bytes().await.unwrap();
-                        Ok::<_, std::convert::Infallible>(out.body(Full::new(body)).unwrap())
-                    }
-                });
-                let _ = hyper::server::conn::http1::Builder::new()
-                    .serve_connection(hyper_util::rt::TokioIo::new(tls), service)
-                    .await;
-            });
-        }
-    });
-    (port, ca.pem())
-}
-
 fn write(dir: &Path, name: &str, text: &str) -> PathBuf {
     let path = dir.join(name);
     std::fs::write(&path, text).unwrap();
@@ -145,77 +72,17 @@ fn write(dir: &Path, name: &str, text: &str) -> PathBuf {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn evidence_verify_passes_then_fails_the_named_checks() {
-    // The governance contract on anvil.
-    let anvil = e2e::chain::anvil();
-    let owner = PrivateKeySigner::from(anvil.keys()[0].clone());
-    let chain = ProviderBuilder::new()
-        .wallet(owner)
-        .connect_http(anvil.endpoint_url());
-    let governance = deploy_app_governance(&chain).await.unwrap();
-
-    // Pebble validating TLS-ALPN-01 on the appliance's port.
-    let port = free_port();
-    let addr: SocketAddr = format!("127.0.0.1:{port}").parse().unwrap();
-    let pebble = Pebble::start(PebbleOptions {
-        tls_port: port,
-        http_port: free_port(),
-        ..PebbleOptions::default()
-    })
-    .await;
-    let root = pebble.root_pem().await;
-    let tmp = tempfile::tempdir().unwrap();
-    let root_file = write(tmp.path(), "pebble-root.pem", &root);
-
-    // The dev appliance (simulated quotes), app_id = the governance contract.
-    let env: Vec<(String, String)> = [
-        ("APPLIANCE_LISTEN", format!("127.0.0.1:{port}")),
-        (
-            "APPLIANCE_ACME__DIRECTORY_URL",
-            pebble.directory_url.clone(),
-        ),
-        (
-            "APPLIANCE_ACME__DOMAINS",
-            format!("[\"{CAA_DOMAIN}\", \"{DOMAIN}\"]"),
-        ),
-        (
-            "APPLIANCE_ACME__CA_BUNDLE",
-            pebble.ca_file.display().to_string(),
-        ),
-        ("APPLIANCE_ACME__RETRY_INITIAL_MS", "200".into()),
-        ("APPLIANCE_ACME__RETRY_MAX_MS", "2000".into()),
-        (
-            "APPLIANCE_CHAIN__GOVERNANCE_ADDRESS",
-            governance.to_string(),
-        ),
-    ]
-    .into_iter()
-    .map(|(k, v)| (k.to_owned(), v))
-    .collect();
-    let data = tempfile::tempdir().unwrap();
-    let app = Appliance::launch(data.path(), Launch::DevWith { env }).await;
-
-    // Wait for the ACME certificate and the evidence built for it.
-    let client = reqwest::Client::builder()
-        .add_root_certificate(reqwest::Certificate::from_pem(root.as_bytes()).unwrap())
-        .tls_built_in_root_certs(false)
-        .resolve(DOMAIN, addr)
-        .timeout(Duration::from_secs(10))
-        .build()
-        .unwrap();
-    let base = format!("https://{DOMAIN}:{port}");
-    let cert_name = format!("cert-{CAA_DOMAIN}.pem");
-    let ready = e2e::eventually_async(Duration::from_secs(60), || {
-        let (client, url, cert_name) = (client.clone(), format!("{base}/evidences/"), cert_name.clone());
-        async move {
-            matches!(get(&client, &url).await, Some((200, body)) if String::from_utf8_lossy(&body).contains(&cert_name))
-        }
-    })
-    .await;
-    assert!(
-        ready,
-        "no evidence for the ACME certificate; log:\n{}",
-        app.log()
+    // The whole chain (tests/common/attested.rs): Pebble ACME certificate (TLS-ALPN-01),
+    // the dev appliance (simulated quotes) with app_id = the governance contract on anvil,
+    // CAA naming its ACME account, its compose hash allowed.
+    let stack = AttestedStack::start().await;
+    let (client, base, cert_name) = (
+        stack.plain.clone(),
+        stack.base.clone(),
+        stack.cert_name.clone(),
     );
+    let (pebble, root, root_file, tmp) =
+        (&stack.pebble, &stack.root_pem, &stack.root_file, &stack.tmp);
 
     // The endpoints, as a client sees them.
     let (_, sums) = get(&client, &format!("{base}/evidences/sha256sum.txt"))
@@ -251,7 +118,7 @@ async fn evidence_verify_passes_then_fails_the_named_checks() {
         )
     );
     let account: Value = serde_json::from_slice(&account).unwrap();
-    let account_uri = account["uri"].as_str().unwrap().to_owned();
+    assert!(account["uri"].as_str().is_some(), "{account}");
     let (status, attestation) = get(&client, &format!("{base}/attestation")).await.unwrap();
     assert_eq!(status, 200);
     let attestation: Value = serde_json::from_slice(&attestation).unwrap();
@@ -260,7 +127,7 @@ async fn evidence_verify_passes_then_fails_the_named_checks() {
     let (_, info) = get(&client, &format!("{base}/info")).await.unwrap();
     let info: Value = serde_json::from_slice(&info).unwrap();
     let compose_hash = info["compose_hash"].as_str().unwrap().to_owned();
-    let compose = std::fs::read(data.path().join("app-compose.json")).unwrap();
+    let compose = std::fs::read(stack.app.data_dir.join("app-compose.json")).unwrap();
     assert_eq!(compose_hash, hex::encode(Sha256::digest(&compose)));
     assert_eq!(
         info["tcb_info"]["app_compose"].as_str().unwrap().as_bytes(),
@@ -268,29 +135,11 @@ async fn evidence_verify_passes_then_fails_the_named_checks() {
     );
     assert_eq!(
         info["app_id"].as_str().unwrap(),
-        hex::encode(governance.as_slice())
+        hex::encode(stack.governance.as_slice())
     );
 
-    // CAA for the domain names the appliance's ACME account; governance allows the hash.
-    pebble
-        .add_caa(
-            CAA_DOMAIN,
-            "issue",
-            &format!("pebble.letsencrypt.org; accounturi={account_uri}"),
-        )
-        .await;
-    let hash = B256::from_slice(&hex::decode(&compose_hash).unwrap());
-    let gov = IAppGovernance::new(governance, &chain);
-    gov.addComposeHash(hash)
-        .send()
-        .await
-        .unwrap()
-        .get_receipt()
-        .await
-        .unwrap();
-
     let url = base.clone();
-    let rpc = anvil.endpoint();
+    let rpc = stack.rpc_url();
     let root_arg = root_file.display().to_string();
     let args = [
         "--url",
@@ -311,28 +160,17 @@ async fn evidence_verify_passes_then_fails_the_named_checks() {
     }
 
     // The compose hash leaves the allow list: `governance` fails, by name.
-    gov.removeComposeHash(hash)
-        .send()
-        .await
-        .unwrap()
-        .get_receipt()
-        .await
-        .unwrap();
+    stack.allow(false).await;
     let (code, report) = verify(&args);
     assert_eq!(code, 1, "{report:#}");
     assert_eq!(check(&report, "governance")["status"], "fail", "{report:#}");
     assert_eq!(check(&report, "tls-certificate")["status"], "pass");
-    gov.addComposeHash(hash)
-        .send()
-        .await
-        .unwrap()
-        .get_receipt()
-        .await
-        .unwrap();
+    stack.allow(true).await;
 
     // A server with another (valid) certificate for the domain relays the genuine
     // evidence: `tls-certificate` fails, by name.
-    let (relay_port, relay_ca) = impostor(client.clone(), base.clone()).await;
+    let relay = Relay::start(DOMAIN, client.clone(), base.clone(), None).await;
+    let (relay_port, relay_ca) = (relay.port, relay.ca_pem.clone());
     let both_roots = write(tmp.path(), "roots.pem", &format!("{root}{relay_ca}"));
     let relay_url = format!("https://{DOMAIN}:{relay_port}");
     let both_arg = both_roots.display().to_string();
@@ -404,19 +242,19 @@ async fn evidence_verify_passes_then_fails_the_named_checks() {
     assert_eq!(check(&report, "governance")["status"], "pass", "{report:#}");
 
     // A renewal (forced) replaces the certificate; the evidence follows and verifies.
-    e2e::signal(app.pid(), "USR1");
+    e2e::signal(stack.app.pid(), "USR1");
     let cert_url = format!("{base}/evidences/{cert_name}");
     let renewed = e2e::eventually_async(Duration::from_secs(60), || {
         let (client, url, old) = (client.clone(), cert_url.clone(), cert_pem.clone());
         async move { matches!(get(&client, &url).await, Some((200, body)) if body != old) }
     })
     .await;
-    assert!(renewed, "evidence not rebuilt; log:\n{}", app.log());
+    assert!(renewed, "evidence not rebuilt; log:\n{}", stack.app.log());
     let (_, new_sums) = get(&client, &format!("{base}/evidences/sha256sum.txt"))
         .await
         .unwrap();
     assert_ne!(new_sums, sums.as_bytes());
     let (code, report) = verify(&args);
     assert_eq!(code, 0, "{report:#}");
-    drop(app);
+    drop(stack);
 }
