@@ -502,13 +502,9 @@ impl Client {
         };
         let status = rsp.status();
         let headers = rsp.headers().clone();
-        if rsp.content_length().unwrap_or(0) > MAX_RESPONSE as u64 {
-            return Attempt::Transport(format!("response larger than {MAX_RESPONSE} bytes"));
-        }
-        match rsp.bytes().await {
-            Ok(b) if b.len() <= MAX_RESPONSE => Attempt::Answer(status, headers, b.to_vec()),
-            Ok(_) => Attempt::Transport(format!("response larger than {MAX_RESPONSE} bytes")),
-            Err(e) => Attempt::Transport(error_chain(&e)),
+        match evidence::bundle::read_limited(rsp, MAX_RESPONSE).await {
+            Ok(body) => Attempt::Answer(status, headers, body),
+            Err(e) => Attempt::Transport(e.to_string()),
         }
     }
 }

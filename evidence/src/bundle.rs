@@ -28,6 +28,8 @@ use rustls_pki_types::pem::PemObject;
 const MAX_FILE: usize = 16 << 20;
 /// Most evidence files fetched.
 const MAX_FILES: usize = 64;
+/// Most bytes of evidence files fetched in all (each is also at most `MAX_FILE`).
+const MAX_TOTAL: usize = 64 << 20;
 
 /// Why a bundle could not be collected.
 #[derive(Debug, thiserror::Error)]
@@ -240,6 +242,7 @@ impl Bundle {
                 }
             }
         }
+        let mut total = 0usize;
         for name in names {
             if bundle.evidence_files.len() >= MAX_FILES {
                 break;
@@ -248,6 +251,13 @@ impl Bundle {
                 continue;
             }
             if let (Some(body), _) = get(&client, &format!("{base}/evidences/{name}")).await? {
+                total += body.len();
+                if total > MAX_TOTAL {
+                    return Err(BundleError::Http {
+                        url: format!("{base}/evidences/"),
+                        reason: format!("evidence files larger than {MAX_TOTAL} bytes in all"),
+                    });
+                }
                 bundle.evidence_files.insert(name, body);
             }
         }
@@ -332,14 +342,41 @@ async fn get(
         tracing::warn!(url, status = %resp.status(), "evidence document not served");
         return Ok((None, leaf));
     }
-    if resp.content_length().unwrap_or(0) > MAX_FILE as u64 {
-        return Err(err("response too large".to_owned()));
+    let body = read_limited(resp, MAX_FILE)
+        .await
+        .map_err(|e| err(e.to_string()))?;
+    Ok((Some(body), leaf))
+}
+
+/// Why [`read_limited`] stopped.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum ReadError {
+    #[error("response larger than {0} bytes")]
+    TooLarge(usize),
+    #[error("{0}")]
+    Transport(String),
+}
+
+/// Reads a response body of at most `max` bytes. A larger one is refused as soon as its
+/// `content-length`, or the chunks received so far, pass `max`: a hostile server cannot
+/// make the reader hold more than `max` bytes plus one chunk.
+pub async fn read_limited(mut resp: reqwest::Response, max: usize) -> Result<Vec<u8>, ReadError> {
+    if resp.content_length().is_some_and(|n| n > max as u64) {
+        return Err(ReadError::TooLarge(max));
     }
-    let body = resp.bytes().await.map_err(|e| err(e.to_string()))?;
-    if body.len() > MAX_FILE {
-        return Err(err("response too large".to_owned()));
+    let mut body = Vec::new();
+    while let Some(chunk) = resp
+        .chunk()
+        .await
+        .map_err(|e| ReadError::Transport(e.to_string()))?
+    {
+        if body.len() + chunk.len() > max {
+            return Err(ReadError::TooLarge(max));
+        }
+        body.extend_from_slice(&chunk);
     }
-    Ok((Some(body.to_vec()), leaf))
+    Ok(body)
 }
 
 #[cfg(test)]
@@ -373,6 +410,37 @@ mod tests {
         );
         assert_eq!(parse_sum_line("abc  file"), None);
         assert_eq!(parse_sum_line(""), None);
+    }
+
+    /// A plain-HTTP server that answers one request with an endless chunked body.
+    async fn endless_chunked_server() -> String {
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        tokio::spawn(async move {
+            let (mut tcp, _) = listener.accept().await.unwrap();
+            let mut buf = [0u8; 4096];
+            let _ = tcp.read(&mut buf).await;
+            let head = b"HTTP/1.1 200 OK\r\ntransfer-encoding: chunked\r\n\r\n";
+            if tcp.write_all(head).await.is_err() {
+                return;
+            }
+            let chunk = format!("10000\r\n{}\r\n", "x".repeat(0x10000));
+            // Stops when the reader hangs up.
+            while tcp.write_all(chunk.as_bytes()).await.is_ok() {}
+        });
+        format!("http://{addr}/")
+    }
+
+    #[tokio::test]
+    async fn an_endless_chunked_body_is_cut_at_the_bound() {
+        let url = endless_chunked_server().await;
+        let resp = reqwest::get(&url).await.unwrap();
+        assert!(resp.content_length().is_none(), "no length announced");
+        match read_limited(resp, 1 << 20).await {
+            Err(ReadError::TooLarge(max)) => assert_eq!(max, 1 << 20),
+            other => panic!("expected TooLarge, got {other:?}"),
+        }
     }
 
     #[test]
