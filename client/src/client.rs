@@ -19,7 +19,9 @@ use serde::Serialize;
 use serde::de::DeserializeOwned;
 use zeroize::Zeroizing;
 
-use crate::error::{ClientError, ErrorEnvelope};
+use appliance_api::error::ErrorBody;
+
+use crate::error::ClientError;
 use crate::pinning::{LeafHash, PinnedVerifier, Pins};
 use crate::policy::Policy;
 use crate::verification::{Verification, verify_deployment};
@@ -226,6 +228,11 @@ impl Client {
     /// The deployment's base URL.
     pub fn base_url(&self) -> &str {
         &self.inner.base
+    }
+
+    /// Whether an API key is configured.
+    pub fn has_api_key(&self) -> bool {
+        self.inner.api_key.is_some()
     }
 
     /// The policy in force.
@@ -448,7 +455,7 @@ impl Client {
                     .map(str::to_owned),
             });
         }
-        match serde_json::from_slice::<ErrorEnvelope>(&bytes) {
+        match serde_json::from_slice::<ErrorBody>(&bytes) {
             Ok(env) => Err(ClientError::Api {
                 status: status.as_u16(),
                 error: env.error,

@@ -1,24 +1,10 @@
 //! The client's one error type: every way a call can fail, typed, so that an application
 //! can tell "the deployment is not the one you asked for" from "the server said no".
 
+/// The server's error fields, `{"error":{"code","reason","description"}}`: the very type
+/// the server serializes (`appliance_api::error::ErrorDetail`).
+pub use appliance_api::error::ErrorDetail as ServerError;
 use evidence::check::Report;
-use serde::Deserialize;
-
-/// The server's error envelope, `{"error":{"code","reason","description"}}`.
-#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
-pub struct ServerError {
-    /// The HTTP status code, repeated in the body.
-    pub code: u16,
-    /// The status's reason phrase (`Forbidden`, …).
-    pub reason: String,
-    /// What went wrong, for a person.
-    pub description: String,
-}
-
-#[derive(Deserialize)]
-pub(crate) struct ErrorEnvelope {
-    pub error: ServerError,
-}
 
 /// Why a call (or a verification) failed.
 #[derive(Debug, thiserror::Error)]

@@ -33,10 +33,14 @@ mod client;
 mod error;
 pub mod pinning;
 mod policy;
+mod typed;
 mod verification;
 
+/// The wire types and endpoint descriptions the client and the server share.
+pub use appliance_api as api;
 pub use client::{API_PREFIX, Client, ClientBuilder, Credential, erased};
 pub use error::{ClientError, ServerError};
 pub use evidence;
 pub use policy::Policy;
+pub use typed::METHODS;
 pub use verification::{Verification, verify_bundle, verify_deployment};

@@ -21,6 +21,7 @@ pub fn binary(name: &str) -> PathBuf {
     let package = match name {
         "action-worker" => "appliance/runtime",
         "worker-launcher" => "appliance/worker-launcher",
+        "appliance-cli" => "client/cli",
         other => other,
     };
     test_support::binaries::fresh_binary(

@@ -14,11 +14,14 @@ use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
 
+use appliance_client::api::PagingParams;
+use appliance_client::api::accounts::NewAccountRequest;
+use appliance_client::api::groups::{AddGroupRequest, AddGroupResponse, GroupItem};
 use appliance_client::evidence::check::Status;
-use appliance_client::{Client, ClientError, Credential, Policy};
+use appliance_client::{Client, ClientError, Policy};
 use e2e::attested::{AttestedStack, CAA_DOMAIN, DOMAIN};
 use e2e::relay::{Relay, Switch, Tamper};
-use serde_json::{Value, json};
+use serde_json::Value;
 
 fn policy(stack: &AttestedStack) -> Policy {
     Policy {
@@ -55,26 +58,25 @@ fn build(
 }
 
 async fn new_account(c: &Client) -> String {
-    let v: Value = c
-        .post_json(
-            "/core/v1/new_account",
-            &json!({"account_name": "attested"}),
-            Credential::None,
-        )
-        .await
-        .unwrap();
-    v["api_key"].as_str().unwrap().to_owned()
+    let request = NewAccountRequest {
+        account_name: "attested".into(),
+        account_description: None,
+        email: None,
+    };
+    c.new_account(&request).await.unwrap().api_key
 }
 
-async fn list_groups(c: &Client) -> Result<Value, ClientError> {
-    c.request(
-        http::Method::GET,
-        "/core/v1/list_groups",
-        None,
-        None,
-        Credential::ApiKey,
-    )
-    .await
+async fn list_groups(c: &Client) -> Result<Vec<GroupItem>, ClientError> {
+    c.list_groups(&PagingParams::default()).await
+}
+
+/// `add_group` through the typed method.
+async fn add_group(c: &Client, name: &str) -> Result<AddGroupResponse, ClientError> {
+    let request = AddGroupRequest {
+        group_name: name.into(),
+        ..AddGroupRequest::default()
+    };
+    c.add_group(&request).await
 }
 
 fn trust_both(stack: &AttestedStack, relay: &Relay) -> std::path::PathBuf {
@@ -134,17 +136,10 @@ async fn the_key_goes_only_to_the_verified_deployment_and_survives_a_renewal() {
         true,
     );
     let groups = list_groups(&keyed).await.unwrap();
-    assert_eq!(groups, json!([]));
+    assert!(groups.is_empty(), "{groups:?}");
     assert_eq!(keyed.verification_count(), 1);
     // The server's error envelope arrives typed.
-    let err = keyed
-        .post_json::<_, Value>(
-            "/core/v1/add_group",
-            &json!({"group_name": ""}),
-            Credential::ApiKey,
-        )
-        .await
-        .unwrap_err();
+    let err = add_group(&keyed, "").await.unwrap_err();
     match &err {
         ClientError::Api { status: 400, error } => {
             assert_eq!(error.code, 400);
@@ -297,14 +292,7 @@ async fn evidence_that_fails_a_check_stops_the_client_before_it_sends_anything()
     // (governance), and a write with the key never reaches the server.
     stack.allow(false).await;
     let c = client(&stack, &stack.base, Some(&key), policy(&stack));
-    let err = c
-        .post_json::<_, Value>(
-            "/core/v1/add_group",
-            &json!({"group_name": "never"}),
-            Credential::ApiKey,
-        )
-        .await
-        .unwrap_err();
+    let err = add_group(&c, "never").await.unwrap_err();
     let report = err.report().unwrap_or_else(|| panic!("{err:?}"));
     assert_eq!(report.failed(), vec!["governance"], "{}", report.to_text());
     assert!(matches!(
@@ -314,7 +302,7 @@ async fn evidence_that_fails_a_check_stops_the_client_before_it_sends_anything()
     // Allowed again: a new client verifies, and the write above never happened.
     stack.allow(true).await;
     let c = client(&stack, &stack.base, Some(&key), policy(&stack));
-    assert_eq!(list_groups(&c).await.unwrap(), json!([]));
+    assert!(list_groups(&c).await.unwrap().is_empty());
     c.verify().await.unwrap();
 
     // Expected compose hashes: a deployment running another one is refused.

@@ -14,6 +14,7 @@ mod actions;
 mod attested_client;
 mod billing;
 mod chain_mirror;
+mod cli;
 mod container;
 mod deploy;
 mod durability;

@@ -1,0 +1,312 @@
+//! The command line.
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+
+use clap::{Args, Parser, Subcommand};
+
+/// appliance-cli: verify an appliance deployment's TDX evidence, then manage accounts,
+/// keys, groups, wallets and actions over a connection pinned to what was verified.
+///
+/// Exit status: 0 success; 1 another failure; 2 a usage error; 3 the deployment did not
+/// verify (nothing was sent with the API key); 4 the server refused the request (4xx);
+/// 5 the server failed or could not be reached (5xx, network, timeout); 6 the profile is
+/// missing or unusable; 7 an action ran and reported an error.
+#[derive(Parser, Debug)]
+#[command(name = "appliance-cli", version)]
+pub struct Cli {
+    /// The profile to use (in profiles.toml of the config directory).
+    #[arg(long, global = true, env = "APPLIANCE_PROFILE", default_value = crate::profile::DEFAULT_PROFILE)]
+    pub profile: String,
+    /// Print one JSON document on stdout instead of tables.
+    #[arg(long, global = true)]
+    pub json: bool,
+    /// Deployment URL for this run, instead of the profile's.
+    #[arg(long, global = true, env = "APPLIANCE_URL", value_name = "URL")]
+    pub url: Option<String>,
+    /// API key for this run, instead of the profile's (prefer the environment variable:
+    /// a command line is visible to other users).
+    #[arg(
+        long,
+        global = true,
+        env = "APPLIANCE_API_KEY",
+        hide_env_values = true,
+        value_name = "KEY"
+    )]
+    pub api_key: Option<String>,
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+#[derive(Subcommand, Debug)]
+pub enum Command {
+    /// Show or change a profile.
+    #[command(subcommand)]
+    Profile(ProfileCommand),
+    /// Verify the deployment and print the report.
+    Verify,
+    /// Accounts.
+    #[command(subcommand)]
+    Account(AccountCommand),
+    /// Usage API keys (needs the account key).
+    #[command(subcommand)]
+    Keys(KeysCommand),
+    /// Groups.
+    #[command(subcommand)]
+    Groups(GroupsCommand),
+    /// Wallets (PKPs).
+    #[command(subcommand)]
+    Wallets(WalletsCommand),
+    /// Registered actions, and running one.
+    #[command(subcommand)]
+    Actions(ActionsCommand),
+    /// Credit.
+    #[command(subcommand)]
+    Billing(BillingCommand),
+}
+
+#[derive(Subcommand, Debug)]
+pub enum ProfileCommand {
+    /// Create or change the profile: only the options given change. The global `--url`
+    /// and `--api-key` (or `APPLIANCE_URL`, `APPLIANCE_API_KEY`) are stored too.
+    Set(Box<ProfileSet>),
+    /// Print the profile (the API key is never printed) and where it is stored.
+    Show,
+}
+
+#[derive(Args, Debug, Default)]
+pub struct ProfileSet {
+    /// Read the API key from the first line of stdin and store it.
+    #[arg(long)]
+    pub api_key_stdin: bool,
+    /// Forget the stored API key.
+    #[arg(long, conflicts_with = "api_key_stdin")]
+    pub clear_api_key: bool,
+    /// Extra CA certificates (PEM) to trust beside the web PKI.
+    #[arg(long, value_name = "PEM")]
+    pub ca_file: Option<PathBuf>,
+    /// Accept simulated quotes (the development stack only: NOT confidential).
+    #[arg(long, value_name = "true|false")]
+    pub allow_simulated: Option<bool>,
+    /// Compose hash the deployment must run (repeat for several; replaces the list).
+    #[arg(long = "compose-hash", value_name = "HEX")]
+    pub compose_hashes: Vec<String>,
+    /// TCB statuses that pass (comma-separated; replaces the list).
+    #[arg(long, value_delimiter = ',')]
+    pub accept_status: Vec<String>,
+    /// JSON-RPC URL of the chain holding the governance contract.
+    #[arg(long, value_name = "URL")]
+    pub rpc_url: Option<String>,
+    /// PCCS URL for quote collateral.
+    #[arg(long, value_name = "URL", conflicts_with = "collateral")]
+    pub pccs_url: Option<String>,
+    /// dcap-qvl collateral file for the quotes.
+    #[arg(long, value_name = "FILE")]
+    pub collateral: Option<PathBuf>,
+    /// DNS server for the CAA check.
+    #[arg(long, value_name = "IP:PORT")]
+    pub dns: Option<SocketAddr>,
+    /// Domain whose CAA records govern the certificate.
+    #[arg(long)]
+    pub caa_domain: Option<String>,
+    /// Checks accepted as not run (comma-separated; replaces the list).
+    #[arg(long, value_delimiter = ',')]
+    pub skip: Vec<String>,
+    /// Seconds a verification is trusted.
+    #[arg(long, value_name = "SECONDS")]
+    pub cache_secs: Option<u64>,
+    /// Seconds a request may take.
+    #[arg(long, value_name = "SECONDS")]
+    pub timeout_secs: Option<u64>,
+}
+
+#[derive(Subcommand, Debug)]
+pub enum AccountCommand {
+    /// Create an API-mode account; prints its account key (shown once).
+    New {
+        #[arg(long)]
+        name: String,
+        #[arg(long)]
+        description: Option<String>,
+        #[arg(long)]
+        email: Option<String>,
+        /// Store the new account key in the profile.
+        #[arg(long)]
+        save: bool,
+    },
+    /// Whether the API key is a live account key.
+    Exists,
+}
+
+/// Permissions of a usage key.
+#[derive(Args, Debug, Default, Clone)]
+pub struct KeyPermissions {
+    #[arg(long)]
+    pub can_create_groups: bool,
+    #[arg(long)]
+    pub can_delete_groups: bool,
+    #[arg(long)]
+    pub can_create_pkps: bool,
+    /// Group whose actions the key may run (repeat).
+    #[arg(long = "execute-in-group", value_name = "GROUP")]
+    pub execute_in_groups: Vec<u64>,
+    /// Group whose action list the key may change (repeat).
+    #[arg(long = "manage-actions-in-group", value_name = "GROUP")]
+    pub manage_ipfs_ids_in_groups: Vec<u64>,
+    /// Group the key may add wallets to (repeat).
+    #[arg(long = "add-wallet-to-group", value_name = "GROUP")]
+    pub add_pkp_to_groups: Vec<u64>,
+    /// Group the key may remove wallets from (repeat).
+    #[arg(long = "remove-wallet-from-group", value_name = "GROUP")]
+    pub remove_pkp_from_groups: Vec<u64>,
+}
+
+/// A page of a list.
+#[derive(Args, Debug, Default, Clone, Copy)]
+pub struct Page {
+    /// 0-based page.
+    #[arg(long)]
+    pub page: Option<u64>,
+    /// Items per page (server default 100, at most 1000).
+    #[arg(long)]
+    pub page_size: Option<u32>,
+}
+
+#[derive(Subcommand, Debug)]
+pub enum KeysCommand {
+    /// Create a usage key; prints it (shown once).
+    Add {
+        #[arg(long)]
+        name: String,
+        #[arg(long, default_value = "")]
+        description: String,
+        #[command(flatten)]
+        permissions: KeyPermissions,
+    },
+    List(Page),
+    /// Replace a usage key's permissions (and optionally its name and description).
+    Update {
+        /// The usage key.
+        key: String,
+        #[arg(long)]
+        name: Option<String>,
+        #[arg(long)]
+        description: Option<String>,
+        #[command(flatten)]
+        permissions: KeyPermissions,
+    },
+    /// Revoke a usage key.
+    Remove {
+        key: String,
+    },
+}
+
+#[derive(Subcommand, Debug)]
+pub enum GroupsCommand {
+    Add {
+        #[arg(long)]
+        name: String,
+        #[arg(long, default_value = "")]
+        description: String,
+        /// Wallet (pkp id) permitted in the group (repeat).
+        #[arg(long = "wallet", value_name = "PKP_ID")]
+        wallets: Vec<String>,
+        /// Action (hashed CID) permitted in the group (repeat).
+        #[arg(long = "action", value_name = "HASHED_CID")]
+        actions: Vec<String>,
+    },
+    List(Page),
+    /// Replace a group's name, description, wallets and actions.
+    Update {
+        group: u64,
+        #[arg(long)]
+        name: String,
+        #[arg(long, default_value = "")]
+        description: String,
+        #[arg(long = "wallet", value_name = "PKP_ID")]
+        wallets: Vec<String>,
+        #[arg(long = "action", value_name = "HASHED_CID")]
+        actions: Vec<String>,
+    },
+    Remove {
+        group: u64,
+    },
+    AddWallet {
+        group: u64,
+        pkp_id: String,
+    },
+    RemoveWallet {
+        group: u64,
+        pkp_id: String,
+    },
+    /// Permit an action (by IPFS CID) in a group.
+    AddAction {
+        group: u64,
+        cid: String,
+    },
+    /// Remove an action (by hashed CID) from a group.
+    RemoveAction {
+        group: u64,
+        hashed_cid: String,
+    },
+}
+
+#[derive(Subcommand, Debug)]
+pub enum WalletsCommand {
+    /// Create a wallet (a server-held secp256k1 key).
+    New {
+        #[arg(long, default_value = "")]
+        name: String,
+        #[arg(long, default_value = "")]
+        description: String,
+    },
+    List {
+        /// Only the wallets of this group.
+        #[arg(long)]
+        group: Option<u64>,
+        #[command(flatten)]
+        page: Page,
+    },
+}
+
+#[derive(Subcommand, Debug)]
+pub enum ActionsCommand {
+    /// Register the JavaScript in FILE as an action (its CID is computed by the server).
+    Add {
+        file: PathBuf,
+        #[arg(long)]
+        name: String,
+        #[arg(long, default_value = "")]
+        description: String,
+        /// Also permit it in this group.
+        #[arg(long)]
+        group: Option<u64>,
+    },
+    List {
+        #[arg(long)]
+        group: Option<u64>,
+        #[command(flatten)]
+        page: Page,
+    },
+    /// Delete a registered action (by hashed CID).
+    Remove { hashed_cid: String },
+    /// Run the JavaScript in FILE (or a registered action by --cid).
+    Run {
+        #[arg(required_unless_present = "cid", conflicts_with = "cid")]
+        file: Option<PathBuf>,
+        /// The IPFS CID of a registered action.
+        #[arg(long)]
+        cid: Option<String>,
+        /// The action's `jsParams`, as JSON.
+        #[arg(long, value_name = "JSON")]
+        params: Option<String>,
+    },
+}
+
+#[derive(Subcommand, Debug)]
+pub enum BillingCommand {
+    /// The account's prepaid credit.
+    Balance,
+    /// What calls cost.
+    Prices,
+}

@@ -1,0 +1,283 @@
+//! `appliance-cli` (`client/cli`) end to end, as an operator would run it, against the
+//! whole attested chain on one machine (`e2e::attested::AttestedStack`): a profile stored
+//! with mode 0600, `verify`, an account created and its key saved, then keys, groups,
+//! wallets, actions and billing, every `--json` output parsed, and the documented exit
+//! statuses for a deployment that does not verify, a refused request, a failing action
+//! and an unsafe profile file.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::os::unix::fs::PermissionsExt;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+use e2e::attested::{AttestedStack, CAA_DOMAIN};
+use serde_json::Value;
+
+/// The CLI, with its own config directory and none of the caller's variables.
+struct Cli {
+    bin: PathBuf,
+    config: tempfile::TempDir,
+}
+
+impl Cli {
+    fn new() -> Self {
+        Self {
+            bin: e2e::binary("appliance-cli"),
+            config: tempfile::tempdir().unwrap(),
+        }
+    }
+
+    fn dir(&self) -> PathBuf {
+        self.config.path().join("appliance-cli")
+    }
+
+    fn file(&self) -> PathBuf {
+        self.dir().join("profiles.toml")
+    }
+
+    fn run(&self, args: &[&str]) -> Output {
+        Command::new(&self.bin)
+            .args(args)
+            .env_clear()
+            .env("APPLIANCE_CLI_CONFIG_DIR", self.dir())
+            .env("PATH", std::env::var_os("PATH").unwrap_or_default())
+            .output()
+            .unwrap()
+    }
+
+    /// Runs a command that must succeed, and returns its stdout.
+    fn ok(&self, args: &[&str]) -> String {
+        let out = self.run(args);
+        assert!(
+            out.status.success(),
+            "appliance-cli {args:?}: {:?}\nstdout: {}\nstderr: {}",
+            out.status,
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(
+            !stderr.contains('\r'),
+            "progress on a stderr that is not a terminal: {stderr:?}"
+        );
+        String::from_utf8(out.stdout).unwrap()
+    }
+
+    /// Runs a `--json` command that must succeed, and parses its stdout.
+    fn json(&self, args: &[&str]) -> Value {
+        let mut all = vec!["--json"];
+        all.extend_from_slice(args);
+        let text = self.ok(&all);
+        serde_json::from_str(&text).unwrap_or_else(|e| panic!("{args:?}: {e}: {text}"))
+    }
+
+    /// Runs a command that must fail with exit status `code`; returns stderr.
+    fn fails(&self, code: i32, args: &[&str]) -> String {
+        let out = self.run(args);
+        let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+        assert_eq!(
+            out.status.code(),
+            Some(code),
+            "appliance-cli {args:?}\nstdout: {}\nstderr: {stderr}",
+            String::from_utf8_lossy(&out.stdout)
+        );
+        stderr
+    }
+}
+
+fn mode(path: &Path) -> u32 {
+    std::fs::metadata(path).unwrap().permissions().mode() & 0o777
+}
+
+fn profile_args(stack: &AttestedStack) -> Vec<String> {
+    vec![
+        "profile".into(),
+        "set".into(),
+        "--url".into(),
+        stack.base.clone(),
+        "--ca-file".into(),
+        stack.root_file.display().to_string(),
+        "--allow-simulated".into(),
+        "true".into(),
+        "--rpc-url".into(),
+        stack.rpc_url(),
+        "--dns".into(),
+        stack.dns().to_string(),
+        "--caa-domain".into(),
+        CAA_DOMAIN.into(),
+    ]
+}
+
+fn strs(v: &[String]) -> Vec<&str> {
+    v.iter().map(String::as_str).collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_operator_session_from_profile_to_action() {
+    let stack = AttestedStack::start().await;
+    let cli = Cli::new();
+
+    // A command before any profile exists says how to make one.
+    let err = cli.fails(6, &["groups", "list"]);
+    assert!(err.contains("profile set"), "{err}");
+
+    // The profile: stored with mode 0600 in a 0700 directory, the key never shown.
+    let set = profile_args(&stack);
+    let shown = cli.json(&strs(&set));
+    assert_eq!(shown["settings"]["url"], Value::String(stack.base.clone()));
+    assert_eq!(mode(&cli.file()), 0o600);
+    assert_eq!(mode(&cli.dir()), 0o700);
+
+    // verify: every check passes, the report says simulated.
+    let report = cli.json(&["verify"]);
+    assert_eq!(report["report"]["ok"], Value::Bool(true), "{report}");
+    assert_eq!(report["simulated"], Value::Bool(true));
+    let text = cli.ok(&["verify"]);
+    assert!(
+        text.contains("verified: every required check passed"),
+        "{text}"
+    );
+    assert!(text.contains("NOT confidential"), "{text}");
+
+    // A call that needs a key, with none stored, fails locally.
+    cli.fails(6, &["groups", "list"]);
+
+    // account new --save: the key lands in the profile, which stays private.
+    let account = cli.json(&["account", "new", "--name", "cli", "--save"]);
+    let key = account["api_key"].as_str().unwrap().to_owned();
+    assert!(std::fs::read_to_string(cli.file()).unwrap().contains(&key));
+    assert_eq!(mode(&cli.file()), 0o600);
+    let show = cli.ok(&["profile", "show"]);
+    assert!(!show.contains(&key), "profile show printed the key");
+    assert!(show.contains("(set, not shown)"), "{show}");
+    assert_eq!(cli.json(&["account", "exists"]), Value::Bool(true));
+
+    // Wallets and groups.
+    let wallet = cli.json(&["wallets", "new", "--name", "hot"]);
+    let address = wallet["wallet_address"].as_str().unwrap().to_owned();
+    let pkp = wallet["pkp_id"].as_str().unwrap().to_owned();
+    let listed = cli.json(&["wallets", "list"]);
+    // The account's own wallet, then the new one.
+    let hot: Vec<&Value> = listed
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|w| w["wallet_address"] == Value::String(address.clone()))
+        .collect();
+    assert_eq!(hot.len(), 1, "{listed}");
+    assert_eq!(hot[0]["name"], Value::String("hot".into()));
+    let table = cli.ok(&["wallets", "list"]);
+    assert!(table.starts_with("ID "), "{table}");
+    assert!(table.contains(&address) && table.contains("hot"), "{table}");
+
+    let group = cli.json(&["groups", "add", "--name", "ops"]);
+    let group_id = group["group_id"].as_str().unwrap().to_owned();
+    cli.json(&["groups", "add-wallet", &group_id, &pkp]);
+    let in_group = cli.json(&["wallets", "list", "--group", &group_id]);
+    assert_eq!(
+        in_group[0]["pkp_id"],
+        Value::String(pkp.clone()),
+        "{in_group}"
+    );
+    let groups = cli.ok(&["groups", "list"]);
+    assert!(groups.contains("ops"), "{groups}");
+
+    // Actions: register a file in the group, list it, run it with parameters.
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("add.js");
+    std::fs::write(&file, "async function main(p) { return p.a + p.b; }").unwrap();
+    let file = file.display().to_string();
+    let added = cli.json(&[
+        "actions", "add", &file, "--name", "adder", "--group", &group_id,
+    ]);
+    let cid = added["ipfs_cid"].as_str().unwrap().to_owned();
+    assert!(cid.starts_with("Qm"), "{added}");
+    let actions = cli.json(&["actions", "list", "--group", &group_id]);
+    assert_eq!(
+        actions[0]["ipfs_cid"],
+        Value::String(cid.clone()),
+        "{actions}"
+    );
+    let ran = cli.json(&["actions", "run", &file, "--params", r#"{"a":2,"b":40}"#]);
+    assert_eq!(ran["response"], serde_json::json!(42), "{ran}");
+    let ran = cli.json(&[
+        "actions",
+        "run",
+        "--cid",
+        &cid,
+        "--params",
+        r#"{"a":1,"b":1}"#,
+    ]);
+    assert_eq!(ran["response"], serde_json::json!(2), "{ran}");
+    // An action that throws: its output is printed, and the exit status says so.
+    let bad = dir.path().join("bad.js");
+    std::fs::write(&bad, "async function main() { throw new Error('boom'); }").unwrap();
+    let err = cli.fails(7, &["actions", "run", bad.to_str().unwrap()]);
+    assert!(err.contains("boom"), "{err}");
+    cli.fails(1, &["actions", "run", &file, "--params", "{not json"]);
+
+    // Usage keys: add, list, update, remove.
+    let usage = cli.json(&[
+        "keys",
+        "add",
+        "--name",
+        "runner",
+        "--execute-in-group",
+        &group_id,
+    ]);
+    let usage_key = usage["usage_api_key"].as_str().unwrap().to_owned();
+    let keys = cli.json(&["keys", "list"]);
+    assert_eq!(keys[0]["name"], Value::String("runner".into()), "{keys}");
+    assert_eq!(
+        keys[0]["execute_in_groups"][0],
+        Value::String(group_id.clone())
+    );
+    cli.json(&[
+        "keys",
+        "update",
+        &usage_key,
+        "--name",
+        "runner2",
+        "--can-create-pkps",
+    ]);
+    let keys = cli.json(&["keys", "list"]);
+    assert_eq!(keys[0]["name"], Value::String("runner2".into()), "{keys}");
+    assert_eq!(keys[0]["can_create_pkps"], Value::Bool(true));
+    assert_eq!(keys[0]["execute_in_groups"], serde_json::json!([]));
+    // The usage key works for this run only, with --api-key.
+    cli.json(&["--api-key", &usage_key, "wallets", "new"]);
+    cli.json(&["keys", "remove", &usage_key]);
+    assert_eq!(cli.json(&["keys", "list"]), serde_json::json!([]));
+    // A removed key is refused by the server: exit status 4.
+    let err = cli.fails(4, &["--api-key", &usage_key, "wallets", "list"]);
+    assert!(err.contains("401") || err.contains("403"), "{err}");
+
+    // Billing.
+    let prices = cli.json(&["billing", "prices"]);
+    assert!(prices["billing_enabled"].is_boolean(), "{prices}");
+    let balance = cli.json(&["billing", "balance"]);
+    assert!(balance["balance_cents"].is_u64(), "{balance}");
+
+    // Removing the group.
+    cli.json(&["groups", "remove", &group_id]);
+    assert_eq!(cli.json(&["groups", "list"]), serde_json::json!([]));
+
+    // A profile that expects another compose hash: NOT verified (3), nothing sent.
+    let mut strict = vec!["--profile".to_owned(), "strict".to_owned()];
+    strict.extend(profile_args(&stack));
+    strict.extend(["--compose-hash".to_owned(), "00".repeat(32)]);
+    cli.json(&strs(&strict));
+    let err = cli.fails(3, &["--profile", "strict", "verify"]);
+    assert!(err.contains("compose hash"), "{err}");
+
+    // An unreachable deployment: exit status 5.
+    let out = cli.run(&["--json", "--url", "https://127.0.0.1:1", "verify"]);
+    assert_eq!(out.status.code(), Some(5), "{out:?}");
+
+    // A profile file that others can read is refused, not used.
+    std::fs::set_permissions(cli.file(), std::fs::Permissions::from_mode(0o644)).unwrap();
+    let err = cli.fails(6, &["groups", "list"]);
+    assert!(err.contains("chmod 600"), "{err}");
+    assert!(!err.contains(&key), "the error printed the key");
+}
