@@ -555,3 +555,6 @@ pub mod erased {
         }
     }
 }
+
+#[cfg(test)]
+mod tests;

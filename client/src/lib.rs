@@ -26,6 +26,14 @@
 //!     .build()?;
 //! let report = client.verify().await?; // optional: the first call verifies anyway
 //! println!("{}", report.report.to_text());
+//! // One typed method per endpoint, on the server's own wire types.
+//! let group = client
+//!     .add_group(&appliance_client::api::groups::AddGroupRequest {
+//!         group_name: "ops".into(),
+//!         ..Default::default()
+//!     })
+//!     .await?;
+//! println!("group {}", group.group_id);
 //! # Ok(()) }
 //! ```
 
