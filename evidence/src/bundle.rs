@@ -24,12 +24,23 @@ use std::time::Duration;
 use rustls_pki_types::CertificateDer;
 use rustls_pki_types::pem::PemObject;
 
-/// Largest response or file read into a bundle.
-const MAX_FILE: usize = 16 << 20;
-/// Most evidence files fetched.
-const MAX_FILES: usize = 64;
-/// Most bytes of evidence files fetched in all (each is also at most `MAX_FILE`).
-const MAX_TOTAL: usize = 64 << 20;
+/// How much an online fetch may read: a hostile deployment cannot make the verifier hold
+/// more than this.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Limits {
+    /// Largest response or file read into a bundle.
+    file: usize,
+    /// Most evidence files fetched.
+    files: usize,
+    /// Most bytes of evidence files fetched in all (each is also at most `file`).
+    total: usize,
+}
+
+const LIMITS: Limits = Limits {
+    file: 16 << 20,
+    files: 64,
+    total: 64 << 20,
+};
 
 /// Why a bundle could not be collected.
 #[derive(Debug, thiserror::Error)]
@@ -71,10 +82,10 @@ fn read_opt(path: &Path) -> Result<Option<Vec<u8>>, BundleError> {
                 reason: e.to_string(),
             });
         }
-        Ok(m) if m.len() > MAX_FILE as u64 => {
+        Ok(m) if m.len() > LIMITS.file as u64 => {
             return Err(BundleError::Io {
                 path: path.display().to_string(),
-                reason: format!("larger than {MAX_FILE} bytes"),
+                reason: format!("larger than {} bytes", LIMITS.file),
             });
         }
         Ok(_) => {}
@@ -138,7 +149,7 @@ impl Bundle {
                 path: ev.display().to_string(),
                 reason: e.to_string(),
             })?;
-            for entry in entries.flatten().take(MAX_FILES) {
+            for entry in entries.flatten().take(LIMITS.files) {
                 let name = entry.file_name().to_string_lossy().into_owned();
                 if !safe_name(&name) || !entry.path().is_file() {
                     continue;
@@ -203,6 +214,14 @@ impl Bundle {
     /// Collects a bundle from a running deployment at `base` (`https://host[:port]`),
     /// trusting the public web PKI plus `ca_pem` if given.
     pub async fn fetch(base: &str, ca_pem: Option<&Path>) -> Result<Self, BundleError> {
+        Self::fetch_within(base, ca_pem, LIMITS).await
+    }
+
+    async fn fetch_within(
+        base: &str,
+        ca_pem: Option<&Path>,
+        limits: Limits,
+    ) -> Result<Self, BundleError> {
         let url = reqwest::Url::parse(base).map_err(|_| BundleError::Url(base.to_owned()))?;
         if url.scheme() != "https" {
             return Err(BundleError::Url(base.to_owned()));
@@ -216,8 +235,8 @@ impl Bundle {
 
         // Transport and TLS failures are errors; a missing or non-JSON document is left out
         // so that the checks that need it fail by name.
-        let (attestation, leaf) = get(&client, &format!("{base}/attestation")).await?;
-        let (info, _) = get(&client, &format!("{base}/info")).await?;
+        let (attestation, leaf) = get(&client, limits.file, &format!("{base}/attestation")).await?;
+        let (info, _) = get(&client, limits.file, &format!("{base}/info")).await?;
         let mut bundle = Bundle {
             info: info.and_then(|b| serde_json::from_slice(&b).ok()),
             attestation: attestation.and_then(|b| serde_json::from_slice(&b).ok()),
@@ -226,14 +245,20 @@ impl Bundle {
             ..Default::default()
         };
 
-        let (listing, _) = get(&client, &format!("{base}/evidences/")).await?;
+        let (listing, _) = get(&client, limits.file, &format!("{base}/evidences/")).await?;
         let mut names: Vec<String> =
             cert_links(&String::from_utf8_lossy(&listing.unwrap_or_default()));
         for fixed in ["sha256sum.txt", "quote.json", "acme-account.json"] {
             names.push(fixed.to_owned());
         }
         // Also fetch whatever the checksums cover, so each can be checked.
-        if let (Some(sums), _) = get(&client, &format!("{base}/evidences/sha256sum.txt")).await? {
+        if let (Some(sums), _) = get(
+            &client,
+            limits.file,
+            &format!("{base}/evidences/sha256sum.txt"),
+        )
+        .await?
+        {
             for line in String::from_utf8_lossy(&sums).lines() {
                 if let Some((_, file)) = parse_sum_line(line)
                     && !names.iter().any(|n| n == file)
@@ -244,18 +269,20 @@ impl Bundle {
         }
         let mut total = 0usize;
         for name in names {
-            if bundle.evidence_files.len() >= MAX_FILES {
+            if bundle.evidence_files.len() >= limits.files {
                 break;
             }
             if !safe_name(&name) || bundle.evidence_files.contains_key(&name) {
                 continue;
             }
-            if let (Some(body), _) = get(&client, &format!("{base}/evidences/{name}")).await? {
+            if let (Some(body), _) =
+                get(&client, limits.file, &format!("{base}/evidences/{name}")).await?
+            {
                 total += body.len();
-                if total > MAX_TOTAL {
+                if total > limits.total {
                     return Err(BundleError::Http {
                         url: format!("{base}/evidences/"),
-                        reason: format!("evidence files larger than {MAX_TOTAL} bytes in all"),
+                        reason: format!("evidence files larger than {} bytes in all", limits.total),
                     });
                 }
                 bundle.evidence_files.insert(name, body);
@@ -322,6 +349,7 @@ pub fn http_client(ca_pem: Option<&Path>) -> Result<reqwest::Client, BundleError
 /// GET `url`: `None` for a non-2xx answer; the served leaf certificate beside it.
 async fn get(
     client: &reqwest::Client,
+    max: usize,
     url: &str,
 ) -> Result<(Option<Vec<u8>>, Option<Vec<u8>>), BundleError> {
     let err = |reason: String| BundleError::Http {
@@ -342,7 +370,7 @@ async fn get(
         tracing::warn!(url, status = %resp.status(), "evidence document not served");
         return Ok((None, leaf));
     }
-    let body = read_limited(resp, MAX_FILE)
+    let body = read_limited(resp, max)
         .await
         .map_err(|e| err(e.to_string()))?;
     Ok((Some(body), leaf))
@@ -441,6 +469,118 @@ mod tests {
             Err(ReadError::TooLarge(max)) => assert_eq!(max, 1 << 20),
             other => panic!("expected TooLarge, got {other:?}"),
         }
+    }
+
+    /// A TLS server for `localhost` that serves `/evidences/sha256sum.txt` naming five
+    /// files of `size` bytes each, and those files (one request per connection).
+    async fn evidence_server(size: usize, dir: &Path) -> (String, std::path::PathBuf) {
+        use std::sync::Arc;
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        let key = rcgen::KeyPair::generate().unwrap();
+        let cert = rcgen::CertificateParams::new(vec!["localhost".to_owned()])
+            .unwrap()
+            .self_signed(&key)
+            .unwrap();
+        let ca = dir.join("ca.pem");
+        std::fs::write(&ca, cert.pem()).unwrap();
+        let config = rustls::ServerConfig::builder_with_provider(Arc::new(
+            rustls::crypto::ring::default_provider(),
+        ))
+        .with_safe_default_protocol_versions()
+        .unwrap()
+        .with_no_client_auth()
+        .with_single_cert(
+            vec![cert.der().clone()],
+            rustls_pki_types::PrivateKeyDer::Pkcs8(key.serialize_der().into()),
+        )
+        .unwrap();
+        let acceptor = tokio_rustls::TlsAcceptor::from(Arc::new(config));
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let port = listener.local_addr().unwrap().port();
+        let names = ["a.bin", "b.bin", "c.bin", "d.bin", "e.bin"];
+        let sums: String = names
+            .iter()
+            .map(|n| format!("{}  {n}\n", "0".repeat(64)))
+            .collect();
+        tokio::spawn(async move {
+            while let Ok((tcp, _)) = listener.accept().await {
+                let acceptor = acceptor.clone();
+                let sums = sums.clone();
+                tokio::spawn(async move {
+                    let Ok(mut tls) = acceptor.accept(tcp).await else {
+                        return;
+                    };
+                    let mut head = Vec::new();
+                    let mut buf = [0u8; 4096];
+                    while !head.windows(4).any(|w| w == b"\r\n\r\n") {
+                        match tls.read(&mut buf).await {
+                            Ok(0) | Err(_) => return,
+                            Ok(n) => head.extend_from_slice(&buf[..n]),
+                        }
+                    }
+                    let line = String::from_utf8_lossy(&head);
+                    let path = line.split_whitespace().nth(1).unwrap_or("/").to_owned();
+                    let body = match path.as_str() {
+                        "/evidences/sha256sum.txt" => Some(sums.into_bytes()),
+                        p if p.ends_with(".bin") => Some(vec![b'x'; size]),
+                        _ => None,
+                    };
+                    let answer = match body {
+                        Some(b) => {
+                            let mut a = format!(
+                                "HTTP/1.1 200 OK\r\ncontent-length: {}\r\nconnection: close\r\n\r\n",
+                                b.len()
+                            )
+                            .into_bytes();
+                            a.extend_from_slice(&b);
+                            a
+                        }
+                        None => b"HTTP/1.1 404 Not Found\r\ncontent-length: 0\r\nconnection: close\r\n\r\n".to_vec(),
+                    };
+                    let _ = tls.write_all(&answer).await;
+                    let _ = tls.shutdown().await;
+                });
+            }
+        });
+        (format!("https://localhost:{port}"), ca)
+    }
+
+    /// Five files, each within the per-file bound, but more than the total bound in all:
+    /// the fetch stops with an error instead of holding them all.
+    #[tokio::test]
+    async fn evidence_files_are_bounded_in_all() {
+        assert_eq!(LIMITS.total, 64 << 20, "the documented bound");
+        let dir = tempfile::tempdir().unwrap();
+        let (base, ca) = evidence_server(900, dir.path()).await;
+        let tight = Limits {
+            file: 1000,
+            files: 64,
+            total: 2500,
+        };
+        match Bundle::fetch_within(&base, Some(&ca), tight).await {
+            Err(BundleError::Http { reason, .. }) => {
+                assert!(reason.contains("2500 bytes in all"), "{reason}");
+            }
+            other => panic!("expected the total bound, got {other:?}"),
+        }
+        // Within the bounds, the same server's files are all collected.
+        let roomy = Limits {
+            total: 10_000,
+            ..tight
+        };
+        let bundle = Bundle::fetch_within(&base, Some(&ca), roomy).await.unwrap();
+        assert_eq!(
+            bundle.evidence_files.len(),
+            6,
+            "{:?}",
+            bundle.evidence_files.keys()
+        );
+        // And one file over the per-file bound is refused on its own.
+        let small_files = Limits { file: 800, ..roomy };
+        let err = Bundle::fetch_within(&base, Some(&ca), small_files)
+            .await
+            .unwrap_err();
+        assert!(err.to_string().contains("larger than 800 bytes"), "{err}");
     }
 
     #[test]
