@@ -135,9 +135,22 @@ async fn the_key_goes_only_to_the_verified_deployment_and_survives_a_renewal() {
         Some(&key),
         true,
     );
-    let groups = list_groups(&keyed).await.unwrap();
-    assert!(groups.is_empty(), "{groups:?}");
-    assert_eq!(keyed.verification_count(), 1);
+    // Eight calls at once on the unverified client: one verification serves them all.
+    let calls: Vec<_> = (0..8)
+        .map(|_| {
+            let keyed = keyed.clone();
+            tokio::spawn(async move { list_groups(&keyed).await })
+        })
+        .collect();
+    for call in calls {
+        let groups = call.await.unwrap().unwrap();
+        assert!(groups.is_empty(), "{groups:?}");
+    }
+    assert_eq!(
+        keyed.verification_count(),
+        1,
+        "one verification for concurrent calls"
+    );
     // The server's error envelope arrives typed.
     let err = add_group(&keyed, "").await.unwrap_err();
     match &err {

@@ -281,3 +281,51 @@ async fn an_operator_session_from_profile_to_action() {
     assert!(err.contains("chmod 600"), "{err}");
     assert!(!err.contains(&key), "the error printed the key");
 }
+
+/// A long wait shows progress on a terminal (here a pseudo-terminal from util-linux's
+/// `script`), and nothing when stderr is not a terminal. The deployment here accepts
+/// connections and never answers, so the verification waits.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn progress_shows_on_a_terminal_only() {
+    let silent = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let url = format!("https://127.0.0.1:{}", silent.local_addr().unwrap().port());
+    let cli = Cli::new();
+    let command = format!("{} --url {url} verify", cli.bin.display());
+    let run = |tty: bool| {
+        let mut cmd = if tty {
+            let mut c = Command::new("script");
+            c.args(["-qefc", &command, "/dev/null"]);
+            c
+        } else {
+            let mut c = Command::new(&cli.bin);
+            c.args(["--url", &url, "verify"]);
+            c
+        };
+        let mut child = cmd
+            .env("APPLIANCE_CLI_CONFIG_DIR", cli.dir())
+            .stdin(std::process::Stdio::null())
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        std::thread::sleep(std::time::Duration::from_millis(1500));
+        let _ = child.kill();
+        let out = child.wait_with_output().unwrap();
+        format!(
+            "{}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        )
+    };
+    let on_tty = run(true);
+    assert!(
+        on_tty.contains(&format!("verifying {url}")) && on_tty.contains(" s)"),
+        "no progress on a terminal: {on_tty:?}"
+    );
+    let piped = run(false);
+    assert!(
+        !piped.contains("verifying"),
+        "progress without a terminal: {piped:?}"
+    );
+    drop(silent);
+}
