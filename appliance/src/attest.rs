@@ -11,6 +11,9 @@
 //!
 //! * `cert-<domain>.pem`: the served chain (leaf first);
 //! * `acme-account.json`: `{"uri": <ACME account URI>}` (ACME only);
+//! * `next-tls-key.json`: `{"spki_sha256": <hex>}`, the SHA-256 of the SubjectPublicKeyInfo
+//!   DER of the key the *next* certificate will use (ACME only): a client that verified
+//!   this set recognises the renewed certificate by its key before it sends it anything;
 //! * `sha256sum.txt`: `<sha256 hex>  <name>` for each file above, as `sha256sum` prints;
 //! * `quote.json`: a quote whose report_data = SHA-256(sha256sum.txt) ‖ 32 zero bytes;
 //! * `index.html`: the listing, linking every file.
@@ -133,6 +136,16 @@ pub async fn build(cert: &IssuedCert, keys: &Keys) -> Result<EvidenceSet, Attest
             "acme-account.json".into(),
             EvidenceFile {
                 bytes: account.to_string().into_bytes(),
+                content_type: "application/json",
+            },
+        );
+    }
+    if let Some(next) = &cert.next_key_sha256 {
+        let announced = serde_json::json!({ "spki_sha256": next });
+        files.insert(
+            "next-tls-key.json".into(),
+            EvidenceFile {
+                bytes: announced.to_string().into_bytes(),
                 content_type: "application/json",
             },
         );
@@ -417,6 +430,7 @@ mod tests {
             domains: vec!["a.test".into()],
             chain_pem: "-----BEGIN CERTIFICATE-----\nAA==\n-----END CERTIFICATE-----\n".into(),
             account_uri: "https://ca.test/acct/1".into(),
+            next_key_sha256: Some("ab".repeat(32)),
         }
     }
 
@@ -431,6 +445,7 @@ mod tests {
             [
                 "acme-account.json",
                 "cert-a.test.pem",
+                "next-tls-key.json",
                 "quote.json",
                 "sha256sum.txt"
             ]
@@ -441,7 +456,11 @@ mod tests {
             sums.contains(&format!("{expected_cert}  cert-a.test.pem\n")),
             "{sums}"
         );
-        assert_eq!(sums.lines().count(), 2);
+        assert_eq!(sums.lines().count(), 3);
+        let next: serde_json::Value =
+            serde_json::from_slice(&set.files["next-tls-key.json"].bytes).unwrap();
+        assert_eq!(next["spki_sha256"], "ab".repeat(32));
+        assert!(sums.contains("  next-tls-key.json\n"), "{sums}");
         let account: serde_json::Value =
             serde_json::from_slice(&set.files["acme-account.json"].bytes).unwrap();
         assert_eq!(account["uri"], "https://ca.test/acct/1");

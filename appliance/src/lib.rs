@@ -243,6 +243,7 @@ async fn start_with(mut config: Config, dev_anvil: Option<PathBuf>) -> Result<Ru
                 domains: config.tls.hostnames.clone(),
                 chain_pem,
                 account_uri: String::new(),
+                next_key_sha256: None,
             };
             tokio::sync::watch::channel(Some(Arc::new(cert))).1
         }

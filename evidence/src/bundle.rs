@@ -214,12 +214,19 @@ impl Bundle {
     /// Collects a bundle from a running deployment at `base` (`https://host[:port]`),
     /// trusting the public web PKI plus `ca_pem` if given.
     pub async fn fetch(base: &str, ca_pem: Option<&Path>) -> Result<Self, BundleError> {
-        Self::fetch_within(base, ca_pem, LIMITS).await
+        Self::fetch_within(base, &http_client(ca_pem)?, LIMITS).await
+    }
+
+    /// As [`Bundle::fetch`], over `client`, which must have `tls_info(true)` (the served
+    /// leaf is part of the evidence) and should not follow redirects: a caller that
+    /// restricts which servers it talks to (a pinned client) passes its own.
+    pub async fn fetch_using(base: &str, client: &reqwest::Client) -> Result<Self, BundleError> {
+        Self::fetch_within(base, client, LIMITS).await
     }
 
     async fn fetch_within(
         base: &str,
-        ca_pem: Option<&Path>,
+        client: &reqwest::Client,
         limits: Limits,
     ) -> Result<Self, BundleError> {
         let url = reqwest::Url::parse(base).map_err(|_| BundleError::Url(base.to_owned()))?;
@@ -230,13 +237,12 @@ impl Bundle {
             .host_str()
             .ok_or_else(|| BundleError::Url(base.to_owned()))?
             .to_owned();
-        let client = http_client(ca_pem)?;
         let base = base.trim_end_matches('/');
 
         // Transport and TLS failures are errors; a missing or non-JSON document is left out
         // so that the checks that need it fail by name.
-        let (attestation, leaf) = get(&client, limits.file, &format!("{base}/attestation")).await?;
-        let (info, _) = get(&client, limits.file, &format!("{base}/info")).await?;
+        let (attestation, leaf) = get(client, limits.file, &format!("{base}/attestation")).await?;
+        let (info, _) = get(client, limits.file, &format!("{base}/info")).await?;
         let mut bundle = Bundle {
             info: info.and_then(|b| serde_json::from_slice(&b).ok()),
             attestation: attestation.and_then(|b| serde_json::from_slice(&b).ok()),
@@ -245,7 +251,7 @@ impl Bundle {
             ..Default::default()
         };
 
-        let (listing, _) = get(&client, limits.file, &format!("{base}/evidences/")).await?;
+        let (listing, _) = get(client, limits.file, &format!("{base}/evidences/")).await?;
         let mut names: Vec<String> =
             cert_links(&String::from_utf8_lossy(&listing.unwrap_or_default()));
         for fixed in ["sha256sum.txt", "quote.json", "acme-account.json"] {
@@ -276,7 +282,7 @@ impl Bundle {
                 continue;
             }
             if let (Some(body), _) =
-                get(&client, limits.file, &format!("{base}/evidences/{name}")).await?
+                get(client, limits.file, &format!("{base}/evidences/{name}")).await?
             {
                 total += body.len();
                 if total > limits.total {
@@ -289,6 +295,42 @@ impl Bundle {
             }
         }
         Ok(bundle)
+    }
+}
+
+/// The evidence file in which a deployment announces the key its next certificate will
+/// use: `{"spki_sha256": <hex>}`, the SHA-256 of that key's SubjectPublicKeyInfo DER.
+pub const NEXT_KEY_FILE: &str = "next-tls-key.json";
+
+/// SHA-256 of the SubjectPublicKeyInfo DER of certificate `cert_der` (what
+/// [`NEXT_KEY_FILE`] announces); `None` for an unparsable certificate.
+pub fn spki_sha256(cert_der: &[u8]) -> Option<[u8; 32]> {
+    use sha2::Digest as _;
+    let (_, cert) = x509_parser::parse_x509_certificate(cert_der).ok()?;
+    Some(sha2::Sha256::digest(cert.public_key().raw).into())
+}
+
+impl Bundle {
+    /// The next certificate key this deployment announces ([`NEXT_KEY_FILE`]), if the
+    /// file is there, `sha256sum.txt` covers it and its checksum matches. It means
+    /// something only once the report passed: the report-data check is what binds
+    /// `sha256sum.txt` to the quote.
+    pub fn announced_next_key(&self) -> Option<[u8; 32]> {
+        use sha2::Digest as _;
+        let file = self.evidence_files.get(NEXT_KEY_FILE)?;
+        let sums = self.evidence_files.get("sha256sum.txt")?;
+        let hash = hex::encode(sha2::Sha256::digest(file));
+        let covered = String::from_utf8_lossy(sums).lines().any(|line| {
+            parse_sum_line(line)
+                .is_some_and(|(h, name)| name == NEXT_KEY_FILE && h.eq_ignore_ascii_case(&hash))
+        });
+        if !covered {
+            return None;
+        }
+        let value: serde_json::Value = serde_json::from_slice(file).ok()?;
+        let text = value.get("spki_sha256")?.as_str()?;
+        let bytes = hex::decode(text).ok()?;
+        bytes.try_into().ok()
     }
 }
 
@@ -557,7 +599,7 @@ mod tests {
             files: 64,
             total: 2500,
         };
-        match Bundle::fetch_within(&base, Some(&ca), tight).await {
+        match Bundle::fetch_within(&base, &http_client(Some(&ca)).unwrap(), tight).await {
             Err(BundleError::Http { reason, .. }) => {
                 assert!(reason.contains("2500 bytes in all"), "{reason}");
             }
@@ -568,7 +610,9 @@ mod tests {
             total: 10_000,
             ..tight
         };
-        let bundle = Bundle::fetch_within(&base, Some(&ca), roomy).await.unwrap();
+        let bundle = Bundle::fetch_within(&base, &http_client(Some(&ca)).unwrap(), roomy)
+            .await
+            .unwrap();
         assert_eq!(
             bundle.evidence_files.len(),
             6,
@@ -577,10 +621,49 @@ mod tests {
         );
         // And one file over the per-file bound is refused on its own.
         let small_files = Limits { file: 800, ..roomy };
-        let err = Bundle::fetch_within(&base, Some(&ca), small_files)
+        let err = Bundle::fetch_within(&base, &http_client(Some(&ca)).unwrap(), small_files)
             .await
             .unwrap_err();
         assert!(err.to_string().contains("larger than 800 bytes"), "{err}");
+    }
+
+    #[test]
+    fn a_next_key_counts_only_when_the_checksums_cover_it() {
+        use sha2::Digest as _;
+        let announced = serde_json::json!({ "spki_sha256": "cd".repeat(32) }).to_string();
+        let sum = hex::encode(sha2::Sha256::digest(announced.as_bytes()));
+        let with = |sums: String| {
+            let mut b = Bundle::default();
+            b.evidence_files
+                .insert(NEXT_KEY_FILE.into(), announced.clone().into_bytes());
+            b.evidence_files
+                .insert("sha256sum.txt".into(), sums.into_bytes());
+            b
+        };
+        let good = with(format!("{sum}  {NEXT_KEY_FILE}\n"));
+        assert_eq!(good.announced_next_key(), Some([0xcd; 32]));
+        // Not covered, or covered with another checksum: no announcement.
+        assert_eq!(with(String::new()).announced_next_key(), None);
+        let other = "0".repeat(64);
+        assert_eq!(
+            with(format!("{other}  {NEXT_KEY_FILE}\n")).announced_next_key(),
+            None
+        );
+        assert_eq!(Bundle::default().announced_next_key(), None);
+    }
+
+    #[test]
+    fn the_spki_hash_is_over_the_certificates_key() {
+        use rcgen::PublicKeyData as _;
+        use sha2::Digest as _;
+        let key = rcgen::KeyPair::generate().unwrap();
+        let cert = rcgen::CertificateParams::new(vec!["a.test".to_owned()])
+            .unwrap()
+            .self_signed(&key)
+            .unwrap();
+        let expected: [u8; 32] = sha2::Sha256::digest(key.subject_public_key_info()).into();
+        assert_eq!(spki_sha256(cert.der()), Some(expected));
+        assert_eq!(spki_sha256(b"not a certificate"), None);
     }
 
     #[test]

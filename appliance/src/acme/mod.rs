@@ -62,6 +62,9 @@ pub struct IssuedCert {
     pub chain_pem: String,
     /// The ACME account the certificate was issued to.
     pub account_uri: String,
+    /// SHA-256 (hex) of the SubjectPublicKeyInfo DER of the key the next certificate
+    /// will use, announced in this certificate's evidence (`next-tls-key.json`).
+    pub next_key_sha256: Option<String>,
 }
 
 /// A cheap handle on the ACME task: its status, a forced-renewal trigger, and the
@@ -149,6 +152,7 @@ impl AcmeService {
             publish,
             account: None,
             current: None,
+            next_key: None,
         };
         tasks.push(tokio::spawn(manager.run(Arc::clone(&trigger))));
         let handle = AcmeHandle {
@@ -193,6 +197,26 @@ struct Manager {
     publish: watch::Sender<Option<Arc<IssuedCert>>>,
     account: Option<(Account, String)>,
     current: Option<Current>,
+    /// The key the next certificate will use (PKCS#8 DER), stored sealed; its public key
+    /// is announced in the current evidence.
+    next_key: Option<zeroize::Zeroizing<Vec<u8>>>,
+}
+
+/// SHA-256 (hex) of the SubjectPublicKeyInfo DER of the PKCS#8 key `key_der`: the value
+/// a client computes from the leaf certificate that key signs for.
+pub fn spki_sha256(key_der: &[u8]) -> Result<String, AcmeError> {
+    use rcgen::PublicKeyData as _;
+    use sha2::Digest as _;
+    let key = key_pair(key_der)?;
+    Ok(hex::encode(sha2::Sha256::digest(
+        key.subject_public_key_info(),
+    )))
+}
+
+fn key_pair(key_der: &[u8]) -> Result<rcgen::KeyPair, AcmeError> {
+    let der = rustls_pki_types::PrivatePkcs8KeyDer::from(key_der);
+    rcgen::KeyPair::try_from(&der)
+        .map_err(|e| AcmeError::Certificate(format!("unreadable certificate key: {e}")))
 }
 
 fn unix(t: SystemTime) -> i64 {
@@ -252,6 +276,9 @@ impl Manager {
 
     /// Makes sure a fresh enough certificate is served; returns when to look again.
     async fn step(&mut self, force: bool) -> Result<SystemTime, AcmeError> {
+        if self.next_key.is_none() {
+            self.next_key = Some(self.load_or_make_next_key().await?);
+        }
         if self.current.is_none() {
             self.load_stored().await?;
         }
@@ -279,6 +306,10 @@ impl Manager {
             }
             Err(err) => return Err(err),
         };
+        // The announced key is in use now: announce a fresh one with this certificate.
+        let fresh = new_key()?;
+        self.store.save_next_key(&fresh).await?;
+        self.next_key = Some(fresh);
         let renew_after = self.install(&chain_pem, &key_der)?;
         self.store
             .save_certificate(&self.config.domains, &chain_pem, &key_der)
@@ -327,10 +358,15 @@ impl Manager {
             s.not_after = Some(unix(not_after));
             s.renew_after = Some(unix(renew_after));
         });
+        let next_key_sha256 = match &self.next_key {
+            Some(key) => Some(spki_sha256(key)?),
+            None => None,
+        };
         let _ = self.publish.send(Some(Arc::new(IssuedCert {
             domains: self.config.domains.clone(),
             chain_pem: chain_pem.to_owned(),
             account_uri: account_uri.unwrap_or_default(),
+            next_key_sha256,
         })));
         Ok(renew_after)
     }
@@ -485,8 +521,12 @@ impl Manager {
             )));
         }
 
-        let key_pair = rcgen::KeyPair::generate()
-            .map_err(|e| AcmeError::Certificate(format!("key generation: {e}")))?;
+        // The key announced in the current evidence (a fresh one if none was).
+        let key_der = match &self.next_key {
+            Some(key) => key.clone(),
+            None => new_key()?,
+        };
+        let key_pair = key_pair(&key_der)?;
         let mut params = rcgen::CertificateParams::new(self.config.domains.clone())
             .map_err(|e| AcmeError::Certificate(format!("CSR: {e}")))?;
         params.distinguished_name = rcgen::DistinguishedName::new();
@@ -502,8 +542,25 @@ impl Manager {
                     .timeout(timeout),
             )
             .await?;
-        Ok((chain_pem, zeroize::Zeroizing::new(key_pair.serialize_der())))
+        Ok((chain_pem, key_der))
     }
+
+    /// The stored next key, or a new one (stored sealed before it is announced).
+    async fn load_or_make_next_key(&self) -> Result<zeroize::Zeroizing<Vec<u8>>, AcmeError> {
+        if let Some(key) = self.store.load_next_key().await? {
+            return Ok(key);
+        }
+        let key = new_key()?;
+        self.store.save_next_key(&key).await?;
+        Ok(key)
+    }
+}
+
+/// A fresh P-256 certificate key, PKCS#8 DER.
+fn new_key() -> Result<zeroize::Zeroizing<Vec<u8>>, AcmeError> {
+    let key = rcgen::KeyPair::generate()
+        .map_err(|e| AcmeError::Certificate(format!("key generation: {e}")))?;
+    Ok(zeroize::Zeroizing::new(key.serialize_der()))
 }
 
 /// Removes the challenge answers an order set up, however the order ends.
@@ -565,6 +622,24 @@ mod tests {
         assert_eq!(backoff(100, 1000, 4), Duration::from_millis(800));
         assert_eq!(backoff(100, 1000, 5), Duration::from_millis(1000));
         assert_eq!(backoff(100, 1000, u32::MAX), Duration::from_millis(1000));
+    }
+
+    /// What the evidence announces for a key is what a client computes from the
+    /// certificate that key signs for.
+    #[test]
+    fn the_announced_hash_matches_the_certificate_made_with_the_key() {
+        let key_der = new_key().unwrap();
+        let key = key_pair(&key_der).unwrap();
+        let cert = rcgen::CertificateParams::new(vec!["a.test".to_string()])
+            .unwrap()
+            .self_signed(&key)
+            .unwrap();
+        let from_cert = evidence::bundle::spki_sha256(cert.der()).unwrap();
+        assert_eq!(spki_sha256(&key_der).unwrap(), hex::encode(from_cert));
+        assert_ne!(
+            spki_sha256(&new_key().unwrap()).unwrap(),
+            hex::encode(from_cert)
+        );
     }
 
     #[test]

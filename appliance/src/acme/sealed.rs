@@ -11,6 +11,12 @@
 //! * `certificate.json`: `domains`, `chain_pem` (leaf first), `sealed_key` (base64 of the
 //!   keyservice ciphertext of the PKCS#8 DER certificate key).
 //!
+//! * `next-key.json` (`"version": 1`): `sealed_key`, the PKCS#8 DER key the *next*
+//!   certificate will use, sealed like the certificate key. Its public key is announced
+//!   in the evidence of the current certificate (`next-tls-key.json`), so a client that
+//!   verified the current evidence can recognise the renewed certificate before it sends
+//!   it anything; it is replaced by a fresh key once it is in use.
+//!
 //! A file of another version is ignored (and replaced at the next issuance), never
 //! misread.
 
@@ -64,6 +70,14 @@ pub(super) struct CertificateFile {
     pub version: u32,
     pub domains: Vec<String>,
     pub chain_pem: String,
+    pub sealed_key: String,
+}
+
+const NEXT_KEY_VERSION: u32 = 1;
+
+#[derive(Debug, Serialize, Deserialize)]
+pub(super) struct NextKeyFile {
+    pub version: u32,
     pub sealed_key: String,
 }
 
@@ -176,6 +190,29 @@ impl SealedStore {
             sealed_key: self.seal(ServicePurpose::AcmeCertificate, key_der).await?,
         };
         write_json(&self.dir, "certificate.json", &file)
+    }
+}
+
+impl SealedStore {
+    /// The stored next certificate key (PKCS#8 DER), unsealed.
+    pub(super) async fn load_next_key(&self) -> Result<Option<Zeroizing<Vec<u8>>>, AcmeError> {
+        let Some(file) = read_json::<NextKeyFile>(&self.dir.join("next-key.json"))? else {
+            return Ok(None);
+        };
+        if file.version != NEXT_KEY_VERSION {
+            return Ok(None);
+        }
+        self.unseal(ServicePurpose::AcmeCertificate, &file.sealed_key)
+            .await
+            .map(Some)
+    }
+
+    pub(super) async fn save_next_key(&self, key_der: &[u8]) -> Result<(), AcmeError> {
+        let file = NextKeyFile {
+            version: NEXT_KEY_VERSION,
+            sealed_key: self.seal(ServicePurpose::AcmeCertificate, key_der).await?,
+        };
+        write_json(&self.dir, "next-key.json", &file)
     }
 }
 
