@@ -22,9 +22,9 @@ use zeroize::Zeroizing;
 use appliance_api::error::ErrorBody;
 
 use crate::error::ClientError;
-use crate::pinning::{LeafHash, PinnedVerifier, Pins};
+use crate::pinning::{LeafHash, PinnedVerifier, Pins, Refusal};
 use crate::policy::Policy;
-use crate::verification::{Verification, verify_deployment};
+use crate::verification::{Verification, unix_now, verify_bundle, verify_deployment};
 
 /// The API's path prefix.
 pub const API_PREFIX: &str = "/core/v1";
@@ -118,15 +118,18 @@ impl ClientBuilder {
         let pins = Arc::new(Pins::default());
         let verifier = PinnedVerifier::new(roots, provider.clone(), pins.clone())
             .map_err(|e| ClientError::Config(format!("TLS verifier: {e}")))?;
-        let mut tls = rustls::ClientConfig::builder_with_provider(provider)
-            .with_safe_default_protocol_versions()
-            .map_err(|e| ClientError::Config(format!("TLS: {e}")))?
-            .dangerous()
-            .with_custom_certificate_verifier(Arc::new(verifier))
-            .with_no_client_auth();
-        tls.resumption = rustls::client::Resumption::disabled();
-        tls.enable_early_data = false;
-        tls.alpn_protocols = vec![b"h2".to_vec(), b"http/1.1".to_vec()];
+        let evidence_verifier = verifier.for_evidence();
+        let tls = pinned_tls(provider.clone(), verifier)?;
+        // The re-verification's evidence fetch: credential-free, to an attested leaf or
+        // one with the announced next key, on its own connections.
+        let evidence_http = reqwest::Client::builder()
+            .use_preconfigured_tls(pinned_tls(provider, evidence_verifier)?)
+            .tls_info(true)
+            .redirect(reqwest::redirect::Policy::none())
+            .timeout(self.timeout)
+            .pool_max_idle_per_host(0)
+            .build()
+            .map_err(|e| ClientError::Config(format!("HTTP client: {e}")))?;
         let mut http = reqwest::Client::builder();
         if !self.reuse_connections {
             http = http.pool_max_idle_per_host(0);
@@ -145,6 +148,7 @@ impl ClientBuilder {
                 policy: self.policy,
                 ca_file: self.ca_file,
                 http,
+                evidence_http,
                 pins,
                 standing: tokio::sync::Mutex::new(Standing::Usable),
                 current: RwLock::new(None),
@@ -152,6 +156,24 @@ impl ClientBuilder {
             }),
         })
     }
+}
+
+/// A rustls configuration with `verifier`, no session resumption and no 0-RTT (every
+/// new connection shows its certificate).
+fn pinned_tls(
+    provider: Arc<rustls::crypto::CryptoProvider>,
+    verifier: PinnedVerifier,
+) -> Result<rustls::ClientConfig, ClientError> {
+    let mut tls = rustls::ClientConfig::builder_with_provider(provider)
+        .with_safe_default_protocol_versions()
+        .map_err(|e| ClientError::Config(format!("TLS: {e}")))?
+        .dangerous()
+        .with_custom_certificate_verifier(Arc::new(verifier))
+        .with_no_client_auth();
+    tls.resumption = rustls::client::Resumption::disabled();
+    tls.enable_early_data = false;
+    tls.alpn_protocols = vec![b"h2".to_vec(), b"http/1.1".to_vec()];
+    Ok(tls)
 }
 
 fn read_pem_certs(path: &Path) -> Result<Vec<CertificateDer<'static>>, ClientError> {
@@ -164,6 +186,17 @@ fn read_pem_certs(path: &Path) -> Result<Vec<CertificateDer<'static>>, ClientErr
         return Err(err("no certificate in the file".to_owned()));
     }
     Ok(certs)
+}
+
+/// Where a verification fetches the evidence.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Fetch {
+    /// From whatever server answers for the URL (the first verification, a scheduled
+    /// one): nothing is pinned yet, or the pin is due for renewal.
+    Open,
+    /// Only from a server showing an attested leaf or the announced next key (after a
+    /// renewal the verified evidence announced).
+    Pinned,
 }
 
 /// Where the client stands.
@@ -189,6 +222,8 @@ struct Inner {
     policy: Policy,
     ca_file: Option<PathBuf>,
     http: reqwest::Client,
+    /// For the evidence fetch of a re-verification after an announced renewal.
+    evidence_http: reqwest::Client,
     pins: Arc<Pins>,
     /// Serializes verifications (one at a time; callers that waited reuse the result).
     standing: tokio::sync::Mutex<Standing>,
@@ -274,25 +309,41 @@ impl Client {
     /// On failure the client refuses every call until a later `verify` succeeds.
     pub async fn verify(&self) -> Result<Arc<Verification>, ClientError> {
         let mut standing = self.inner.standing.lock().await;
-        self.verify_locked(&mut standing).await
+        self.verify_locked(&mut standing, Fetch::Open).await
     }
 
     async fn verify_locked(
         &self,
         standing: &mut Standing,
+        fetch: Fetch,
     ) -> Result<Arc<Verification>, ClientError> {
         self.inner.verifications.fetch_add(1, Ordering::Relaxed);
         let started = Instant::now();
-        match verify_deployment(
-            &self.inner.base,
-            self.inner.ca_file.as_deref(),
-            &self.inner.policy,
-        )
-        .await
-        {
+        let verified = match fetch {
+            Fetch::Open => {
+                verify_deployment(
+                    &self.inner.base,
+                    self.inner.ca_file.as_deref(),
+                    &self.inner.policy,
+                )
+                .await
+            }
+            Fetch::Pinned => match evidence::bundle::Bundle::fetch_using(
+                &self.inner.base,
+                &self.inner.evidence_http,
+            )
+            .await
+            {
+                Ok(bundle) => {
+                    verify_bundle(&self.inner.base, &bundle, &self.inner.policy, unix_now()).await
+                }
+                Err(e) => Err(e.into()),
+            },
+        };
+        match verified {
             Ok(v) => {
                 let v = Arc::new(v);
-                self.inner.pins.replace(v.pins.clone());
+                self.inner.pins.replace(v.pins.clone(), v.next_keys.clone());
                 let valid_until = started
                     .checked_add(self.inner.policy.cache_for)
                     .or_else(|| started.checked_add(Duration::from_secs(100 * 365 * 86_400)))
@@ -330,13 +381,16 @@ impl Client {
             Standing::Failed => Err(ClientError::VerificationFailedEarlier),
             // Another call verified while this one waited for the lock.
             Standing::Usable if self.fresh() => Ok(()),
-            Standing::Usable => self.verify_locked(&mut standing).await.map(|_| ()),
+            Standing::Usable => self
+                .verify_locked(&mut standing, Fetch::Open)
+                .await
+                .map(|_| ()),
         }
     }
 
     /// After a handshake refused leaf `leaf`: verify once more. The call goes on only if
     /// the fresh evidence attests that very leaf (an ACME renewal).
-    async fn reverify_for(&self, leaf: LeafHash) -> Result<(), ClientError> {
+    async fn reverify_for(&self, leaf: LeafHash, fetch: Fetch) -> Result<(), ClientError> {
         let mut standing = self.inner.standing.lock().await;
         if let Some(v) = self.verification()
             && v.pins.contains(&leaf)
@@ -350,7 +404,7 @@ impl Client {
             leaf_sha256 = %hex::encode(leaf),
             "the server presented a new certificate; verifying its evidence again"
         );
-        match self.verify_locked(&mut standing).await {
+        match self.verify_locked(&mut standing, fetch).await {
             Ok(v) if v.pins.contains(&leaf) => Ok(()),
             Ok(_) => Err(ClientError::CertificateNotAttested {
                 leaf_sha256: hex::encode(leaf),
@@ -426,15 +480,22 @@ impl Client {
         let (status, headers, bytes) = match send().await {
             Attempt::Answer(s, h, b) => (s, h, b),
             Attempt::Transport(e) => match self.inner.pins.take_refused() {
-                Some(leaf) if !self.inner.policy.reverify_on_new_certificate => {
+                Some(Refusal {
+                    leaf,
+                    announced: false,
+                }) if !self.inner.policy.reverify_on_new_certificate => {
                     return Err(ClientError::CertificateNotAttested {
                         leaf_sha256: hex::encode(leaf),
-                        reason: "re-verification on a new certificate is off in the policy"
-                            .to_owned(),
+                        reason: "its key is not the one the verified evidence announced".to_owned(),
                     });
                 }
-                Some(leaf) => {
-                    self.reverify_for(leaf).await?;
+                Some(Refusal { leaf, announced }) => {
+                    let fetch = if announced {
+                        Fetch::Pinned
+                    } else {
+                        Fetch::Open
+                    };
+                    self.reverify_for(leaf, fetch).await?;
                     match send().await {
                         Attempt::Answer(s, h, b) => (s, h, b),
                         Attempt::Transport(e) => return Err(self.transport_error(e)),
@@ -474,8 +535,8 @@ impl Client {
     /// evidence does not attest what the server shows.
     fn transport_error(&self, e: String) -> ClientError {
         match self.inner.pins.take_refused() {
-            Some(leaf) => ClientError::CertificateNotAttested {
-                leaf_sha256: hex::encode(leaf),
+            Some(refusal) => ClientError::CertificateNotAttested {
+                leaf_sha256: hex::encode(refusal.leaf),
                 reason: "refused again after a re-verification".to_owned(),
             },
             None => ClientError::Transport(e),

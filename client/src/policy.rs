@@ -33,12 +33,15 @@ pub struct Policy {
     pub skip: Vec<String>,
     /// How long a successful verification is trusted before the next call re-verifies.
     pub cache_for: Duration,
-    /// When a new connection shows a leaf the evidence does not attest (an ACME renewal,
-    /// or someone else's certificate): verify once more, over a fresh credential-free
-    /// connection, and go on only if the fresh evidence attests that leaf (default).
-    /// `false`: fail closed at once; a renewal is then picked up by the next scheduled
-    /// verification (`cache_for`), and a relay never sees a single HTTP byte from this
-    /// client, not even the public evidence requests.
+    /// When a new connection shows a leaf the evidence neither attests nor announced
+    /// (its key is not the announced next key): `false` (default): fail closed at once
+    /// with `CertificateNotAttested`, and a relay holding another valid certificate for
+    /// the name never sees a single HTTP byte from this client; the next scheduled
+    /// verification (`cache_for`) starts afresh. `true`: verify once more at once, over a
+    /// fresh credential-free connection to whoever answers (the relay would see those
+    /// public evidence requests), and go on only if the fresh evidence attests that leaf:
+    /// for deployments that do not announce their next key. A renewal to the announced
+    /// key is always re-verified at once, over a connection only that key can open.
     pub reverify_on_new_certificate: bool,
 }
 
@@ -54,7 +57,7 @@ impl Default for Policy {
             caa_domain: None,
             skip: Vec::new(),
             cache_for: Duration::from_secs(3600),
-            reverify_on_new_certificate: true,
+            reverify_on_new_certificate: false,
         }
     }
 }

@@ -10,7 +10,7 @@ use evidence::check::{self, Options, Report, Status};
 use serde::Serialize;
 
 use crate::error::ClientError;
-use crate::pinning::{LeafHash, leaf_hash};
+use crate::pinning::{KeyHash, LeafHash, leaf_hash};
 use crate::policy::Policy;
 
 /// A successful verification: the report, and what it pinned.
@@ -30,8 +30,13 @@ pub struct Verification {
     pub pinned_leaves: Vec<String>,
     /// Whether the quote was simulated (development stack: NOT confidential).
     pub simulated: bool,
+    /// SHA-256 of the SubjectPublicKeyInfo of the key the deployment's next certificate
+    /// will use, as its evidence announced (`next-tls-key.json`), if it did.
+    pub announced_next_key: Option<String>,
     #[serde(skip)]
     pub(crate) pins: BTreeSet<LeafHash>,
+    #[serde(skip)]
+    pub(crate) next_keys: BTreeSet<KeyHash>,
 }
 
 /// Fetches the deployment's evidence from `base` (trusting the web PKI plus `ca_file`)
@@ -99,7 +104,10 @@ pub async fn verify_bundle(
         });
     }
     let simulated = report.tcb_status.as_deref() == Some("Simulated");
+    let next_keys: BTreeSet<KeyHash> = bundle.announced_next_key().into_iter().collect();
     Ok(Verification {
+        announced_next_key: next_keys.first().map(hex::encode),
+        next_keys,
         url: base.to_owned(),
         verified_at: at,
         compose_hash,

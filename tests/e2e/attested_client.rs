@@ -188,25 +188,19 @@ async fn a_relay_with_another_valid_certificate_gets_no_request() {
     let roots = trust_both(&stack, &relay);
 
     // 1. The network path changes after the verification: the same URL now reaches the
-    // relay, whose certificate is valid for the name (the client trusts its CA).
+    // relay, whose certificate is valid for the name (the client trusts its CA). With
+    // the default policy the relay's leaf is refused in the handshake (neither attested
+    // nor carrying the announced next key): not one HTTP byte reaches it.
     let switch = Switch::start(stack.port).await;
     let url = format!("https://{DOMAIN}:{}", switch.port);
-    let strict = Policy {
-        reverify_on_new_certificate: false,
-        ..policy(&stack)
-    };
-    let anon = build(&url, &roots, strict, None, false);
+    assert!(!Policy::default().reverify_on_new_certificate);
+    let anon = build(&url, &roots, policy(&stack), None, false);
     let key = new_account(&anon).await;
-    let keyed = build(
-        &url,
-        &roots,
-        Policy {
-            reverify_on_new_certificate: false,
-            ..policy(&stack)
-        },
-        Some(&key),
-        true,
+    assert!(
+        anon.verification().unwrap().announced_next_key.is_some(),
+        "the evidence announces the next certificate key"
     );
+    let keyed = build(&url, &roots, policy(&stack), Some(&key), true);
     list_groups(&keyed).await.unwrap();
     switch.route_to(relay.port);
     let err = list_groups(&keyed).await.unwrap_err();
@@ -220,11 +214,16 @@ async fn a_relay_with_another_valid_certificate_gets_no_request() {
     );
     assert_eq!(relay.seen.http_bytes(), 0, "{:?}", relay.seen.requests());
 
-    // 2. The same with re-verification on (the default): the relay's certificate makes
-    // the client verify once more, over a fresh credential-free connection; the
-    // evidence it relays does not attest its certificate, so the client fails closed.
-    // The relay sees the public evidence requests only: no credential, no API call.
-    let keyed = build(&url, &roots, policy(&stack), Some(&key), true);
+    // 2. With re-verification on unannounced certificates (opt-in, for deployments that
+    // do not announce their next key): the relay's certificate makes the client verify
+    // once more, over a fresh credential-free connection; the evidence it relays does
+    // not attest its certificate, so the client fails closed. The relay sees the public
+    // evidence requests only: no credential, no API call.
+    let lenient = Policy {
+        reverify_on_new_certificate: true,
+        ..policy(&stack)
+    };
+    let keyed = build(&url, &roots, lenient, Some(&key), true);
     switch.route_to(stack.port);
     list_groups(&keyed).await.unwrap();
     switch.route_to(relay.port);

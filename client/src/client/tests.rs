@@ -67,7 +67,10 @@ async fn tls_server(
 /// Puts `leaf` in force as if a verification had attested it.
 fn pin(client: &Client, leaf: LeafHash) {
     let pins: std::collections::BTreeSet<LeafHash> = [leaf].into();
-    client.inner.pins.replace(pins.clone());
+    client
+        .inner
+        .pins
+        .replace(pins.clone(), std::collections::BTreeSet::new());
     client.set_current(Some(Current {
         verification: Arc::new(Verification {
             url: client.inner.base.clone(),
@@ -82,7 +85,9 @@ fn pin(client: &Client, leaf: LeafHash) {
             app_id: None,
             pinned_leaves: vec![hex::encode(leaf)],
             simulated: true,
+            announced_next_key: None,
             pins,
+            next_keys: std::collections::BTreeSet::new(),
         }),
         valid_until: Instant::now() + Duration::from_secs(3600),
     }));
