@@ -205,6 +205,9 @@ async fn tls_alpn_01_issuance_forced_renewal_keeps_h2_connection_and_survives_re
     let (status, version) = h2_get(&mut h2, "/version").await;
     assert_eq!((status, version["name"].as_str()), (200, Some("appliance")));
 
+    // The evidence announces the key of the next certificate.
+    let announced = next_key(&root, addr, port).await;
+
     // Forced renewal (SIGUSR1): a new certificate is served to new connections...
     signal(app.pid(), "USR1");
     let body = wait_health(&app, Some(&root), addr, Duration::from_secs(60), |b| {
@@ -214,6 +217,19 @@ async fn tls_alpn_01_issuance_forced_renewal_keeps_h2_connection_and_survives_re
     assert_eq!(body["acme"]["account_uri"].as_str(), Some(account.as_str()));
     let (mut fresh, second_leaf) = h2_connection(addr, &root).await;
     assert_ne!(first_leaf, second_leaf, "renewal swapped the certificate");
+    // ...with the announced key, and the new evidence announces a fresh one.
+    let used = appliance_client::evidence::bundle::spki_sha256(&second_leaf).unwrap();
+    assert_eq!(
+        hex::encode(used),
+        announced,
+        "the renewal used the announced key"
+    );
+    let renewed = eventually_async(Duration::from_secs(10), || async {
+        next_key(&root, addr, port).await != announced
+    })
+    .await;
+    assert!(renewed, "the evidence still announces the key now in use");
+    let announced = next_key(&root, addr, port).await;
     assert_eq!(h2_get(&mut fresh, "/version").await.0, 200);
     // ...while the connection opened before it keeps working, without a restart.
     for _ in 0..3 {
@@ -223,7 +239,7 @@ async fn tls_alpn_01_issuance_forced_renewal_keeps_h2_connection_and_survives_re
     }
 
     // The account and certificate keys are on disk only sealed by keyservice.
-    for file in ["account.json", "certificate.json"] {
+    for file in ["account.json", "certificate.json", "next-key.json"] {
         let text = std::fs::read_to_string(data.path().join("acme").join(file)).unwrap();
         assert!(!text.contains("PRIVATE KEY"), "{file}");
         assert!(
@@ -250,6 +266,9 @@ async fn tls_alpn_01_issuance_forced_renewal_keeps_h2_connection_and_survives_re
     assert_eq!(body["acme"]["account_uri"].as_str(), Some(account.as_str()));
     let (_, after_restart) = h2_connection(addr, &root).await;
     assert_eq!(after_restart, second_leaf);
+    // The announced key survives the restart (a client that verified before it still
+    // recognises the next renewal).
+    assert_eq!(next_key(&root, addr, port).await, announced);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -382,4 +401,20 @@ async fn unreachable_directory_and_rejected_nonces_are_survived() {
         issued(b) == 2 && b["checks"]["acme"] == "ok"
     })
     .await;
+}
+
+/// The `spki_sha256` of the served `next-tls-key.json` (waiting up to 10 s for the
+/// evidence of a new certificate to be built).
+async fn next_key(root: &str, addr: SocketAddr, port: u16) -> String {
+    let client = client_for(root, addr);
+    let url = format!("https://{DOMAIN}:{port}/evidences/next-tls-key.json");
+    for _ in 0..100 {
+        let rsp = client.get(&url).send().await.unwrap();
+        if rsp.status() == 200 {
+            let body: Value = rsp.json().await.unwrap();
+            return body["spki_sha256"].as_str().unwrap().to_owned();
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    panic!("no {url}");
 }
