@@ -259,7 +259,7 @@ impl Bundle {
         }
         // Also fetch whatever the checksums cover, so each can be checked.
         if let (Some(sums), _) = get(
-            &client,
+            client,
             limits.file,
             &format!("{base}/evidences/sha256sum.txt"),
         )
@@ -516,27 +516,11 @@ mod tests {
     /// A TLS server for `localhost` that serves `/evidences/sha256sum.txt` naming five
     /// files of `size` bytes each, and those files (one request per connection).
     async fn evidence_server(size: usize, dir: &Path) -> (String, std::path::PathBuf) {
-        use std::sync::Arc;
-        use tokio::io::{AsyncReadExt, AsyncWriteExt};
-        let key = rcgen::KeyPair::generate().unwrap();
-        let cert = rcgen::CertificateParams::new(vec!["localhost".to_owned()])
-            .unwrap()
-            .self_signed(&key)
-            .unwrap();
+        use tokio::io::AsyncWriteExt;
+        let server = test_support::tls::self_signed("localhost");
         let ca = dir.join("ca.pem");
-        std::fs::write(&ca, cert.pem()).unwrap();
-        let config = rustls::ServerConfig::builder_with_provider(Arc::new(
-            rustls::crypto::ring::default_provider(),
-        ))
-        .with_safe_default_protocol_versions()
-        .unwrap()
-        .with_no_client_auth()
-        .with_single_cert(
-            vec![cert.der().clone()],
-            rustls_pki_types::PrivateKeyDer::Pkcs8(key.serialize_der().into()),
-        )
-        .unwrap();
-        let acceptor = tokio_rustls::TlsAcceptor::from(Arc::new(config));
+        std::fs::write(&ca, &server.pem).unwrap();
+        let acceptor = server.acceptor;
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let port = listener.local_addr().unwrap().port();
         let names = ["a.bin", "b.bin", "c.bin", "d.bin", "e.bin"];
@@ -552,14 +536,9 @@ mod tests {
                     let Ok(mut tls) = acceptor.accept(tcp).await else {
                         return;
                     };
-                    let mut head = Vec::new();
-                    let mut buf = [0u8; 4096];
-                    while !head.windows(4).any(|w| w == b"\r\n\r\n") {
-                        match tls.read(&mut buf).await {
-                            Ok(0) | Err(_) => return,
-                            Ok(n) => head.extend_from_slice(&buf[..n]),
-                        }
-                    }
+                    let Some(head) = test_support::tls::read_request_head(&mut tls).await else {
+                        return;
+                    };
                     let line = String::from_utf8_lossy(&head);
                     let path = line.split_whitespace().nth(1).unwrap_or("/").to_owned();
                     let body = match path.as_str() {

@@ -16,7 +16,6 @@ use std::task::{Context, Poll};
 
 use http_body_util::{BodyExt, Full};
 use hyper::service::service_fn;
-use rustls_pki_types::PrivateKeyDer;
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 
 /// Rewrites an answer: `(path, body) -> body`.
@@ -108,18 +107,7 @@ impl Relay {
             .unwrap()
             .signed_by(&leaf_key, &issuer)
             .unwrap();
-        let config = rustls::ServerConfig::builder_with_provider(Arc::new(
-            rustls::crypto::ring::default_provider(),
-        ))
-        .with_safe_default_protocol_versions()
-        .unwrap()
-        .with_no_client_auth()
-        .with_single_cert(
-            vec![leaf.der().clone()],
-            PrivateKeyDer::try_from(leaf_key.serialize_der()).unwrap(),
-        )
-        .unwrap();
-        let acceptor = tokio_rustls::TlsAcceptor::from(Arc::new(config));
+        let acceptor = test_support::tls::acceptor(leaf.der().clone(), &leaf_key.serialize_der());
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let port = listener.local_addr().unwrap().port();
         let seen = Arc::new(Seen::default());

@@ -371,29 +371,31 @@ impl Session {
                     .call("listing", self.client.list_api_keys(&page(p)))
                     .await?;
                 self.out(&keys, |keys| {
-                    let mut t = Table::new(&[
-                        "ID",
-                        "NAME",
-                        "HASH",
-                        "GROUPS+",
-                        "GROUPS-",
-                        "WALLETS+",
-                        "RUN IN",
-                        "MANAGE IN",
-                    ]);
-                    for k in keys {
-                        t.row(vec![
-                            clean(&k.id),
-                            clean(&k.name),
-                            clean(&k.api_key_hash),
-                            yes(k.can_create_groups).into(),
-                            yes(k.can_delete_groups).into(),
-                            yes(k.can_create_pkps).into(),
-                            join(&k.execute_in_groups),
-                            join(&k.manage_ipfs_ids_in_groups),
-                        ]);
-                    }
-                    t.render()
+                    Table::of(
+                        &[
+                            "ID",
+                            "NAME",
+                            "HASH",
+                            "GROUPS+",
+                            "GROUPS-",
+                            "WALLETS+",
+                            "RUN IN",
+                            "MANAGE IN",
+                        ],
+                        keys,
+                        |k| {
+                            vec![
+                                clean(&k.id),
+                                clean(&k.name),
+                                clean(&k.api_key_hash),
+                                yes(k.can_create_groups).into(),
+                                yes(k.can_delete_groups).into(),
+                                yes(k.can_create_pkps).into(),
+                                join(&k.execute_in_groups),
+                                join(&k.manage_ipfs_ids_in_groups),
+                            ]
+                        },
+                    )
                 });
             }
             KeysCommand::Update {
@@ -448,17 +450,19 @@ impl Session {
             GroupsCommand::List(p) => {
                 let groups = self.call("listing", c.list_groups(&page(p))).await?;
                 self.out(&groups, |groups| {
-                    let mut t = Table::new(&["ID", "NAME", "WALLETS", "ACTIONS", "DESCRIPTION"]);
-                    for g in groups {
-                        t.row(vec![
-                            clean(&g.id),
-                            clean(&g.name),
-                            g.pkp_ids_permitted.len().to_string(),
-                            g.cid_hashes_permitted.len().to_string(),
-                            clean(&g.description),
-                        ]);
-                    }
-                    t.render()
+                    Table::of(
+                        &["ID", "NAME", "WALLETS", "ACTIONS", "DESCRIPTION"],
+                        groups,
+                        |g| {
+                            vec![
+                                clean(&g.id),
+                                clean(&g.name),
+                                g.pkp_ids_permitted.len().to_string(),
+                                g.cid_hashes_permitted.len().to_string(),
+                                clean(&g.description),
+                            ]
+                        },
+                    )
                 });
             }
             GroupsCommand::Update {
@@ -562,16 +566,14 @@ impl Session {
                     None => self.call("listing", c.list_wallets(&page(p))).await?,
                 };
                 self.out(&wallets, |wallets| {
-                    let mut t = Table::new(&["ID", "ADDRESS", "NAME", "PKP ID"]);
-                    for w in wallets {
-                        t.row(vec![
+                    Table::of(&["ID", "ADDRESS", "NAME", "PKP ID"], wallets, |w| {
+                        vec![
                             clean(&w.id),
                             clean(&w.wallet_address),
                             clean(&w.name),
                             clean(&w.pkp_id),
-                        ]);
-                    }
-                    t.render()
+                        ]
+                    })
                 });
             }
         }
@@ -627,16 +629,14 @@ impl Session {
                 };
                 let actions = self.call("listing", c.list_actions(&request)).await?;
                 self.out(&actions, |actions| {
-                    let mut t = Table::new(&["ID", "NAME", "CID", "HASHED CID"]);
-                    for a in actions {
-                        t.row(vec![
+                    Table::of(&["ID", "NAME", "CID", "HASHED CID"], actions, |a| {
+                        vec![
                             clean(&a.id),
                             clean(&a.name),
                             clean(&a.ipfs_cid),
                             clean(&a.hashed_cid),
-                        ]);
-                    }
-                    t.render()
+                        ]
+                    })
                 });
             }
             ActionsCommand::Remove { hashed_cid } => {

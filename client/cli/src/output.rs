@@ -24,6 +24,15 @@ impl Table {
         self.rows.push(cells);
     }
 
+    /// A table of `items`, one row each.
+    pub fn of<T>(header: &[&'static str], items: &[T], row: impl Fn(&T) -> Vec<String>) -> String {
+        let mut t = Self::new(header);
+        for item in items {
+            t.row(row(item));
+        }
+        t.render()
+    }
+
     /// The table as text; an empty table says so instead of printing a lone header.
     pub fn render(&self) -> String {
         if self.rows.is_empty() {

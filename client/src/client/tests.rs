@@ -4,7 +4,7 @@
 use std::sync::atomic::AtomicUsize;
 
 use evidence::check::Report;
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::io::AsyncWriteExt;
 
 use super::*;
 use crate::pinning::leaf_hash;
@@ -16,26 +16,11 @@ async fn tls_server(
     requests: Arc<AtomicUsize>,
     dir: &Path,
 ) -> (u16, PathBuf, LeafHash) {
-    let key = rcgen::KeyPair::generate().unwrap();
-    let cert = rcgen::CertificateParams::new(vec!["localhost".to_owned()])
-        .unwrap()
-        .self_signed(&key)
-        .unwrap();
+    let server = test_support::tls::self_signed("localhost");
     let ca_file = dir.join("ca.pem");
-    std::fs::write(&ca_file, cert.pem()).unwrap();
-    let leaf = leaf_hash(cert.der());
-    let config = rustls::ServerConfig::builder_with_provider(Arc::new(
-        rustls::crypto::ring::default_provider(),
-    ))
-    .with_safe_default_protocol_versions()
-    .unwrap()
-    .with_no_client_auth()
-    .with_single_cert(
-        vec![cert.der().clone()],
-        rustls_pki_types::PrivateKeyDer::Pkcs8(key.serialize_der().into()),
-    )
-    .unwrap();
-    let acceptor = tokio_rustls::TlsAcceptor::from(Arc::new(config));
+    std::fs::write(&ca_file, &server.pem).unwrap();
+    let leaf = leaf_hash(&server.der);
+    let acceptor = server.acceptor;
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let port = listener.local_addr().unwrap().port();
     tokio::spawn(async move {
@@ -47,13 +32,11 @@ async fn tls_server(
                 let Ok(mut tls) = acceptor.accept(tcp).await else {
                     return;
                 };
-                let mut buf = vec![0u8; 8192];
-                let mut seen = Vec::new();
-                while !seen.windows(4).any(|w| w == b"\r\n\r\n") {
-                    match tls.read(&mut buf).await {
-                        Ok(0) | Err(_) => return,
-                        Ok(n) => seen.extend_from_slice(&buf[..n]),
-                    }
+                if test_support::tls::read_request_head(&mut tls)
+                    .await
+                    .is_none()
+                {
+                    return;
                 }
                 requests.fetch_add(1, Ordering::SeqCst);
                 let _ = tls.write_all(answer.as_bytes()).await;

@@ -2,7 +2,8 @@
 //! test starts, checked fresh ([`binaries`]); the one place that knows
 //! where `scripts/setup` installs the test tools ([`tools`]), a node runner that can load
 //! those npm packages ([`node`]), with the `anvil` feature a local chain ([`anvil`]), and a
-//! stand-in dstack guest agent on a Unix socket ([`dstack_agent`]).
+//! stand-in dstack guest agent on a Unix socket ([`dstack_agent`]), and with the `tls`
+//! feature a TLS listener with a certificate the test controls (`tls`).
 //!
 //! Every helper fails loudly (with the command that fixes it) instead of skipping a test.
 
@@ -13,4 +14,6 @@ pub mod anvil;
 pub mod binaries;
 pub mod dstack_agent;
 pub mod node;
+#[cfg(feature = "tls")]
+pub mod tls;
 pub mod tools;
