@@ -5,6 +5,13 @@
 //! is skipped only when its input was not asked for (no RPC URL, no DNS, no TLS leaf in an
 //! offline bundle) or the user skipped it by name. Missing or malformed evidence is a
 //! failure, never a skip.
+//!
+//! A check that cannot apply to the deployment at all is **N/A**: today only `acme-caa`
+//! on a development stack serving a self-signed certificate with no ACME account (there
+//! is no CA account for a CAA record to name). N/A counts as a failure unless the
+//! caller allowed simulated quotes *and* the quote is simulated, so a real deployment can
+//! never pass with an N/A; on the development stack the report then says it is verified
+//! for development only, and which checks did not apply and why.
 
 use std::net::SocketAddr;
 
@@ -53,6 +60,11 @@ pub enum Status {
     Pass,
     Fail,
     Skipped,
+    /// The check cannot apply to this deployment (a self-signed development stack);
+    /// only ever reported for a simulated quote with simulated quotes allowed, otherwise
+    /// it is a [`Status::Fail`].
+    #[serde(rename = "n/a")]
+    NotApplicable,
 }
 
 /// One line of the report.
@@ -99,19 +111,33 @@ impl Report {
                 Status::Pass => "PASS",
                 Status::Fail => "FAIL",
                 Status::Skipped => "SKIP",
+                Status::NotApplicable => "N/A ",
             };
             s.push_str(&format!("{tag}  {:<19} {}\n", c.id, c.detail));
         }
-        s.push_str(if self.ok {
-            "verified: every required check passed\n"
-        } else {
-            "NOT verified: failed checks: "
-        });
+        let not_applicable = self.not_applicable();
         if !self.ok {
+            s.push_str("NOT verified: failed checks: ");
             s.push_str(&self.failed().join(", "));
             s.push('\n');
+        } else if not_applicable.is_empty() {
+            s.push_str("verified: every required check passed\n");
+        } else {
+            s.push_str(&format!(
+                "verified for DEVELOPMENT only (simulated quote, NOT confidential); checks that cannot apply here: {}\n",
+                not_applicable.join(", ")
+            ));
         }
         s
+    }
+
+    /// Names of the checks that could not apply (development stack only).
+    pub fn not_applicable(&self) -> Vec<&'static str> {
+        self.checks
+            .iter()
+            .filter(|c| c.status == Status::NotApplicable)
+            .map(|c| c.id)
+            .collect()
     }
 }
 
@@ -143,6 +169,8 @@ type Outcome = Result<String, String>;
 enum Ran {
     Done(Outcome),
     Skip(String),
+    /// The check cannot apply to this deployment (see the module documentation).
+    NotApplicable(String),
 }
 
 fn pass(s: impl Into<String>) -> Ran {
@@ -155,7 +183,7 @@ fn fail(s: impl Into<String>) -> Ran {
 /// Runs every check over `bundle`.
 pub async fn run(bundle: &Bundle, opts: &Options) -> Report {
     let http = crate::bundle::http_client(None).ok();
-    let mut checks = Vec::new();
+    let mut ran_all = Vec::new();
     let mut tcb_status = None;
     let mut advisory_ids = Vec::new();
     for (id, title) in CHECKS {
@@ -181,19 +209,22 @@ pub async fn run(bundle: &Bundle, opts: &Options) -> Report {
                 _ => check_compose_hash_event(bundle),
             }
         };
-        let (status, detail) = match ran {
-            Ran::Done(Ok(d)) => (Status::Pass, d),
-            Ran::Done(Err(d)) => (Status::Fail, d),
-            Ran::Skip(d) if opts.strict => (Status::Fail, format!("{d} (strict)")),
-            Ran::Skip(d) => (Status::Skipped, d),
-        };
-        checks.push(CheckResult {
-            id,
-            title,
-            status,
-            detail,
-        });
+        ran_all.push((id, title, ran));
     }
+    // N/A is tolerated only for a simulated quote the caller allowed.
+    let development = opts.policy.allow_simulated && tcb_status.as_deref() == Some("Simulated");
+    let checks: Vec<CheckResult> = ran_all
+        .into_iter()
+        .map(|(id, title, ran)| {
+            let (status, detail) = resolve(ran, development, opts.strict);
+            CheckResult {
+                id,
+                title,
+                status,
+                detail,
+            }
+        })
+        .collect();
     Report {
         ok: checks.iter().all(|c| c.status != Status::Fail),
         checks,
@@ -201,6 +232,43 @@ pub async fn run(bundle: &Bundle, opts: &Options) -> Report {
         advisory_ids,
     }
 }
+
+/// A check's status: `development` (a simulated quote the caller allowed) is the only
+/// case where N/A stands; `strict` makes a skip a failure.
+fn resolve(ran: Ran, development: bool, strict: bool) -> (Status, String) {
+    match ran {
+        Ran::Done(Ok(d)) => (Status::Pass, d),
+        Ran::Done(Err(d)) => (Status::Fail, d),
+        Ran::Skip(d) if strict => (Status::Fail, format!("{d} (strict)")),
+        Ran::Skip(d) => (Status::Skipped, d),
+        Ran::NotApplicable(d) if development => (Status::NotApplicable, d),
+        Ran::NotApplicable(d) => (
+            Status::Fail,
+            format!(
+                "{d} (a check that cannot apply is a failure unless the quote is simulated and simulated quotes are allowed)"
+            ),
+        ),
+    }
+}
+
+/// Whether the deployment is a development stack serving a self-signed certificate with
+/// no ACME account: no `acme-account.json`, and the published leaf is its own issuer.
+fn self_signed_without_acme(b: &Bundle) -> bool {
+    if b.evidence_files.contains_key("acme-account.json") {
+        return false;
+    }
+    let Some(der) =
+        cert_file_name(&b.evidence_files).and_then(|name| first_pem_cert(&b.evidence_files[name]))
+    else {
+        return false;
+    };
+    x509_parser::parse_x509_certificate(&der)
+        .map(|(_, cert)| cert.issuer().as_raw() == cert.subject().as_raw())
+        .unwrap_or(false)
+}
+
+/// Why the ACME checks cannot apply to a self-signed development stack.
+const SELF_SIGNED_WHY: &str = "the served certificate is self-signed and the deployment publishes no ACME account (a development stack): there is no CA account for a CAA record to name; `scripts/dev --acme` runs the development stack with a local ACME CA, where this check runs";
 
 fn strip0x(s: &str) -> &str {
     s.trim().trim_start_matches("0x")
@@ -368,7 +436,8 @@ fn check_report_data(b: &Bundle) -> Ran {
                 covered.push(name.to_owned());
             }
         }
-        for needed in [cert_file_name(&b.evidence_files), Some("acme-account.json")]
+        let account = (!self_signed_without_acme(b)).then_some("acme-account.json");
+        for needed in [cert_file_name(&b.evidence_files), account]
             .into_iter()
             .flatten()
         {
@@ -407,6 +476,9 @@ fn check_tls_certificate(b: &Bundle) -> Ran {
 }
 
 async fn check_acme_caa(b: &Bundle, opts: &Options) -> Ran {
+    if self_signed_without_acme(b) {
+        return Ran::NotApplicable(SELF_SIGNED_WHY.to_owned());
+    }
     let Some(domain) = opts.domain.clone().or_else(|| b.domain.clone()) else {
         return Ran::Skip("no domain (give --domain or verify online)".into());
     };
@@ -664,4 +736,24 @@ fn check_compose_hash_event(b: &Bundle) -> Ran {
         Ok(notes.join("; "))
     };
     Ran::Done(run())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A genuine quote (or simulated quotes not allowed): an N/A is a failure.
+    #[test]
+    fn not_applicable_stands_only_on_an_allowed_simulated_stack() {
+        let na = || Ran::NotApplicable("why".to_owned());
+        assert_eq!(resolve(na(), true, false).0, Status::NotApplicable);
+        assert_eq!(resolve(na(), true, true).0, Status::NotApplicable);
+        let (status, detail) = resolve(na(), false, false);
+        assert_eq!(status, Status::Fail);
+        assert!(
+            detail.starts_with("why") && detail.contains("cannot apply"),
+            "{detail}"
+        );
+        assert_eq!(resolve(Ran::Skip("s".into()), false, true).0, Status::Fail);
+    }
 }

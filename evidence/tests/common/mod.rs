@@ -92,6 +92,12 @@ pub async fn simulated_bundle() -> Bundle {
 
 /// As [`simulated_bundle`], publishing `cert` as the evidence (and TLS) certificate.
 pub async fn simulated_bundle_with_cert(cert: &rcgen::Certificate, domain: &str) -> Bundle {
+    simulated_bundle_with(cert, domain, true).await
+}
+
+/// As [`simulated_bundle_with_cert`]; `acme`: whether an `acme-account.json` is published
+/// (a self-signed development stack publishes none).
+pub async fn simulated_bundle_with(cert: &rcgen::Certificate, domain: &str, acme: bool) -> Bundle {
     let app_compose = simulated_app_compose();
     let provider: evidence::QuoteProvider =
         evidence::SimulatedProvider::new(app_compose.into_bytes()).into();
@@ -100,12 +106,17 @@ pub async fn simulated_bundle_with_cert(cert: &rcgen::Certificate, domain: &str)
 
     let cert_pem = cert.pem();
     let cert_name = format!("cert-{domain}.pem");
-    let acme = json!({ "uri": "https://acme.test/acme/acct/1234" }).to_string();
-    let sums = format!(
-        "{}  {cert_name}\n{}  acme-account.json\n",
+    let acme_json = json!({ "uri": "https://acme.test/acme/acct/1234" }).to_string();
+    let mut sums = format!(
+        "{}  {cert_name}\n",
         hex::encode(<sha2::Sha256 as sha2::Digest>::digest(cert_pem.as_bytes())),
-        hex::encode(<sha2::Sha256 as sha2::Digest>::digest(acme.as_bytes())),
     );
+    if acme {
+        sums.push_str(&format!(
+            "{}  acme-account.json\n",
+            hex::encode(<sha2::Sha256 as sha2::Digest>::digest(acme_json.as_bytes())),
+        ));
+    }
     let ev_quote = provider
         .quote(evidence::report_data_for(sums.as_bytes()))
         .await
@@ -116,7 +127,9 @@ pub async fn simulated_bundle_with_cert(cert: &rcgen::Certificate, domain: &str)
         "quote.json".to_owned(),
         ev_quote.evidence_quote_json().to_string().into_bytes(),
     );
-    files.insert("acme-account.json".to_owned(), acme.into_bytes());
+    if acme {
+        files.insert("acme-account.json".to_owned(), acme_json.into_bytes());
+    }
     files.insert(cert_name, cert_pem.into_bytes());
     Bundle {
         info: Some(info.info_json()),
