@@ -113,6 +113,11 @@ pub struct Running {
 }
 
 impl Running {
+    /// The JSON-RPC URL of `appliance dev`'s local chain, if it runs one.
+    pub fn dev_rpc_url(&self) -> Option<&str> {
+        self.dev_chain.as_ref().map(|c| c.rpc_url.as_str())
+    }
+
     /// The base URL clients use.
     pub fn base_url(&self) -> String {
         let ip = self.local_addr.ip();
@@ -164,6 +169,23 @@ pub async fn start_dev(config: Config, dev_anvil: Option<PathBuf>) -> Result<Run
     start_with(config, dev_anvil).await
 }
 
+/// What a spawned keyservice is told about the chain: the app id (`attestation.app_id`,
+/// else the governance contract) and the `AccountConfig` contracts its payers may call.
+fn keyservice_chain_args(config: &Config) -> (Option<String>, Vec<String>) {
+    let app_id = config
+        .attestation
+        .app_id
+        .clone()
+        .or_else(|| config.chain.governance_address.map(|a| a.to_string()));
+    let account_configs = config
+        .chain
+        .account_config_address
+        .iter()
+        .map(|a| a.to_string())
+        .collect();
+    (app_id, account_configs)
+}
+
 async fn start_with(mut config: Config, dev_anvil: Option<PathBuf>) -> Result<Running, StartError> {
     std::fs::create_dir_all(&config.data_dir).map_err(|source| StartError::DataDir {
         path: config.data_dir.clone(),
@@ -171,6 +193,7 @@ async fn start_with(mut config: Config, dev_anvil: Option<PathBuf>) -> Result<Ru
     })?;
     let store = Store::open(&config.data_dir.join("state.db"))?;
     let (keys, supervisor) = start_keyservice(&config).await?;
+    let told = keyservice_chain_args(&config);
     let dev_chain = match dev_anvil {
         Some(anvil) => Some(
             dev::chain::start(&mut config.chain, &config.data_dir, &keys, anvil)
@@ -178,6 +201,17 @@ async fn start_with(mut config: Config, dev_anvil: Option<PathBuf>) -> Result<Ru
                 .map_err(|e| StartError::Chain(e.to_string()))?,
         ),
         None => None,
+    };
+    // The dev chain has just deployed (or found) the contracts: a spawned keyservice that
+    // was started without them is restarted, so that `/info` names the governance
+    // contract as the app id and the payers may call this AccountConfig.
+    let (keys, supervisor) = match supervisor {
+        Some(running) if dev_chain.is_some() && keyservice_chain_args(&config) != told => {
+            tracing::info!("restarting the dev keyservice with the dev chain's contracts");
+            running.shutdown().await;
+            start_keyservice(&config).await?
+        }
+        other => (keys, other),
     };
     let worker_cwd = config.data_dir.join("worker-cwd");
     std::fs::create_dir_all(&worker_cwd).map_err(|source| StartError::DataDir {
@@ -430,17 +464,8 @@ pub(crate) async fn start_keyservice(
         chain_id: config.chain.chain_id,
         quote_provider: config.attestation.provider.as_str(),
         tsm_dir: config.attestation.tsm_dir.clone(),
-        app_id: config
-            .attestation
-            .app_id
-            .clone()
-            .or_else(|| config.chain.governance_address.map(|a| a.to_string())),
-        account_configs: config
-            .chain
-            .account_config_address
-            .iter()
-            .map(|a| a.to_string())
-            .collect(),
+        app_id: keyservice_chain_args(config).0,
+        account_configs: keyservice_chain_args(config).1,
     };
     let supervisor = dev::keyservice_child::Supervisor::start(spec)
         .map_err(|source| StartError::KeyserviceSpawn { binary, source })?;

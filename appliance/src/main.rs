@@ -36,6 +36,11 @@ enum Command {
         /// there with the placeholder dev image; see docs/operators.md).
         #[arg(long)]
         compose_file: Option<PathBuf>,
+        /// Take the certificate from a local ACME CA (Debian's Pebble and its DNS
+        /// stand-in, run as children), so that every check of `evidence verify` passes
+        /// against this stack; prints the exact command once the certificate is issued.
+        #[arg(long)]
+        local_acme: bool,
     },
     /// Run in production from a TOML configuration file (APPLIANCE_* variables
     /// override any key; see config.example.toml).
@@ -132,16 +137,37 @@ async fn shutdown_signal() {
     let _ = ctrl_c.await;
 }
 
-async fn run(config: Config, dev: bool) -> ExitCode {
+/// How `run` starts the appliance.
+#[derive(Debug, Clone, Copy)]
+enum Mode {
+    Serve,
+    Dev { local_acme: bool },
+}
+
+async fn run(mut config: Config, mode: Mode) -> ExitCode {
     let log = match init_logging(&config) {
         Ok(guard) => guard,
         Err(code) => return code,
     };
+    let dev = matches!(mode, Mode::Dev { .. });
     if dev {
         tracing::warn!(
-            "DEVELOPMENT MODE: self-signed TLS, simulated platform; nothing here is confidential"
+            "DEVELOPMENT MODE: simulated platform, self-signed or local-CA TLS; nothing here is confidential"
         );
     }
+    let local_acme = if matches!(mode, Mode::Dev { local_acme: true }) {
+        let (data_dir, listen) = (config.data_dir.clone(), config.listen);
+        match appliance::dev::local_acme::start(&mut config.acme, &data_dir, listen).await {
+            Ok(local) => Some(local),
+            Err(err) => {
+                tracing::error!(error = %err, "cannot start the local ACME CA");
+                let _ = writeln!(std::io::stderr(), "appliance: {err}");
+                return ExitCode::FAILURE;
+            }
+        }
+    } else {
+        None
+    };
     let started = if dev {
         let anvil = if config.chain.rpc_url.is_some() {
             tracing::info!("chain.rpc_url is set: no local chain");
@@ -158,6 +184,9 @@ async fn run(config: Config, dev: bool) -> ExitCode {
         Err(err) => {
             tracing::error!(error = %err, "cannot start");
             let _ = writeln!(std::io::stderr(), "appliance: {err}");
+            if let Some(local) = local_acme {
+                local.shutdown().await;
+            }
             return ExitCode::FAILURE;
         }
     };
@@ -172,18 +201,93 @@ async fn run(config: Config, dev: bool) -> ExitCode {
             "self-signed certificate: {} (curl --cacert it, or -k)",
             pem.display()
         );
+        if local_acme.is_none() {
+            // acme-caa cannot apply to a self-signed certificate: the report says so.
+            let mut verify = format!(
+                "verify it (development only; `--local-acme` for every check): evidence verify --url https://localhost:{} --ca-file {} --allow-simulated",
+                running.local_addr.port(),
+                pem.display()
+            );
+            if let Some(rpc) = running.dev_rpc_url() {
+                verify.push_str(&format!(" --rpc-url {rpc}"));
+            }
+            let _ = writeln!(out, "{verify}");
+        }
     }
     let _ = out.flush();
     drop(out);
-
-    tokio::select! {
-        () = shutdown_signal() => {
-            tracing::info!("shutting down");
-            running.shutdown().await;
+    // With the local CA: once the account exists, publish its CAA record and say how to
+    // verify the stack.
+    let announce = local_acme.as_ref().and_then(|local| {
+        let handle = running.acme.as_ref()?.handle.clone();
+        let command = local.verify_command(running.local_addr.port(), running.dev_rpc_url());
+        Some(announce_local_acme(handle, local.caa_publisher(), command))
+    });
+    let announce = async {
+        match announce {
+            Some(task) => task.await,
+            None => std::future::pending().await,
         }
-        () = running.wait() => {}
+    };
+    tokio::pin!(announce);
+
+    let signalled = {
+        let stopped = async {
+            tokio::select! {
+                () = shutdown_signal() => {
+                    tracing::info!("shutting down");
+                    true
+                }
+                () = running.wait() => false,
+            }
+        };
+        tokio::pin!(stopped);
+        loop {
+            tokio::select! {
+                signalled = &mut stopped => break signalled,
+                () = &mut announce => {}
+            }
+        }
+    };
+    if signalled {
+        running.shutdown().await;
+    }
+    if let Some(local) = local_acme {
+        local.shutdown().await;
     }
     ExitCode::SUCCESS
+}
+
+/// Waits for the ACME account and the first certificate, publishes the CAA record that
+/// names the account, then prints the `evidence verify` command that passes; then never
+/// returns (the caller selects it beside the shutdown).
+async fn announce_local_acme(
+    acme: appliance::acme::AcmeHandle,
+    caa: appliance::dev::local_acme::CaaPublisher,
+    command: String,
+) {
+    let mut issued = acme.subscribe();
+    let account = loop {
+        let health = acme.health();
+        if let (Some(account), true) = (health.account_uri.clone(), issued.borrow().is_some()) {
+            break account;
+        }
+        if issued.changed().await.is_err() {
+            return std::future::pending().await;
+        }
+    };
+    match caa.publish(&account).await {
+        Ok(()) => {
+            let mut out = std::io::stdout().lock();
+            let _ = writeln!(
+                out,
+                "local ACME certificate issued; every check passes with:\n  {command}"
+            );
+            let _ = out.flush();
+        }
+        Err(err) => tracing::error!(error = %err, "cannot publish the CAA record"),
+    }
+    std::future::pending().await
 }
 
 async fn deploy(args: appliance::deploy_command::DeployArgs) -> ExitCode {
@@ -235,7 +339,7 @@ fn block_on<F: std::future::Future<Output = ExitCode>>(future: F) -> ExitCode {
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
-    let (config, dev) = match cli.command {
+    let (config, mode) = match cli.command {
         Command::ChildGuard { mut command } => {
             let program = command.remove(0);
             return block_on(async move {
@@ -271,10 +375,11 @@ fn main() -> ExitCode {
             listen,
             data_dir,
             compose_file,
+            local_acme,
         } => {
             let compose_file = compose_file.unwrap_or_else(|| data_dir.join("app-compose.json"));
             match Config::dev(listen, data_dir, compose_file).with_env(std::env::vars()) {
-                Ok(c) => (c, true),
+                Ok(c) => (c, Mode::Dev { local_acme }),
                 Err(err) => {
                     let _ = writeln!(std::io::stderr(), "appliance: {err}");
                     return ExitCode::from(2);
@@ -282,7 +387,7 @@ fn main() -> ExitCode {
             }
         }
         Command::Serve { config } => match Config::load(config.as_deref()) {
-            Ok(c) => (c, false),
+            Ok(c) => (c, Mode::Serve),
             Err(err) => {
                 let _ = writeln!(std::io::stderr(), "appliance: {err}");
                 return ExitCode::from(2);
@@ -320,5 +425,5 @@ fn main() -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
-    runtime.block_on(run(config, dev))
+    runtime.block_on(run(config, mode))
 }

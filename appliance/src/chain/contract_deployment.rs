@@ -311,6 +311,46 @@ pub async fn deploy_contracts(
     })
 }
 
+/// Adds `compose_hash` to the `AppGovernance` allow-list at `governance` unless it is
+/// already there, signed by `signer` (its owner). Returns whether a transaction was sent.
+pub async fn allow_compose_hash(
+    client: &ChainClient,
+    signer: DeploySigner,
+    governance: Address,
+    compose_hash: alloy::primitives::B256,
+    timeout: Duration,
+) -> Result<bool, DeployError> {
+    let allowed = IAppGovernance::new(governance, client.provider())
+        .allowedComposeHashes(compose_hash)
+        .call()
+        .await
+        .map_err(|e| ChainError::Unavailable(e.to_string()))?;
+    if allowed {
+        return Ok(false);
+    }
+    let from = signer_address(client, &signer).await?;
+    let mut sender = Sender {
+        client,
+        signer,
+        from,
+        nonce: client.pending_nonce(from).await?,
+        fees: client.fees().await?,
+        timeout,
+    };
+    let data = IAppGovernance::addComposeHashCall {
+        composeHash: compose_hash,
+    }
+    .abi_encode();
+    sender
+        .send(
+            "AppGovernance.addComposeHash",
+            Some(governance),
+            data.into(),
+        )
+        .await?;
+    Ok(true)
+}
+
 /// Whether both contracts are deployed at these addresses (their runtime code matches the
 /// committed artifacts) and every one of `api_payers` is an `AccountConfig` payer.
 pub async fn contracts_in_place(

@@ -13,6 +13,7 @@ use std::time::{Duration, Instant};
 
 use alloy::primitives::{Address, U256};
 use alloy::providers::Provider;
+use alloy::signers::local::PrivateKeySigner;
 use keyservice_api::Payer;
 use serde::{Deserialize, Serialize};
 use tokio::io::{AsyncBufReadExt, BufReader};
@@ -22,7 +23,7 @@ use tokio::task::JoinHandle;
 
 use crate::chain::ChainClient;
 use crate::chain::contract_deployment::{
-    DeployPlan, DeploySigner, contracts_in_place, deploy_contracts,
+    DeployPlan, DeploySigner, allow_compose_hash, contracts_in_place, deploy_contracts,
 };
 use crate::config::ChainConfig;
 use crate::keyservice_client::Keys;
@@ -50,6 +51,8 @@ pub enum DevChainError {
     Chain(#[from] crate::chain::ChainError),
     #[error("deploying the contracts: {0}")]
     Deploy(#[from] crate::chain::contract_deployment::DeployError),
+    #[error("the dev compose hash is unreadable: {0}")]
+    ComposeHash(String),
 }
 
 /// Which anvil `appliance dev` should run: `chain.dev_anvil` if set (an empty value turns
@@ -322,7 +325,7 @@ async fn prepare(
         {
             tracing::info!(account_config = %record.account_config, governance = %record.governance, "dev chain: reusing the deployed contracts");
             apply(chain, &record);
-            return Ok(());
+            return allow_dev_compose_hash(&client, chain, &record, keys).await;
         }
         tracing::warn!(
             "dev chain: the contracts recorded in {} are not on anvil (its state was lost?); deploying new ones",
@@ -332,7 +335,9 @@ async fn prepare(
     let plan = DeployPlan {
         api_payers,
         account_config_owner: None,
-        governance_owner: None,
+        // The dev governance belongs to a dev key, never to a payer: keyservice lets no
+        // payer govern (the deployment must not approve its own code).
+        governance_owner: Some(dev_governance_key().address()),
         receipt_timeout: Duration::from_secs(30),
     };
     let deployed = deploy_contracts(&client, DeploySigner::Payer(Payer::Admin), &plan).await?;
@@ -353,6 +358,65 @@ async fn prepare(
     })?;
     tracing::info!(account_config = %record.account_config, governance = %record.governance, owner = %deployed.deployer, "dev chain: contracts deployed");
     apply(chain, &record);
+    allow_dev_compose_hash(&client, chain, &record, keys).await
+}
+
+/// The owner of the dev chain's governance contract: anvil's first default account,
+/// whose key is public (anvil's well-known test mnemonic). Development only: it lets
+/// `appliance dev` allow its own compose hash, which no payer may do.
+const DEV_GOVERNANCE_KEY: &str = "ac0974bec39a17e36ba4a6b4d238ff944bacb478cbed5efcae784d7bf4f2ff80";
+
+fn dev_governance_key() -> PrivateKeySigner {
+    // A constant that parses; the fallback is never taken.
+    DEV_GOVERNANCE_KEY
+        .parse()
+        .unwrap_or_else(|_| PrivateKeySigner::random())
+}
+
+/// Puts the dev deployment's compose hash on the allow-list of the governance contract the
+/// dev chain deployed (owned by the dev governance key), so that `evidence verify`'s
+/// governance check passes against the dev stack. A governance contract given by the
+/// environment, or one from before the dev key owned it, is left alone.
+async fn allow_dev_compose_hash(
+    client: &ChainClient,
+    chain: &ChainConfig,
+    record: &Record,
+    keys: &Keys,
+) -> Result<(), DevChainError> {
+    if chain.governance_address != Some(record.governance) {
+        return Ok(());
+    }
+    let key = dev_governance_key();
+    let owner = chain_contracts::IAppGovernance::new(record.governance, client.provider())
+        .owner()
+        .call()
+        .await
+        .map_err(|e| crate::chain::ChainError::Unavailable(e.to_string()))?;
+    if owner != key.address() {
+        tracing::warn!(governance = %record.governance, %owner, "dev chain: the governance contract is not owned by the dev key (an older dev chain); the governance check of `evidence verify` fails until its compose hash is allowed (or the anvil directory is removed)");
+        return Ok(());
+    }
+    let info = keys
+        .client()
+        .attestation_info()
+        .await
+        .map_err(crate::chain::ChainError::from)?;
+    let hash: alloy::primitives::B256 = info
+        .compose_hash
+        .trim_start_matches("0x")
+        .parse()
+        .map_err(|e| DevChainError::ComposeHash(format!("{}: {e}", info.compose_hash)))?;
+    let sent = allow_compose_hash(
+        client,
+        DeploySigner::Local(key),
+        record.governance,
+        hash,
+        Duration::from_secs(30),
+    )
+    .await?;
+    if sent {
+        tracing::info!(compose_hash = %hash, governance = %record.governance, "dev chain: the dev compose hash is allowed by governance");
+    }
     Ok(())
 }
 

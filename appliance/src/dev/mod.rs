@@ -10,11 +10,14 @@
 //!   started through the launcher protocol as in the image.
 //! * `chain`: a local anvil with its state in the data directory, funded payers and the
 //!   contracts deployed once.
-//! * `child_guard`: `appliance child-guard`, which stops a helper (anvil) when the
+//! * `child_guard`: `appliance child-guard`, which stops a helper (anvil, Pebble) when the
 //!   appliance goes away, even after `kill -9`.
+//! * `local_acme`: `appliance dev --local-acme`, the certificate from a local Pebble, so
+//!   every check of `evidence verify` passes on one machine.
 
 pub mod chain;
 pub mod child_guard;
 pub mod keyservice_child;
 pub mod launcher_child;
+pub mod local_acme;
 pub mod supervise;
