@@ -1,0 +1,25 @@
+// Compiled (never run) by `npm run typecheck`: the typed surface the dashboard codes against.
+import { createClient, paginate, type Schemas } from "../../src/index.js";
+
+export async function usage(): Promise<void> {
+  const client = createClient({ baseUrl: "https://localhost:8443" });
+  const account = await client.newAccount({ account_name: "demo" });
+  const key: string = account.api_key;
+  const admin = client.withApiKey(key);
+  const group = await admin.addGroup({ group_name: "ops" } as Schemas["AddGroupRequest"]);
+  void group;
+  for await (const k of paginate((q) => admin.listApiKeys(q))) {
+    const item: Schemas["UsageKeyItem"] = k;
+    void item;
+  }
+  const run = await admin.litAction({ code: "async function main() { return 1; }" });
+  const logs: string = run.logs;
+  void logs;
+  const health = await client.health();
+  const status: string = health.status;
+  void status;
+  // @ts-expect-error: the body of new_account has no such field
+  await client.newAccount({ nope: 1 });
+  // @ts-expect-error: list_wallets_in_group needs its query
+  await admin.listWalletsInGroup();
+}
