@@ -29,6 +29,7 @@ mod kill_campaign;
 mod openapi;
 mod permissions;
 mod schemathesis;
+mod sdk_js;
 mod signatures;
 mod usage_keys;
 mod wallets;

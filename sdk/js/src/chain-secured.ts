@@ -97,10 +97,29 @@ function isWalletClient(signer: ChainSecuredSigner): signer is WalletClient {
 }
 
 /**
+ * The last default `issuedAt` given to each (signer, flow, chain) in this process. Signing
+ * is deterministic (RFC 6979), so two envelopes signed in the same second would be the same
+ * signature and the second one a replay: a default `issuedAt` is moved one second past the
+ * last one instead (still well inside the server's ±300 s window).
+ */
+const lastIssuedAt = new Map<string, bigint>();
+
+function freshIssuedAt(address: string, primaryType: string, chainId: string): bigint {
+  const key = `${address.toLowerCase()}|${primaryType}|${chainId}`;
+  const now = BigInt(unixNow());
+  const last = lastIssuedAt.get(key);
+  const issued = last !== undefined && last >= now ? last + 1n : now;
+  lastIssuedAt.set(key, issued);
+  return issued;
+}
+
+/**
  * Signs the `primaryType` envelope about the signer's own address (`eth_signTypedData_v4`)
  * and returns the body the endpoint takes, `{typed_data, signature}` (for `BillingAuth`,
  * pass it to `walletAuthHeader`). Sign anew for every request: the server accepts each
- * signature once.
+ * signature once. Without `issuedAt`, it is now, or one second past the last default this
+ * process gave the same signer, flow and chain, so that back-to-back calls never repeat a
+ * signature.
  */
 export async function signChainSecured<P extends ChainSecuredPrimaryType>(
   signer: ChainSecuredSigner,
@@ -126,7 +145,8 @@ export async function signChainSecured<P extends ChainSecuredPrimaryType>(
     account = signer;
     address = signer.address;
   }
-  const typed_data = chainSecuredTypedData(primaryType, { address, ...params });
+  const issuedAt = params.issuedAt ?? freshIssuedAt(address, primaryType, decimal(params.chainId, "chainId"));
+  const typed_data = chainSecuredTypedData(primaryType, { address, chainId: params.chainId, issuedAt });
   // viem takes the uint256 values as bigints; the JSON keeps them as decimal strings.
   const request = {
     domain: { ...typed_data.domain, chainId: BigInt(typed_data.domain.chainId) },

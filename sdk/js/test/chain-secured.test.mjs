@@ -75,6 +75,16 @@ test("issuedAt defaults to now and a fresh signature differs", async () => {
   assert.notEqual(a.signature, b.signature);
 });
 
+test("default issuedAt never repeats for the same signer, flow and chain", async () => {
+  const account = privateKeyToAccount(vectors[1].private_key);
+  const signed = [];
+  for (let i = 0; i < 3; i++) signed.push(await signChainSecured(account, "BillingAuth", { chainId: 8453 }));
+  const issued = signed.map((s) => Number(s.typed_data.message.issuedAt));
+  assert.ok(issued[0] < issued[1] && issued[1] < issued[2], `issuedAt ${issued} not increasing`);
+  assert.equal(new Set(signed.map((s) => s.signature)).size, 3);
+  assert.ok(issued[2] - Math.floor(Date.now() / 1000) < 10);
+});
+
 test("bad arguments are refused with a sentence", () => {
   const address = vectors[0].address;
   assert.throws(() => chainSecuredTypedData("Transfer", { address, chainId: 1 }), /primaryType must be one of/);
