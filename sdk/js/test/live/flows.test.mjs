@@ -53,7 +53,7 @@ test("a new account, a group, a wallet in it", async () => {
   state.accountKey = account.api_key;
   const admin = anonymous.withApiKey(account.api_key);
   state.admin = admin;
-  await admin.accountExists();
+  assert.equal(await admin.accountExists(), true);
 
   const group = await admin.addGroup({ group_name: "sdk", group_description: "from the JS SDK" });
   assert.equal(group.success, true);
