@@ -672,6 +672,11 @@ pub struct BillingConfig {
     pub management_write_cents: u64,
     /// Price of each started second of an action's run time (at least one second).
     pub action_second_cents: u64,
+    /// Where the dashboard (`/dashboard`) loads Stripe.js from for a card top-up, only
+    /// while billing is on; its origin is the one other origin the dashboard's
+    /// Content-Security-Policy admits (https; http only on a loopback address, e.g. a
+    /// localstripe's stand-in at `http://127.0.0.1:PORT/js.stripe.com/v3/`).
+    pub stripe_js_url: String,
 }
 
 impl Default for BillingConfig {
@@ -686,8 +691,17 @@ impl Default for BillingConfig {
             initial_credit_cents: 0,
             management_write_cents: 1,
             action_second_cents: 1,
+            stripe_js_url: "https://js.stripe.com/v3/".into(),
         }
     }
+}
+
+/// `https://…`, or `http://` on a loopback address (a local test server).
+fn https_or_loopback_http(url: &str) -> bool {
+    let loopback_http = ["http://127.0.0.1:", "http://localhost:", "http://[::1]:"]
+        .iter()
+        .any(|p| url.starts_with(p));
+    url.starts_with("https://") || loopback_http
 }
 
 impl BillingConfig {
@@ -702,13 +716,21 @@ impl BillingConfig {
                 "billing needs both billing.stripe_secret_key and billing.stripe_publishable_key (or neither, to disable it)".into(),
             ));
         }
-        let base = self.stripe_api_base.trim_end_matches('/');
-        let loopback_http = ["http://127.0.0.1:", "http://localhost:", "http://[::1]:"]
-            .iter()
-            .any(|p| base.starts_with(p));
-        if !(base.starts_with("https://") || loopback_http) {
+        if !https_or_loopback_http(self.stripe_api_base.trim_end_matches('/')) {
             return Err(ConfigError::Invalid(
                 "billing.stripe_api_base must be an https URL (http only on a loopback address)"
+                    .into(),
+            ));
+        }
+        if !https_or_loopback_http(&self.stripe_js_url)
+            || self.stripe_js_url.parse::<http::Uri>().is_err()
+            || self
+                .stripe_js_url
+                .chars()
+                .any(|c| c.is_whitespace() || c == ';' || c == ',')
+        {
+            return Err(ConfigError::Invalid(
+                "billing.stripe_js_url must be an https URL (http only on a loopback address)"
                     .into(),
             ));
         }

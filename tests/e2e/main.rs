@@ -17,6 +17,7 @@ mod chain_mirror;
 mod cli;
 mod container;
 mod deploy;
+mod dashboard;
 mod dev_stack;
 mod durability;
 mod evidence_e2e;

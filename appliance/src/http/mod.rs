@@ -4,10 +4,13 @@
 //!
 //! The routes themselves are the API's (`crate::api::routes`), registered through
 //! `utoipa_axum::routes!`, which records each handler's OpenAPI description as it mounts
-//! it, so the served `openapi.json` cannot drift from what the router serves.
+//! it, so the served `openapi.json` cannot drift from what the router serves. The web
+//! dashboard (`dashboard`, at `/dashboard`) is merged beside them and is not in that
+//! document.
 
 pub mod auth;
 pub mod billed;
+pub mod dashboard;
 pub mod extract;
 pub mod middleware;
 pub mod rate_limit;
@@ -36,6 +39,7 @@ pub fn app(state: AppState, routes: (Router<AppState>, utoipa::openapi::OpenApi)
         .url(format!("{API_PREFIX}/openapi.json"), openapi);
     router
         .merge(docs)
+        .merge(dashboard::routes(&state.config.billing))
         .fallback(|| async { ApiError::NotFound("no such path".into()) })
         .method_not_allowed_fallback(|| async {
             ApiError::MethodNotAllowed("this path does not accept that method".into())
