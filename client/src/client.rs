@@ -250,7 +250,9 @@ pub enum Credential {
 
 /// What one attempt produced.
 enum Attempt {
-    Answer(StatusCode, http::HeaderMap, Vec<u8>),
+    /// The status, the `Location` of a redirect (the only header a caller reads: the
+    /// header map is not copied on every call), and the body.
+    Answer(StatusCode, Option<String>, Vec<u8>),
     Transport(String),
 }
 
@@ -477,7 +479,7 @@ impl Client {
         };
         self.ensure_verified().await?;
         let send = || self.attempt(&method, path, &query_pairs, body.clone(), key.clone());
-        let (status, headers, bytes) = match send().await {
+        let (status, location, bytes) = match send().await {
             Attempt::Answer(s, h, b) => (s, h, b),
             Attempt::Transport(e) => match self.inner.pins.take_refused() {
                 Some(Refusal {
@@ -510,10 +512,7 @@ impl Client {
         if status.is_redirection() {
             return Err(ClientError::Redirect {
                 status: status.as_u16(),
-                location: headers
-                    .get(http::header::LOCATION)
-                    .and_then(|l| l.to_str().ok())
-                    .map(str::to_owned),
+                location,
             });
         }
         match serde_json::from_slice::<ErrorBody>(&bytes) {
@@ -569,9 +568,14 @@ impl Client {
             Err(e) => return Attempt::Transport(error_chain(&e)),
         };
         let status = rsp.status();
-        let headers = rsp.headers().clone();
+        let location = status
+            .is_redirection()
+            .then(|| rsp.headers().get(http::header::LOCATION))
+            .flatten()
+            .and_then(|l| l.to_str().ok())
+            .map(str::to_owned);
         match evidence::bundle::read_limited(rsp, MAX_RESPONSE).await {
-            Ok(body) => Attempt::Answer(status, headers, body),
+            Ok(body) => Attempt::Answer(status, location, body),
             Err(e) => Attempt::Transport(e.to_string()),
         }
     }

@@ -7,7 +7,8 @@
 //!    Pebble ACME certificate, CAA in challtestsrv, governance on anvil, simulated
 //!    quote): fetch the evidence over HTTPS, then every check.
 //! 3. A call on a verified, pinned keep-alive connection (`appliance-client`) against the
-//!    same call through a plain reqwest client with the same rustls roots
+//!    same call through a plain reqwest client with the same rustls roots and the same
+//!    60 s request timeout
 //!    (`GET /core/v1/account_exists` with the account key, one client, sequential), in
 //!    alternating rounds so that drift hits both sides alike.
 //!
@@ -182,9 +183,12 @@ async fn main() {
         .build()
         .unwrap();
     pinned.verify().await.unwrap();
+    // The same request timeout as the pinned client's default (a bounded wait is not part
+    // of the pin, and costs a timer per request on either side).
     let plain = reqwest::Client::builder()
         .add_root_certificate(reqwest::Certificate::from_pem(stack.root_pem.as_bytes()).unwrap())
         .redirect(reqwest::redirect::Policy::none())
+        .timeout(Duration::from_secs(60))
         .build()
         .unwrap();
     let url = format!("{}/core/v1/account_exists", stack.base);
