@@ -15,7 +15,6 @@ use std::process::Command;
 use base64::Engine as _;
 use e2e::{Appliance, Launch, LocalStripe};
 use serde_json::Value;
-use sha2::{Digest, Sha256};
 
 const STRICT_CSP: &str = "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; connect-src 'self'; base-uri 'none'; form-action 'none'; frame-ancestors 'none'";
 
@@ -31,9 +30,8 @@ fn header<'a>(r: &'a reqwest::Response, name: &str) -> &'a str {
 /// chromium's `--ignore-certificate-errors-spki-list` names.
 fn spki_sha256_base64(pem: &[u8]) -> String {
     let (_, pem) = x509_parser::pem::parse_x509_pem(pem).unwrap();
-    let cert = pem.parse_x509().unwrap();
-    let spki = cert.tbs_certificate.subject_pki.raw;
-    base64::engine::general_purpose::STANDARD.encode(Sha256::digest(spki))
+    let spki = appliance_client::evidence::bundle::spki_sha256(&pem.contents).unwrap();
+    base64::engine::general_purpose::STANDARD.encode(spki)
 }
 
 fn artifacts_dir() -> PathBuf {
