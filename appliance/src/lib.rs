@@ -466,6 +466,8 @@ pub(crate) async fn start_keyservice(
         tsm_dir: config.attestation.tsm_dir.clone(),
         app_id: keyservice_chain_args(config).0,
         account_configs: keyservice_chain_args(config).1,
+        shared_root: false,
+        dev_secret: None,
     };
     let supervisor = dev::keyservice_child::Supervisor::start(spec)
         .map_err(|source| StartError::KeyserviceSpawn { binary, source })?;

@@ -33,6 +33,12 @@ pub struct ChildSpec {
     /// `AccountConfig` contracts deployed by someone else that the payers may call
     /// (`--account-config`); contracts keyservice's admin payer deploys it records itself.
     pub account_configs: Vec<String>,
+    /// `--shared-root`: keyservice makes no root of its own and waits for the appliance to
+    /// hand it the shared sealed root (replicas of one app on one database).
+    pub shared_root: bool,
+    /// `--dev-secret`: the dev platform's sealing secret file (default
+    /// `STATE_DIR/dev-secret`); replicas sharing a root must share this file.
+    pub dev_secret: Option<PathBuf>,
 }
 
 impl ChildSpec {
@@ -60,6 +66,12 @@ impl ChildSpec {
         }
         for address in &self.account_configs {
             cmd.arg("--account-config").arg(address);
+        }
+        if self.shared_root {
+            cmd.arg("--shared-root");
+        }
+        if let Some(dev_secret) = &self.dev_secret {
+            cmd.arg("--dev-secret").arg(dev_secret);
         }
         cmd.stdin(Stdio::null())
             .stdout(Stdio::null())

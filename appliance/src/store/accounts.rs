@@ -1,11 +1,10 @@
 //! Accounts, and resolving a presented key to what it authenticates as.
 
 use chain_contracts::ops::MirrorOp;
-use rusqlite::{Connection, OptionalExtension, params};
 
-use super::base::CachedSql;
 use super::base::{AccountId, AccountMode, ResolvedKey, WalletIdentity, is_unique_violation};
 use super::ledger::InitialCredit;
+use super::sql::{Conn, params};
 use super::{Result, Store, StoreError, now_unix, outbox, usage_keys, wallets};
 use crate::api_keys::KeyHash;
 
@@ -55,9 +54,9 @@ impl Store {
         credit: InitialCredit,
     ) -> Result<AccountId> {
         self.write(move |tx| {
-            let inserted = tx.execute_cached(
+            let inserted = tx.query_row(
                 "INSERT INTO accounts (api_key_hash, name, description, email, wallet_address, managed, created_at)
-                 VALUES (?1, ?2, ?3, ?4, ?5, 1, ?6)",
+                 VALUES (?1, ?2, ?3, ?4, ?5, 1, ?6) RETURNING id",
                 params![
                     new.api_key_hash.0.as_slice(),
                     new.name,
@@ -66,10 +65,11 @@ impl Store {
                     new.wallet.address.to_checksum(),
                     now_unix()
                 ],
+                |r| r.get::<i64>(0),
             );
             match inserted {
-                Ok(_) => {
-                    let account = AccountId(tx.last_insert_rowid());
+                Ok(id) => {
+                    let account = AccountId(id);
                     wallets::insert(tx, Some(account), &new.wallet, "account wallet", "")?;
                     outbox::record(
                         tx,
@@ -99,11 +99,11 @@ impl Store {
 
     pub async fn account(&self, id: AccountId) -> Result<AccountRecord> {
         self.read(move |conn| {
-            conn.prepare_cached(
+            conn.query_opt(
                 "SELECT id, api_key_hash, name, description, email, wallet_address, managed, created_at
                  FROM accounts WHERE id = ?1",
-            )?
-            .query_row([id.0], |row| {
+                params![id.0],
+                |row| {
                 Ok(AccountRecord {
                     id: AccountId(row.get(0)?),
                     api_key_hash: KeyHash(row.get(1)?),
@@ -114,8 +114,7 @@ impl Store {
                     mode: AccountMode::from_column(row.get(6)?),
                     created_at: row.get(7)?,
                 })
-            })
-            .optional()?
+            })?
             .ok_or_else(|| StoreError::NotFound("no such account".into()))
         })
         .await
@@ -139,11 +138,12 @@ impl Store {
 }
 
 /// What `hash` is in the database, and when it expires (usage keys only).
-fn resolve(conn: &Connection, hash: &KeyHash) -> Result<Option<(ResolvedKey, Option<i64>)>> {
-    let account: Option<i64> = conn
-        .prepare_cached("SELECT id FROM accounts WHERE api_key_hash = ?1 AND managed = 1")?
-        .query_row([hash.0.as_slice()], |row| row.get(0))
-        .optional()?;
+fn resolve(conn: Conn<'_>, hash: &KeyHash) -> Result<Option<(ResolvedKey, Option<i64>)>> {
+    let account: Option<i64> = conn.query_opt(
+        "SELECT id FROM accounts WHERE api_key_hash = ?1 AND managed = 1",
+        params![hash.0],
+        |row| row.get(0),
+    )?;
     if let Some(id) = account {
         return Ok(Some((ResolvedKey::Account(AccountId(id)), None)));
     }
@@ -154,14 +154,26 @@ fn resolve(conn: &Connection, hash: &KeyHash) -> Result<Option<(ResolvedKey, Opt
 mod mirror_tests {
     use super::mirrored_description;
     use crate::store::InitialCredit;
-    use crate::store::base::CachedSql as _;
-    use crate::store::testing::{new_account_spec, open_store};
+    use crate::store::sql::params;
+    use crate::store::testing::{new_account_spec, store_test};
 
-    /// What `new_account` queues for the chain carries a 76-byte hash, never the 4 KiB
-    /// description the caller sent; the store keeps the description itself.
-    #[tokio::test]
-    async fn new_account_queues_a_bounded_mirror_write() {
-        let (_dir, store) = open_store();
+    #[test]
+    fn descriptions_are_mirrored_as_a_fixed_size_hash() {
+        assert_eq!(mirrored_description(""), "");
+        let long = "x".repeat(4096);
+        let mirrored = mirrored_description(&long);
+        assert_eq!(mirrored.len(), 76);
+        assert_eq!(
+            mirrored_description("abc"),
+            "keccak256:0x4e03657aea45a94fc7d47ba826c8d667c0d1e6e33a64a036ec44f58fa12d6c45"
+        );
+    }
+
+    store_test! {
+    // What `new_account` queues for the chain carries a 76-byte hash, never the 4 KiB
+    // description the caller sent; the store keeps the description itself.
+    async fn new_account_queues_a_bounded_mirror_write(db) {
+        let store = db.open().await;
         let description = "d".repeat(4096);
         let mut spec = new_account_spec(3);
         spec.description = description.clone();
@@ -171,9 +183,9 @@ mod mirror_tests {
             .unwrap();
         let ops: Vec<String> = store
             .read(|c| {
-                Ok(c.prepare("SELECT op FROM chain_outbox ORDER BY seq")?
-                    .query_map([], |r| r.get(0))?
-                    .collect::<rusqlite::Result<Vec<String>>>()?)
+                Ok(c.query_map("SELECT op FROM chain_outbox ORDER BY seq", params![], |r| {
+                    r.get::<String>(0)
+                })?)
             })
             .await
             .unwrap();
@@ -188,21 +200,10 @@ mod mirror_tests {
         );
         assert!(new_account.len() < 400, "{}", new_account.len());
         let kept: String = store
-            .read(|c| Ok(c.query_row_cached("SELECT description FROM accounts", [], |r| r.get(0))?))
+            .read(|c| Ok(c.query_row("SELECT description FROM accounts", params![], |r| r.get(0))?))
             .await
             .unwrap();
         assert_eq!(kept, description);
     }
-
-    #[test]
-    fn descriptions_are_mirrored_as_a_fixed_size_hash() {
-        assert_eq!(mirrored_description(""), "");
-        let long = "x".repeat(4096);
-        let mirrored = mirrored_description(&long);
-        assert_eq!(mirrored.len(), 76);
-        assert_eq!(
-            mirrored_description("abc"),
-            "keccak256:0x4e03657aea45a94fc7d47ba826c8d667c0d1e6e33a64a036ec44f58fa12d6c45"
-        );
     }
 }

@@ -2,15 +2,13 @@
 
 use std::fmt;
 
-use rusqlite::{Connection, OptionalExtension, Row, Transaction, params};
-
 use alloy::primitives::B256;
 
 use chain_contracts::ops::MirrorOp;
 
-use super::base::CachedSql;
 use super::base::{AccountId, require_group};
 use super::ledger::Charge;
+use super::sql::{Conn, Row, SqlResult, params};
 use super::{Page, Result, Store, StoreError, now_unix, outbox};
 use crate::authz::GroupId;
 
@@ -41,7 +39,7 @@ pub struct ActionRecord {
 
 pub(super) const ACTION_COLUMNS: &str = "a.id, a.cid_hash, a.ipfs_cid, a.name, a.description";
 
-pub(super) fn action_from(row: &Row<'_>) -> rusqlite::Result<ActionRecord> {
+pub(super) fn action_from(row: &Row<'_>) -> SqlResult<ActionRecord> {
     Ok(ActionRecord {
         row: row.get(0)?,
         cid_hash: CidHash(row.get(1)?),
@@ -52,21 +50,22 @@ pub(super) fn action_from(row: &Row<'_>) -> rusqlite::Result<ActionRecord> {
 }
 
 /// The row id of the action `hash` on `account`, if registered.
-pub(super) fn find(conn: &Connection, account: AccountId, hash: &CidHash) -> Result<Option<i64>> {
-    Ok(conn
-        .prepare_cached("SELECT id FROM actions WHERE account_id = ?1 AND cid_hash = ?2")?
-        .query_row(params![account.0, hash.0.as_slice()], |r| r.get(0))
-        .optional()?)
+pub(super) fn find(conn: Conn<'_>, account: AccountId, hash: &CidHash) -> Result<Option<i64>> {
+    Ok(conn.query_opt(
+        "SELECT id FROM actions WHERE account_id = ?1 AND cid_hash = ?2",
+        params![account.0, hash.0],
+        |r| r.get(0),
+    )?)
 }
 
-pub(super) fn require(conn: &Connection, account: AccountId, hash: &CidHash) -> Result<i64> {
+pub(super) fn require(conn: Conn<'_>, account: AccountId, hash: &CidHash) -> Result<i64> {
     find(conn, account, hash)?
         .ok_or_else(|| StoreError::NotFound(format!("no action {hash} in this account")))
 }
 
 /// Registers an action unless it already is; returns its row id and whether it is new.
 pub(super) fn ensure(
-    tx: &Transaction<'_>,
+    tx: Conn<'_>,
     account: AccountId,
     cid: &str,
     hash: &CidHash,
@@ -77,12 +76,13 @@ pub(super) fn ensure(
         return Ok((row, false));
     }
     let now = now_unix();
-    tx.prepare_cached(
+    let row = tx.query_row(
         "INSERT INTO actions (account_id, cid_hash, ipfs_cid, name, description, created_at, updated_at)
-         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?6)",
-    )?
-    .execute(params![account.0, hash.0.as_slice(), cid, name, description, now])?;
-    Ok((tx.last_insert_rowid(), true))
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?6) RETURNING id",
+        params![account.0, hash.0, cid, name, description, now],
+        |r| r.get(0),
+    )?;
+    Ok((row, true))
 }
 
 impl Store {
@@ -125,7 +125,7 @@ impl Store {
         self.write_charged(account, charge, move |tx| {
             let row = require(tx, account, &hash)?;
             // group_actions rows go with it (ON DELETE CASCADE).
-            tx.execute_cached("DELETE FROM actions WHERE id = ?1", [row])?;
+            tx.execute("DELETE FROM actions WHERE id = ?1", params![row])?;
             outbox::record(
                 tx,
                 account,
@@ -147,7 +147,7 @@ impl Store {
     ) -> Result<()> {
         self.write_charged(account, charge, move |tx| {
             let row = require(tx, account, &hash)?;
-            tx.execute_cached(
+            tx.execute(
                 "UPDATE actions SET name = ?2, description = ?3, updated_at = ?4 WHERE id = ?1",
                 params![row, name, description, now_unix()],
             )?;
@@ -180,19 +180,23 @@ impl Store {
                 None => false,
             };
             let rows = if only_members {
-                let mut stmt = conn.prepare_cached(&format!(
-                    "SELECT {ACTION_COLUMNS} FROM actions a JOIN group_actions ga ON ga.action_id = a.id
-                     WHERE ga.group_id = ?1 ORDER BY a.id LIMIT ?2 + 0 OFFSET ?3 + 0"
-                ))?;
                 let g = group.map_or(0, |g| g.0 as i64);
-                stmt.query_map(params![g, limit, offset], action_from)?
-                    .collect::<rusqlite::Result<Vec<_>>>()?
+                conn.query_map(
+                    &format!(
+                        "SELECT {ACTION_COLUMNS} FROM actions a JOIN group_actions ga ON ga.action_id = a.id
+                         WHERE ga.group_id = ?1 ORDER BY a.id LIMIT ?2 + 0 OFFSET ?3 + 0"
+                    ),
+                    params![g, limit, offset],
+                    action_from,
+                )?
             } else {
-                let mut stmt = conn.prepare_cached(&format!(
-                    "SELECT {ACTION_COLUMNS} FROM actions a WHERE a.account_id = ?1 ORDER BY a.id LIMIT ?2 + 0 OFFSET ?3 + 0"
-                ))?;
-                stmt.query_map(params![account.0, limit, offset], action_from)?
-                    .collect::<rusqlite::Result<Vec<_>>>()?
+                conn.query_map(
+                    &format!(
+                        "SELECT {ACTION_COLUMNS} FROM actions a WHERE a.account_id = ?1 ORDER BY a.id LIMIT ?2 + 0 OFFSET ?3 + 0"
+                    ),
+                    params![account.0, limit, offset],
+                    action_from,
+                )?
             };
             Ok(rows)
         })
@@ -216,11 +220,11 @@ impl Store {
         self.write(move |tx| {
             let owner_id = owner.id();
             let size = code.len() as i64;
-            tx.prepare_cached(
+            tx.execute(
                 "INSERT INTO code_store (owner, cid, code, size, last_used) VALUES (?1, ?2, ?3, ?4, ?5)
                  ON CONFLICT (owner, cid) DO UPDATE SET last_used = excluded.last_used",
-            )?
-            .execute(params![owner_id, cid, code, size, now_unix()])?;
+                params![owner_id, cid, code, size, now_unix()],
+            )?;
             let total = area_bytes(tx, owner_id)?;
             if total as u64 > cap_bytes {
                 evict(tx, owner_id, &cid, total - cap_bytes as i64)?;
@@ -245,15 +249,12 @@ impl Store {
         cid: String,
     ) -> Result<Option<(Vec<u8>, bool)>> {
         self.read(move |conn| {
-            let mut stmt = conn.prepare_cached(
+            Ok(conn.query_opt(
                 "SELECT code, owner FROM code_store WHERE cid = ?1 AND owner IN (?2, 0)
                  ORDER BY owner DESC LIMIT 1",
-            )?;
-            Ok(stmt
-                .query_row(params![cid, account.0], |r| {
-                    Ok((r.get::<_, Vec<u8>>(0)?, r.get::<_, i64>(1)? != 0))
-                })
-                .optional()?)
+                params![cid, account.0],
+                |r| Ok((r.get::<Vec<u8>>(0)?, r.get::<i64>(1)? != 0)),
+            )?)
         })
         .await
     }
@@ -286,32 +287,32 @@ impl CodeOwner {
     }
 }
 
-fn area_bytes(conn: &Connection, owner: i64) -> Result<i64> {
-    Ok(conn
-        .prepare_cached("SELECT coalesce(sum(size), 0) FROM code_store WHERE owner = ?1")?
-        .query_row([owner], |r| r.get(0))?)
+fn area_bytes(conn: Conn<'_>, owner: i64) -> Result<i64> {
+    Ok(conn.query_row(
+        "SELECT CAST(coalesce(sum(size), 0) AS BIGINT) FROM code_store WHERE owner = ?1",
+        params![owner],
+        |r| r.get(0),
+    )?)
 }
 
 /// Frees at least `excess` bytes of `owner`'s unpinned code, oldest first, never `keep`.
 /// Pinned: code of the owning account's registered actions (the anonymous area, owner 0,
 /// has no pins).
-fn evict(tx: &Transaction<'_>, owner: i64, keep: &str, excess: i64) -> Result<()> {
-    let victims: Vec<(String, i64)> = {
-        let mut stmt = tx.prepare_cached(
-            "SELECT cid, size FROM code_store c
-             WHERE c.owner = ?1 AND c.cid <> ?2
-               AND NOT EXISTS (SELECT 1 FROM actions a WHERE a.account_id = c.owner AND a.ipfs_cid = c.cid)
-             ORDER BY last_used, cid",
-        )?;
-        let rows = stmt.query_map(params![owner, keep], |r| Ok((r.get(0)?, r.get(1)?)))?;
-        rows.collect::<rusqlite::Result<Vec<_>>>()?
-    };
+fn evict(tx: Conn<'_>, owner: i64, keep: &str, excess: i64) -> Result<()> {
+    let victims: Vec<(String, i64)> = tx.query_map(
+        "SELECT cid, size FROM code_store c
+         WHERE c.owner = ?1 AND c.cid <> ?2
+           AND NOT EXISTS (SELECT 1 FROM actions a WHERE a.account_id = c.owner AND a.ipfs_cid = c.cid)
+         ORDER BY last_used, cid",
+        params![owner, keep],
+        |r| Ok((r.get(0)?, r.get(1)?)),
+    )?;
     let mut freed = 0;
     for (cid, size) in victims {
         if freed >= excess {
             break;
         }
-        tx.execute_cached(
+        tx.execute(
             "DELETE FROM code_store WHERE owner = ?1 AND cid = ?2",
             params![owner, cid],
         )?;
@@ -323,6 +324,8 @@ fn evict(tx: &Transaction<'_>, owner: i64, keep: &str, excess: i64) -> Result<()
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::store::sql::params;
+    use crate::store::testing::store_test;
     use crate::store::testing::store_with_account;
     use crate::store::{GroupSpec, Permitted};
 
@@ -334,15 +337,18 @@ mod tests {
         let cid = cid.to_owned();
         store
             .write(move |tx| {
-                Ok(tx.execute_cached("UPDATE code_store SET last_used = 0 WHERE cid = ?1", [cid])?)
+                Ok(tx.execute(
+                    "UPDATE code_store SET last_used = 0 WHERE cid = ?1",
+                    params![cid],
+                )?)
             })
             .await
             .unwrap();
     }
 
-    #[tokio::test]
-    async fn anonymous_code_never_evicts_an_accounts_code() {
-        let (_dir, store, account) = store_with_account(1).await;
+    store_test! {
+    async fn anonymous_code_never_evicts_an_accounts_code(db) {
+        let (store, account) = store_with_account(&db, 1).await;
         let mine = CodeOwner::Account(account);
         store
             .put_code(mine, "mine".into(), vec![0; 400], 1000)
@@ -384,9 +390,8 @@ mod tests {
         );
     }
 
-    #[tokio::test]
-    async fn pinned_code_counts_against_the_quota() {
-        let (_dir, store, account) = store_with_account(1).await;
+    async fn pinned_code_counts_against_the_quota(db) {
+        let (store, account) = store_with_account(&db, 1).await;
         let mine = CodeOwner::Account(account);
         store
             .put_code(mine, "pinned".into(), vec![0; 600], 1000)
@@ -445,9 +450,8 @@ mod tests {
         assert_eq!(used_bytes(&store, mine).await, 900);
     }
 
-    #[tokio::test]
-    async fn delete_action_leaves_every_group() {
-        let (_dir, store, account) = store_with_account(1).await;
+    async fn delete_action_leaves_every_group(db) {
+        let (store, account) = store_with_account(&db, 1).await;
         let hash = CidHash([7; 32]);
         let spec = |actions| GroupSpec {
             name: "g".into(),
@@ -508,5 +512,6 @@ mod tests {
             .await
             .unwrap();
         assert!(g3.0 > g2.0);
+    }
     }
 }

@@ -4,7 +4,8 @@
 //! into it in one direction only.
 
 use keyservice_api::{Address, DerivationPath, PkpId};
-use rusqlite::{Connection, OptionalExtension, Params, Row, params};
+
+use super::sql::{Conn, SqlError, params};
 
 use super::{Result, StoreError};
 use crate::api_keys::KeyHash;
@@ -72,23 +73,9 @@ impl ResolvedKey {
     }
 }
 
-/// Whether `err` is a `UNIQUE` constraint failure.
-pub(super) fn is_unique_violation(err: &rusqlite::Error) -> bool {
-    matches!(
-        err,
-        rusqlite::Error::SqliteFailure(e, _)
-            if e.extended_code == rusqlite::ffi::SQLITE_CONSTRAINT_UNIQUE
-    )
-}
-
 /// Whether `err` is a `UNIQUE` or `PRIMARY KEY` constraint failure.
-pub(super) fn is_primary_key_violation(err: &rusqlite::Error) -> bool {
-    is_unique_violation(err)
-        || matches!(
-            err,
-            rusqlite::Error::SqliteFailure(e, _)
-                if e.extended_code == rusqlite::ffi::SQLITE_CONSTRAINT_PRIMARYKEY
-        )
+pub(super) fn is_unique_violation(err: &SqlError) -> bool {
+    err.is_unique_violation()
 }
 
 /// An account's on-chain identity (`apiKeyHash`) and mode.
@@ -98,16 +85,17 @@ pub(super) struct AccountHead {
 }
 
 /// The identity and mode of `account`, if it exists.
-pub(super) fn account_head(conn: &Connection, account: AccountId) -> Result<Option<AccountHead>> {
-    Ok(conn
-        .prepare_cached("SELECT api_key_hash, managed FROM accounts WHERE id = ?1")?
-        .query_row([account.0], |r| {
+pub(super) fn account_head(conn: Conn<'_>, account: AccountId) -> Result<Option<AccountHead>> {
+    Ok(conn.query_opt(
+        "SELECT api_key_hash, managed FROM accounts WHERE id = ?1",
+        params![account.0],
+        |r| {
             Ok(AccountHead {
                 api_key_hash: r.get(0)?,
                 mode: AccountMode::from_column(r.get(1)?),
             })
-        })
-        .optional()?)
+        },
+    )?)
 }
 
 /// The flags of a group that exists in `account`.
@@ -124,20 +112,20 @@ pub(super) fn group_sql_id(group: GroupId) -> i64 {
 
 /// The flags of `group`, or `NotFound` unless it exists in `account`.
 pub(super) fn require_group(
-    conn: &Connection,
+    conn: Conn<'_>,
     account: AccountId,
     group: GroupId,
 ) -> Result<GroupFlags> {
-    conn.prepare_cached(
+    conn.query_opt(
         "SELECT all_wallets, all_actions FROM groups WHERE id = ?1 AND account_id = ?2",
+        params![group_sql_id(group), account.0],
+        |r| {
+            Ok(GroupFlags {
+                all_wallets: r.get(0)?,
+                all_actions: r.get(1)?,
+            })
+        },
     )?
-    .query_row(params![group_sql_id(group), account.0], |r| {
-        Ok(GroupFlags {
-            all_wallets: r.get(0)?,
-            all_actions: r.get(1)?,
-        })
-    })
-    .optional()?
     .ok_or_else(|| StoreError::NotFound(format!("no group {group} in this account")))
 }
 
@@ -147,29 +135,4 @@ pub(super) fn key_hash_from(bytes: &[u8]) -> Result<KeyHash> {
         .try_into()
         .map(KeyHash)
         .map_err(|_| StoreError::Corrupt("an account key hash is not 32 bytes".into()))
-}
-
-/// `query_row` and `execute` through the connection's statement cache: rusqlite's own
-/// `Connection::query_row` / `execute` parse and plan their SQL on every call.
-pub(super) trait CachedSql {
-    fn query_row_cached<T, P, F>(&self, sql: &str, params: P, f: F) -> rusqlite::Result<T>
-    where
-        P: Params,
-        F: FnOnce(&Row<'_>) -> rusqlite::Result<T>;
-
-    fn execute_cached<P: Params>(&self, sql: &str, params: P) -> rusqlite::Result<usize>;
-}
-
-impl CachedSql for Connection {
-    fn query_row_cached<T, P, F>(&self, sql: &str, params: P, f: F) -> rusqlite::Result<T>
-    where
-        P: Params,
-        F: FnOnce(&Row<'_>) -> rusqlite::Result<T>,
-    {
-        self.prepare_cached(sql)?.query_row(params, f)
-    }
-
-    fn execute_cached<P: Params>(&self, sql: &str, params: P) -> rusqlite::Result<usize> {
-        self.prepare_cached(sql)?.execute(params)
-    }
 }

@@ -6,14 +6,13 @@
 //! an event is applied exactly once even across crashes.
 
 use alloy::primitives::{Address, B256};
-use rusqlite::{OptionalExtension, Transaction, params};
 
 use chain_contracts::ops::{MirrorOp, MirrorPermissions};
 
 use super::actions::{self, CidHash};
-use super::base::CachedSql;
 use super::base::{AccountId, AccountMode, WalletIdentity};
 use super::outbox::set_cursor;
+use super::sql::{Conn, params};
 use super::wallets::{self, WalletRef};
 use super::{Result, Store, now_unix, usage_keys};
 use crate::api_keys::KeyHash;
@@ -69,13 +68,12 @@ pub struct ChainEvent {
 }
 
 /// The ChainSecured account `hash`, if there is one (`None` for an API-mode account).
-fn chain_secured_account(tx: &Transaction<'_>, hash: &B256) -> Result<Option<Secured>> {
-    let row: Option<(i64, bool, Option<String>)> = tx
-        .prepare_cached(
-            "SELECT id, managed, admin_wallet_address FROM accounts WHERE api_key_hash = ?1",
-        )?
-        .query_row([hash.as_slice()], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))
-        .optional()?;
+fn chain_secured_account(tx: Conn<'_>, hash: &B256) -> Result<Option<Secured>> {
+    let row: Option<(i64, bool, Option<String>)> = tx.query_opt(
+        "SELECT id, managed, admin_wallet_address FROM accounts WHERE api_key_hash = ?1",
+        params![hash.as_slice()],
+        |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)),
+    )?;
     Ok(match row {
         Some((id, managed, admin))
             if AccountMode::from_column(managed) == AccountMode::ChainSecured =>
@@ -101,13 +99,13 @@ fn group_row(id: u64) -> Option<i64> {
 }
 
 /// The wallet row of `account` with `pkp_id`, if registered.
-fn wallet_row(tx: &Transaction<'_>, account: AccountId, pkp: &B256) -> Result<Option<i64>> {
+fn wallet_row(tx: Conn<'_>, account: AccountId, pkp: &B256) -> Result<Option<i64>> {
     let wallet = WalletRef::Pkp(PkpId(pkp.0));
     Ok(wallets::find(tx, account, &wallet)?.map(|w| w.row))
 }
 
 /// The action row of `account` with `cid_hash`, registering it (CID unknown) if needed.
-fn action_row(tx: &Transaction<'_>, account: AccountId, cid_hash: &B256) -> Result<i64> {
+fn action_row(tx: Conn<'_>, account: AccountId, cid_hash: &B256) -> Result<i64> {
     let hash = CidHash(cid_hash.0);
     if let Some(id) = actions::find(tx, account, &hash)? {
         return Ok(id);
@@ -115,17 +113,17 @@ fn action_row(tx: &Transaction<'_>, account: AccountId, cid_hash: &B256) -> Resu
     // The chain carries only the CID's hash; the CID itself is known if another account
     // registered it, else learnt when code with it is run or hashed here.
     let known_cid: String = tx
-        .prepare_cached(
+        .query_opt(
             "SELECT ipfs_cid FROM actions WHERE cid_hash = ?1 AND ipfs_cid != '' LIMIT 1",
+            params![cid_hash.as_slice()],
+            |r| r.get(0),
         )?
-        .query_row([cid_hash.as_slice()], |r| r.get(0))
-        .optional()?
         .unwrap_or_default();
     Ok(actions::ensure(tx, account, &known_cid, &hash, "", "")?.0)
 }
 
 fn set_group_members(
-    tx: &Transaction<'_>,
+    tx: Conn<'_>,
     account: AccountId,
     group: i64,
     pkp_ids: &[B256],
@@ -133,17 +131,23 @@ fn set_group_members(
 ) -> Result<()> {
     let all_wallets = pkp_ids.contains(&B256::ZERO);
     let all_actions = cid_hashes.contains(&B256::ZERO);
-    tx.execute_cached(
+    tx.execute(
         "UPDATE groups SET all_wallets = ?2, all_actions = ?3 WHERE id = ?1",
         params![group, all_wallets, all_actions],
     )?;
-    tx.execute_cached("DELETE FROM group_wallets WHERE group_id = ?1", [group])?;
-    tx.execute_cached("DELETE FROM group_actions WHERE group_id = ?1", [group])?;
+    tx.execute(
+        "DELETE FROM group_wallets WHERE group_id = ?1",
+        params![group],
+    )?;
+    tx.execute(
+        "DELETE FROM group_actions WHERE group_id = ?1",
+        params![group],
+    )?;
     for pkp in pkp_ids.iter().filter(|p| !p.is_zero()) {
         if let Some(wallet) = wallet_row(tx, account, pkp)? {
-            tx.execute_cached(
-                "INSERT OR IGNORE INTO group_wallets (group_id, wallet_id) VALUES (?1, ?2)",
-                [group, wallet],
+            tx.execute(
+                "INSERT INTO group_wallets (group_id, wallet_id) VALUES (?1, ?2) ON CONFLICT DO NOTHING",
+                params![group, wallet],
             )?;
         } else {
             tracing::warn!(group, pkp_id = %pkp, "group names a wallet the account has not registered; ignored");
@@ -151,27 +155,28 @@ fn set_group_members(
     }
     for cid in cid_hashes.iter().filter(|c| !c.is_zero()) {
         let action = action_row(tx, account, cid)?;
-        tx.execute_cached(
-            "INSERT OR IGNORE INTO group_actions (group_id, action_id) VALUES (?1, ?2)",
-            [group, action],
+        tx.execute(
+            "INSERT INTO group_actions (group_id, action_id) VALUES (?1, ?2) ON CONFLICT DO NOTHING",
+            params![group, action],
         )?;
     }
     Ok(())
 }
 
-fn group_of(tx: &Transaction<'_>, account: AccountId, group_id: u64) -> Result<Option<i64>> {
+fn group_of(tx: Conn<'_>, account: AccountId, group_id: u64) -> Result<Option<i64>> {
     let Some(id) = group_row(group_id) else {
         return Ok(None);
     };
-    Ok(tx
-        .prepare_cached("SELECT id FROM groups WHERE id = ?1 AND account_id = ?2")?
-        .query_row(params![id, account.0], |r| r.get(0))
-        .optional()?)
+    Ok(tx.query_opt(
+        "SELECT id FROM groups WHERE id = ?1 AND account_id = ?2",
+        params![id, account.0],
+        |r| r.get(0),
+    )?)
 }
 
 #[allow(clippy::too_many_arguments)]
 fn set_usage_key(
-    tx: &Transaction<'_>,
+    tx: Conn<'_>,
     secured: &Secured,
     hash: &B256,
     name: &str,
@@ -182,10 +187,11 @@ fn set_usage_key(
 ) -> Result<()> {
     let account = secured.account;
     // A key minted for a wallet owner joins only the account that owner administers.
-    let minter: Option<Vec<u8>> = tx
-        .prepare_cached("SELECT minted_by FROM minted_usage_keys WHERE key_hash = ?1")?
-        .query_row([hash.as_slice()], |r| r.get(0))
-        .optional()?;
+    let minter: Option<Vec<u8>> = tx.query_opt(
+        "SELECT minted_by FROM minted_usage_keys WHERE key_hash = ?1",
+        params![hash.as_slice()],
+        |r| r.get(0),
+    )?;
     if let Some(minter) = minter
         && !minted_by_admin(secured, &minter)
     {
@@ -221,7 +227,7 @@ fn set_usage_key(
     Ok(())
 }
 
-fn apply_op(tx: &Transaction<'_>, secured: &Secured, op: &MirrorOp, block: u64) -> Result<()> {
+fn apply_op(tx: Conn<'_>, secured: &Secured, op: &MirrorOp, block: u64) -> Result<()> {
     let account = secured.account;
     match op {
         MirrorOp::NewAccount { .. }
@@ -247,7 +253,7 @@ fn apply_op(tx: &Transaction<'_>, secured: &Secured, op: &MirrorOp, block: u64) 
             name,
             description,
         } => {
-            tx.execute_cached(
+            tx.execute(
                 "UPDATE usage_keys SET name = ?3, description = ?4, updated_at = ?5
                  WHERE account_id = ?1 AND key_hash = ?2",
                 params![
@@ -260,7 +266,7 @@ fn apply_op(tx: &Transaction<'_>, secured: &Secured, op: &MirrorOp, block: u64) 
             )?;
         }
         MirrorOp::RemoveUsageApiKey { usage_key_hash } => {
-            tx.execute_cached(
+            tx.execute(
                 "DELETE FROM usage_keys WHERE account_id = ?1 AND key_hash = ?2",
                 params![account.0, usage_key_hash.as_slice()],
             )?;
@@ -276,7 +282,7 @@ fn apply_op(tx: &Transaction<'_>, secured: &Secured, op: &MirrorOp, block: u64) 
             let existing = group_of(tx, account, *group_id)?;
             let group = match (existing, *new, group_row(*group_id)) {
                 (Some(id), _, _) => {
-                    tx.execute_cached(
+                    tx.execute(
                         "UPDATE groups SET name = ?2, description = ?3, updated_at = ?4 WHERE id = ?1",
                         params![id, name, description, now_unix()],
                     )?;
@@ -284,9 +290,9 @@ fn apply_op(tx: &Transaction<'_>, secured: &Secured, op: &MirrorOp, block: u64) 
                 }
                 (None, true, Some(id)) => {
                     let now = now_unix();
-                    let inserted = tx.execute_cached(
-                        "INSERT OR IGNORE INTO groups (id, account_id, name, description, created_at, updated_at)
-                         VALUES (?1, ?2, ?3, ?4, ?5, ?5)",
+                    let inserted = tx.execute(
+                        "INSERT INTO groups (id, account_id, name, description, created_at, updated_at)
+                         VALUES (?1, ?2, ?3, ?4, ?5, ?5) ON CONFLICT DO NOTHING",
                         params![id, account.0, name, description, now],
                     )?;
                     if inserted == 0 {
@@ -307,7 +313,7 @@ fn apply_op(tx: &Transaction<'_>, secured: &Secured, op: &MirrorOp, block: u64) 
         }
         MirrorOp::RemoveGroup { group_id } => {
             if let Some(id) = group_of(tx, account, *group_id)? {
-                tx.execute_cached("DELETE FROM groups WHERE id = ?1", [id])?;
+                tx.execute("DELETE FROM groups WHERE id = ?1", params![id])?;
             }
         }
         MirrorOp::AddPkpToGroup { group_id, pkp_id } => {
@@ -315,9 +321,9 @@ fn apply_op(tx: &Transaction<'_>, secured: &Secured, op: &MirrorOp, block: u64) 
                 group_of(tx, account, *group_id)?,
                 wallet_row(tx, account, pkp_id)?,
             ) {
-                tx.execute_cached(
-                    "INSERT OR IGNORE INTO group_wallets (group_id, wallet_id) VALUES (?1, ?2)",
-                    [group, wallet],
+                tx.execute(
+                    "INSERT INTO group_wallets (group_id, wallet_id) VALUES (?1, ?2) ON CONFLICT DO NOTHING",
+                    params![group, wallet],
                 )?;
             }
         }
@@ -326,24 +332,24 @@ fn apply_op(tx: &Transaction<'_>, secured: &Secured, op: &MirrorOp, block: u64) 
                 group_of(tx, account, *group_id)?,
                 wallet_row(tx, account, pkp_id)?,
             ) {
-                tx.execute_cached(
+                tx.execute(
                     "DELETE FROM group_wallets WHERE group_id = ?1 AND wallet_id = ?2",
-                    [group, wallet],
+                    params![group, wallet],
                 )?;
             }
         }
         MirrorOp::AddActionToGroup { group_id, cid_hash } => {
             if let Some(group) = group_of(tx, account, *group_id)? {
                 let action = action_row(tx, account, cid_hash)?;
-                tx.execute_cached(
-                    "INSERT OR IGNORE INTO group_actions (group_id, action_id) VALUES (?1, ?2)",
-                    [group, action],
+                tx.execute(
+                    "INSERT INTO group_actions (group_id, action_id) VALUES (?1, ?2) ON CONFLICT DO NOTHING",
+                    params![group, action],
                 )?;
             }
         }
         MirrorOp::RemoveActionFromGroup { group_id, cid_hash } => {
             if let Some(group) = group_of(tx, account, *group_id)? {
-                tx.execute_cached(
+                tx.execute(
                     "DELETE FROM group_actions WHERE group_id = ?1 AND action_id IN
                         (SELECT id FROM actions WHERE account_id = ?2 AND cid_hash = ?3)",
                     params![group, account.0, cid_hash.as_slice()],
@@ -356,13 +362,13 @@ fn apply_op(tx: &Transaction<'_>, secured: &Secured, op: &MirrorOp, block: u64) 
             description,
         } => {
             let action = action_row(tx, account, cid_hash)?;
-            tx.execute_cached(
+            tx.execute(
                 "UPDATE actions SET name = ?2, description = ?3, updated_at = ?4 WHERE id = ?1",
                 params![action, name, description, now_unix()],
             )?;
         }
         MirrorOp::DeleteAction { cid_hash } => {
-            tx.execute_cached(
+            tx.execute(
                 "DELETE FROM actions WHERE account_id = ?1 AND cid_hash = ?2",
                 params![account.0, cid_hash.as_slice()],
             )?;
@@ -371,7 +377,7 @@ fn apply_op(tx: &Transaction<'_>, secured: &Secured, op: &MirrorOp, block: u64) 
     Ok(())
 }
 
-fn apply(tx: &Transaction<'_>, event: &ChainEvent) -> Result<()> {
+fn apply(tx: Conn<'_>, event: &ChainEvent) -> Result<()> {
     let hash = &event.api_key_hash;
     match &event.change {
         ChainChange::Account {
@@ -384,15 +390,15 @@ fn apply(tx: &Transaction<'_>, event: &ChainEvent) -> Result<()> {
                 return Ok(()); // the service's own account, already in the store
             }
             let admin = admin.to_checksum(None);
-            tx.execute_cached(
-                "INSERT OR IGNORE INTO accounts (api_key_hash, name, description, wallet_address, managed,
+            tx.execute(
+                "INSERT INTO accounts (api_key_hash, name, description, wallet_address, managed,
                     admin_wallet_address, created_at)
-                 VALUES (?1, ?2, ?3, ?4, 0, ?4, ?5)",
+                 VALUES (?1, ?2, ?3, ?4, 0, ?4, ?5) ON CONFLICT DO NOTHING",
                 params![hash.as_slice(), name, description, admin, now_unix()],
             )?;
         }
         ChainChange::Converted { new_admin } => {
-            tx.execute_cached(
+            tx.execute(
                 "UPDATE accounts SET managed = 0, admin_wallet_address = ?2 WHERE api_key_hash = ?1",
                 params![hash.as_slice(), new_admin.to_checksum(None)],
             )?;
@@ -406,20 +412,17 @@ fn apply(tx: &Transaction<'_>, event: &ChainEvent) -> Result<()> {
                 return Ok(());
             };
             let account = secured.account;
-            let owner: Option<(Option<i64>, Option<Vec<u8>>)> = tx
-                .prepare_cached(
-                    "SELECT account_id, minted_by FROM wallets WHERE derivation_path = ?1",
-                )?
-                .query_row([identity.derivation_path.0.as_slice()], |r| {
-                    Ok((r.get(0)?, r.get(1)?))
-                })
-                .optional()?;
+            let owner: Option<(Option<i64>, Option<Vec<u8>>)> = tx.query_opt(
+                "SELECT account_id, minted_by FROM wallets WHERE derivation_path = ?1",
+                params![identity.derivation_path.0],
+                |r| Ok((r.get(0)?, r.get(1)?)),
+            )?;
             match owner {
                 None => {
                     wallets::insert(tx, Some(account), identity, name, description)?;
                 }
                 Some((None, Some(minter))) if minted_by_admin(&secured, &minter) => {
-                    tx.execute_cached(
+                    tx.execute(
                         "UPDATE wallets SET account_id = ?2, name = ?3, description = ?4 WHERE derivation_path = ?1",
                         params![identity.derivation_path.0.as_slice(), account.0, name, description],
                     )?;
@@ -501,6 +504,7 @@ mod tests {
     use crate::api_keys::KeyHash;
     use crate::authz::{GroupId, GroupSet, Permissions};
     use crate::store::outbox::OutboxEntry;
+    use crate::store::testing::store_test;
     use crate::store::{
         Charge, GroupSpec, InitialCredit, NewAccount, NewUsageKey, Permitted, ResolvedKey,
     };
@@ -530,12 +534,6 @@ mod tests {
             .unwrap()
     }
 
-    fn open() -> (tempfile::TempDir, Store) {
-        let dir = tempfile::tempdir().unwrap();
-        let store = Store::open(&dir.path().join("state.db")).unwrap();
-        (dir, store)
-    }
-
     fn ops(entries: &[OutboxEntry]) -> Vec<&str> {
         entries
             .iter()
@@ -553,9 +551,79 @@ mod tests {
             .collect()
     }
 
-    #[tokio::test]
-    async fn api_mode_writes_queue_their_mirror_in_order_and_failed_writes_queue_nothing() {
-        let (_dir, store) = open();
+    fn chain_secured(hash: B256, admin: Address) -> ChainEvent {
+        ChainEvent {
+            api_key_hash: hash,
+            change: ChainChange::Account {
+                admin,
+                mode: AccountMode::ChainSecured,
+                name: "cs".into(),
+                description: String::new(),
+            },
+            block: 1,
+        }
+    }
+
+    fn usage_key(account: B256, key: KeyHash, expires_at: Option<i64>) -> ChainEvent {
+        ChainEvent {
+            api_key_hash: account,
+            change: ChainChange::UsageKey {
+                usage_key_hash: B256::from(key.0),
+                name: "k".into(),
+                description: String::new(),
+                permissions: MirrorPermissions {
+                    can_create_groups: false,
+                    can_delete_groups: false,
+                    can_create_pkps: false,
+                    manage_ipfs_ids_in_groups: vec![],
+                    add_pkp_to_groups: vec![],
+                    remove_pkp_from_groups: vec![],
+                    execute_in_groups: vec![0],
+                },
+                expires_at,
+            },
+            block: 2,
+        }
+    }
+
+    fn wallet(account: B256, n: u8) -> ChainEvent {
+        ChainEvent {
+            api_key_hash: account,
+            change: ChainChange::Wallet {
+                identity: identity(n),
+                name: "w".into(),
+                description: String::new(),
+            },
+            block: 2,
+        }
+    }
+
+    async fn wallets_of(store: &Store, account: AccountId) -> Vec<[u8; 20]> {
+        store
+            .list_wallets(
+                account,
+                crate::store::Page {
+                    number: 0,
+                    size: 100,
+                },
+            )
+            .await
+            .unwrap()
+            .iter()
+            .map(|w| w.address.0)
+            .collect()
+    }
+
+    async fn account_of(store: &Store, key: KeyHash) -> Option<AccountId> {
+        match store.resolve_key(key).await.unwrap() {
+            Some(ResolvedKey::Usage { account, .. }) => Some(account),
+            _ => None,
+        }
+    }
+
+    store_test! {
+    async fn api_mode_writes_queue_their_mirror_in_order_and_failed_writes_queue_nothing(db) {
+        let store = db.open().await;
         let account = api_mode_account(&store).await;
         let key = KeyHash([9; 32]);
         store
@@ -646,9 +714,8 @@ mod tests {
         }
     }
 
-    #[tokio::test]
-    async fn chain_secured_state_is_applied_once_with_the_cursor() {
-        let (_dir, store) = open();
+    async fn chain_secured_state_is_applied_once_with_the_cursor(db) {
+        let store = db.open().await;
         let mine = api_mode_account(&store).await;
         let admin = Address::repeat_byte(0xAA);
         let hash = B256::repeat_byte(0x11);
@@ -791,82 +858,11 @@ mod tests {
         );
     }
 
-    fn chain_secured(hash: B256, admin: Address) -> ChainEvent {
-        ChainEvent {
-            api_key_hash: hash,
-            change: ChainChange::Account {
-                admin,
-                mode: AccountMode::ChainSecured,
-                name: "cs".into(),
-                description: String::new(),
-            },
-            block: 1,
-        }
-    }
-
-    fn usage_key(account: B256, key: KeyHash, expires_at: Option<i64>) -> ChainEvent {
-        ChainEvent {
-            api_key_hash: account,
-            change: ChainChange::UsageKey {
-                usage_key_hash: B256::from(key.0),
-                name: "k".into(),
-                description: String::new(),
-                permissions: MirrorPermissions {
-                    can_create_groups: false,
-                    can_delete_groups: false,
-                    can_create_pkps: false,
-                    manage_ipfs_ids_in_groups: vec![],
-                    add_pkp_to_groups: vec![],
-                    remove_pkp_from_groups: vec![],
-                    execute_in_groups: vec![0],
-                },
-                expires_at,
-            },
-            block: 2,
-        }
-    }
-
-    fn wallet(account: B256, n: u8) -> ChainEvent {
-        ChainEvent {
-            api_key_hash: account,
-            change: ChainChange::Wallet {
-                identity: identity(n),
-                name: "w".into(),
-                description: String::new(),
-            },
-            block: 2,
-        }
-    }
-
-    async fn wallets_of(store: &Store, account: AccountId) -> Vec<[u8; 20]> {
-        store
-            .list_wallets(
-                account,
-                crate::store::Page {
-                    number: 0,
-                    size: 100,
-                },
-            )
-            .await
-            .unwrap()
-            .iter()
-            .map(|w| w.address.0)
-            .collect()
-    }
-
-    async fn account_of(store: &Store, key: KeyHash) -> Option<AccountId> {
-        match store.resolve_key(key).await.unwrap() {
-            Some(ResolvedKey::Usage { account, .. }) => Some(account),
-            _ => None,
-        }
-    }
-
-    /// The front-running of point 5: an attacker's ChainSecured account registers the
-    /// victim's freshly minted wallet and usage key first and gets neither; the victim's
-    /// own registrations, applied afterwards, succeed.
-    #[tokio::test]
-    async fn minted_wallets_and_usage_keys_join_only_their_minters_account() {
-        let (_dir, store) = open();
+    // The front-running of point 5: an attacker's ChainSecured account registers the
+    // victim's freshly minted wallet and usage key first and gets neither; the victim's
+    // own registrations, applied afterwards, succeed.
+    async fn minted_wallets_and_usage_keys_join_only_their_minters_account(db) {
+        let store = db.open().await;
         let victim_admin = Address::repeat_byte(0x31);
         let attacker_admin = Address::repeat_byte(0x41);
         let (victim, attacker) = (B256::repeat_byte(0x30), B256::repeat_byte(0x40));
@@ -971,11 +967,10 @@ mod tests {
         assert_eq!(account_of(&store, own).await, Some(attacker_id));
     }
 
-    /// On-chain `expiration` (point 6): the key authenticates until then, and not after;
-    /// replacing it without an expiration makes it permanent again.
-    #[tokio::test]
-    async fn a_chain_secured_usage_key_stops_at_its_on_chain_expiration() {
-        let (_dir, store) = open();
+    // On-chain `expiration` (point 6): the key authenticates until then, and not after;
+    // replacing it without an expiration makes it permanent again.
+    async fn a_chain_secured_usage_key_stops_at_its_on_chain_expiration(db) {
+        let store = db.open().await;
         let account = B256::repeat_byte(0x50);
         let key = KeyHash([0x51; 32]);
         let now = now_unix();
@@ -1008,5 +1003,6 @@ mod tests {
             .await
             .unwrap();
         assert!(account_of(&store, key).await.is_some());
+    }
     }
 }

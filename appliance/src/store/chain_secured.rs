@@ -4,10 +4,9 @@
 
 use alloy::primitives::{Address, keccak256};
 use chain_contracts::ops::MirrorOp;
-use rusqlite::{OptionalExtension, params};
 
-use super::base::CachedSql;
 use super::base::{AccountId, AccountMode, account_head, key_hash_from};
+use super::sql::params;
 use super::{Result, Store, StoreError, outbox, signature_replay};
 use crate::api_keys::KeyHash;
 use crate::typed_data::Verified;
@@ -44,18 +43,17 @@ impl Store {
     /// The account whose master key hashes to `hash`, in either mode.
     pub async fn master_key_account(&self, hash: KeyHash) -> Result<Option<MasterKeyAccount>> {
         self.read(move |conn| {
-            Ok(conn
-                .prepare_cached(
-                    "SELECT id, managed, admin_wallet_address FROM accounts WHERE api_key_hash = ?1",
-                )?
-                .query_row([hash.0.as_slice()], |r| {
+            Ok(conn.query_opt(
+                "SELECT id, managed, admin_wallet_address FROM accounts WHERE api_key_hash = ?1",
+                params![hash.0],
+                |r| {
                     Ok(MasterKeyAccount {
                         account: AccountId(r.get(0)?),
                         mode: AccountMode::from_column(r.get(1)?),
                         admin_wallet_address: r.get(2)?,
                     })
-                })
-                .optional()?)
+                },
+            )?)
         })
         .await
     }
@@ -84,7 +82,7 @@ impl Store {
             // Queued while the account is still in API mode (the outbox skips
             // ChainSecured ones).
             outbox::record(tx, account, &MirrorOp::ConvertAccount { new_admin })?;
-            tx.execute_cached(
+            tx.execute(
                 "UPDATE accounts SET managed = 0, admin_wallet_address = ?2 WHERE id = ?1",
                 params![account.0, new_admin.to_checksum(None)],
             )?;
@@ -102,15 +100,13 @@ impl Store {
         self.read(move |conn| {
             let own = keccak256(admin.as_slice());
             Ok(conn
-                .prepare_cached(
+                .query_opt(
                     "SELECT id, api_key_hash FROM accounts
                      WHERE managed = 0 AND lower(admin_wallet_address) = lower(?1)
                      ORDER BY api_key_hash = ?2 DESC, id LIMIT 1",
+                    params![admin.to_checksum(None), own.as_slice()],
+                    |r| Ok((r.get::<i64>(0)?, r.get::<Vec<u8>>(1)?)),
                 )?
-                .query_row(params![admin.to_checksum(None), own.as_slice()], |r| {
-                    Ok((r.get::<_, i64>(0)?, r.get::<_, Vec<u8>>(1)?))
-                })
-                .optional()?
                 .and_then(|(id, hash)| {
                     Some(ChainSecuredAccount {
                         account: AccountId(id),
@@ -128,16 +124,20 @@ mod tests {
     use super::*;
     use crate::authz::{GroupSet, Permissions};
     use crate::store::outbox::OutboxEntry;
+    use crate::store::testing::store_test;
     use crate::store::testing::{identity, now, signature};
     use crate::store::{InitialCredit, NewAccount, NewUsageKey, ResolvedKey};
     use alloy::primitives::B256;
 
     #[tokio::test]
     async fn admin_wallet_lookup_uses_its_index_not_a_table_scan() {
-        let dir = tempfile::tempdir().unwrap();
-        let store = Store::open(&dir.path().join("state.db")).unwrap();
+        let db = crate::store::testing::TestDb::sqlite();
+        let store = db.open().await;
         let plan: Vec<String> = store
             .read(|c| {
+                let c = c
+                    .as_sqlite()
+                    .ok_or_else(|| StoreError::Task("SQLite only".into()))?;
                 let mut stmt = c.prepare(
                     "EXPLAIN QUERY PLAN SELECT id, api_key_hash FROM accounts
                      WHERE managed = 0 AND lower(admin_wallet_address) = lower(?1)",
@@ -156,10 +156,9 @@ mod tests {
         );
     }
 
-    #[tokio::test]
-    async fn a_conversion_the_chain_refuses_leaves_the_account_in_api_mode() {
-        let dir = tempfile::tempdir().unwrap();
-        let store = Store::open(&dir.path().join("state.db")).unwrap();
+    store_test! {
+    async fn a_conversion_the_chain_refuses_leaves_the_account_in_api_mode(db) {
+        let store = db.open().await;
         let new = |n: u8| NewAccount {
             api_key_hash: KeyHash([n; 32]),
             name: format!("{n}"),
@@ -239,10 +238,8 @@ mod tests {
         assert_eq!(store.resolve_key(KeyHash([22; 32])).await.unwrap(), None);
     }
 
-    #[tokio::test]
-    async fn conversion_queues_the_chain_call_and_unmanages_the_account_once() {
-        let dir = tempfile::tempdir().unwrap();
-        let store = Store::open(&dir.path().join("state.db")).unwrap();
+    async fn conversion_queues_the_chain_call_and_unmanages_the_account_once(db) {
+        let store = db.open().await;
         let key = KeyHash([7; 32]);
         let account = store
             .create_account(
@@ -330,5 +327,6 @@ mod tests {
             store.outbox_pending(100).await.unwrap().len(),
             entries.len()
         );
+    }
     }
 }

@@ -4,9 +4,8 @@
 
 use std::collections::HashSet;
 
-use rusqlite::params;
-
 use super::actions::CidHash;
+use super::sql::params;
 use super::wallets::{self, WalletRecord, WalletRef};
 use super::{AccountId, Result, Store};
 use crate::authz::GroupId;
@@ -32,25 +31,18 @@ impl Store {
     ) -> Result<Option<WalletScope>> {
         self.read(move |conn| {
             let mut groups = Vec::new();
-            {
-                let mut stmt = conn.prepare_cached(
+            for GroupId(id) in groups_granted {
+                let Ok(id) = i64::try_from(id) else { continue };
+                let row = conn.query_opt(
                     "SELECT g.id, g.all_wallets FROM groups g
                      WHERE g.account_id = ?1 AND g.id = ?2
                        AND (g.all_actions = 1 OR EXISTS (
                             SELECT 1 FROM group_actions ga JOIN actions a ON a.id = ga.action_id
                             WHERE ga.group_id = g.id AND a.cid_hash = ?3))",
+                    params![account.0, id, action.0],
+                    |r| Ok((r.get::<i64>(0)?, r.get::<bool>(1)?)),
                 )?;
-                for GroupId(id) in groups_granted {
-                    let Ok(id) = i64::try_from(id) else { continue };
-                    let row = stmt.query_row(params![account.0, id, action.0.as_slice()], |r| {
-                        Ok((r.get::<_, i64>(0)?, r.get::<_, bool>(1)?))
-                    });
-                    match row {
-                        Ok(group) => groups.push(group),
-                        Err(rusqlite::Error::QueryReturnedNoRows) => {}
-                        Err(e) => return Err(e.into()),
-                    }
-                }
+                groups.extend(row);
             }
             if groups.is_empty() {
                 return Ok(None);
@@ -59,12 +51,12 @@ impl Store {
                 return Ok(Some(WalletScope::Account));
             }
             let mut wallets = HashSet::new();
-            let mut stmt =
-                conn.prepare_cached("SELECT wallet_id FROM group_wallets WHERE group_id = ?1")?;
             for (group, _) in groups {
-                for row in stmt.query_map([group], |r| r.get::<_, i64>(0))? {
-                    wallets.insert(row?);
-                }
+                wallets.extend(conn.query_map(
+                    "SELECT wallet_id FROM group_wallets WHERE group_id = ?1",
+                    params![group],
+                    |r| r.get::<i64>(0),
+                )?);
             }
             Ok(Some(WalletScope::Only(wallets)))
         })

@@ -5,16 +5,15 @@
 use std::collections::HashMap;
 
 use keyservice_api::PkpId;
-use rusqlite::{Connection, Transaction, params};
 
 use alloy::primitives::B256;
 
 use chain_contracts::ops::MirrorOp;
 
 use super::actions::{self, CidHash};
-use super::base::CachedSql;
 use super::base::{AccountId, GroupFlags, group_sql_id as sql_id, require_group as require};
 use super::ledger::Charge;
+use super::sql::{Conn, params};
 use super::wallets::{self, WALLET_COLUMNS, WalletRecord, WalletRef, wallet_from};
 use super::{Page, Result, Store, StoreError, now_unix, outbox};
 use crate::authz::GroupId;
@@ -46,30 +45,31 @@ pub struct GroupRecord {
 
 /// Replaces the group's permitted sets; every named wallet and action must exist in
 /// the account.
-fn set_members(
-    tx: &Transaction<'_>,
-    account: AccountId,
-    group: i64,
-    spec: &GroupSpec,
-) -> Result<()> {
-    tx.execute_cached("DELETE FROM group_wallets WHERE group_id = ?1", [group])?;
-    tx.execute_cached("DELETE FROM group_actions WHERE group_id = ?1", [group])?;
+fn set_members(tx: Conn<'_>, account: AccountId, group: i64, spec: &GroupSpec) -> Result<()> {
+    tx.execute(
+        "DELETE FROM group_wallets WHERE group_id = ?1",
+        params![group],
+    )?;
+    tx.execute(
+        "DELETE FROM group_actions WHERE group_id = ?1",
+        params![group],
+    )?;
     if let Permitted::Only(list) = &spec.wallets {
         for wallet in list {
             let record = wallets::require(tx, account, wallet)?;
-            tx.prepare_cached(
-                "INSERT OR IGNORE INTO group_wallets (group_id, wallet_id) VALUES (?1, ?2)",
-            )?
-            .execute([group, record.row])?;
+            tx.execute(
+                "INSERT INTO group_wallets (group_id, wallet_id) VALUES (?1, ?2) ON CONFLICT DO NOTHING",
+                params![group, record.row],
+            )?;
         }
     }
     if let Permitted::Only(list) = &spec.actions {
         for hash in list {
             let action = actions::require(tx, account, hash)?;
-            tx.prepare_cached(
-                "INSERT OR IGNORE INTO group_actions (group_id, action_id) VALUES (?1, ?2)",
-            )?
-            .execute([group, action])?;
+            tx.execute(
+                "INSERT INTO group_actions (group_id, action_id) VALUES (?1, ?2) ON CONFLICT DO NOTHING",
+                params![group, action],
+            )?;
         }
     }
     Ok(())
@@ -80,12 +80,12 @@ fn set_members(
 pub const CHAIN_GROUP_ID_BASE: u64 = 1 << 62;
 
 /// The next service-assigned group id (never reused).
-fn next_group_id(tx: &Transaction<'_>) -> Result<i64> {
-    let id: i64 = tx
-        .prepare_cached(
-            "UPDATE id_sequences SET next = next + 1 WHERE name = 'groups' RETURNING next - 1",
-        )?
-        .query_row([], |r| r.get(0))?;
+fn next_group_id(tx: Conn<'_>) -> Result<i64> {
+    let id: i64 = tx.query_row(
+        "UPDATE id_sequences SET next = next + 1 WHERE name = 'groups' RETURNING next - 1",
+        params![],
+        |r| r.get(0),
+    )?;
     if id as u64 >= CHAIN_GROUP_ID_BASE {
         return Err(StoreError::Conflict(
             "the group id space is exhausted".into(),
@@ -95,12 +95,11 @@ fn next_group_id(tx: &Transaction<'_>) -> Result<i64> {
 }
 
 /// The mirror of a group as it now is (`addGroup` when new, else `updateGroup`).
-fn mirror_group(tx: &Transaction<'_>, account: AccountId, group: i64, new: bool) -> Result<()> {
-    let (name, description, flags): (String, String, GroupFlags) = tx
-        .prepare_cached(
-            "SELECT name, description, all_wallets, all_actions FROM groups WHERE id = ?1",
-        )?
-        .query_row([group], |r| {
+fn mirror_group(tx: Conn<'_>, account: AccountId, group: i64, new: bool) -> Result<()> {
+    let (name, description, flags): (String, String, GroupFlags) = tx.query_row(
+        "SELECT name, description, all_wallets, all_actions FROM groups WHERE id = ?1",
+        params![group],
+        |r| {
             Ok((
                 r.get(0)?,
                 r.get(1)?,
@@ -109,7 +108,8 @@ fn mirror_group(tx: &Transaction<'_>, account: AccountId, group: i64, new: bool)
                     all_actions: r.get(3)?,
                 },
             ))
-        })?;
+        },
+    )?;
     let (wallets, actions) = members(tx, group, &flags)?;
     let pkp_ids = match wallets {
         Permitted::All => vec![B256::ZERO],
@@ -135,46 +135,45 @@ fn mirror_group(tx: &Transaction<'_>, account: AccountId, group: i64, new: bool)
 
 /// `(group id, 32-byte member)` rows of `sql`, grouped by group id in their order.
 fn members_of_page<T>(
-    conn: &Connection,
+    conn: Conn<'_>,
     sql: &str,
-    page: &[&dyn rusqlite::ToSql],
+    page: &[&dyn super::sql::ToParam],
     member: impl Fn([u8; 32]) -> T,
 ) -> Result<HashMap<i64, Vec<T>>> {
-    let mut stmt = conn.prepare_cached(sql)?;
-    let mut rows = stmt.query(page)?;
+    let rows = conn.query_map(sql, page, |row| {
+        Ok((row.get::<i64>(0)?, row.get::<[u8; 32]>(1)?))
+    })?;
     let mut out: HashMap<i64, Vec<T>> = HashMap::new();
-    while let Some(row) = rows.next()? {
-        out.entry(row.get(0)?)
-            .or_default()
-            .push(member(row.get(1)?));
+    for (group, bytes) in rows {
+        out.entry(group).or_default().push(member(bytes));
     }
     Ok(out)
 }
 
 fn members(
-    conn: &Connection,
+    conn: Conn<'_>,
     group: i64,
     flags: &GroupFlags,
 ) -> Result<(Permitted<PkpId>, Permitted<CidHash>)> {
     let wallets = if flags.all_wallets {
         Permitted::All
     } else {
-        let mut stmt = conn.prepare_cached(
+        Permitted::Only(conn.query_map(
             "SELECT w.pkp_id FROM wallets w JOIN group_wallets gw ON gw.wallet_id = w.id
              WHERE gw.group_id = ?1 ORDER BY w.id",
-        )?;
-        let rows = stmt.query_map([group], |r| Ok(PkpId(r.get(0)?)))?;
-        Permitted::Only(rows.collect::<rusqlite::Result<Vec<_>>>()?)
+            params![group],
+            |r| Ok(PkpId(r.get(0)?)),
+        )?)
     };
     let actions = if flags.all_actions {
         Permitted::All
     } else {
-        let mut stmt = conn.prepare_cached(
+        Permitted::Only(conn.query_map(
             "SELECT a.cid_hash FROM actions a JOIN group_actions ga ON ga.action_id = a.id
              WHERE ga.group_id = ?1 ORDER BY a.id",
-        )?;
-        let rows = stmt.query_map([group], |r| Ok(CidHash(r.get(0)?)))?;
-        Permitted::Only(rows.collect::<rusqlite::Result<Vec<_>>>()?)
+            params![group],
+            |r| Ok(CidHash(r.get(0)?)),
+        )?)
     };
     Ok((wallets, actions))
 }
@@ -190,7 +189,7 @@ impl Store {
         self.write_charged(account, charge, move |tx| {
             let now = now_unix();
             let id = next_group_id(tx)?;
-            tx.execute_cached(
+            tx.execute(
                 "INSERT INTO groups (id, account_id, name, description, all_wallets, all_actions, created_at, updated_at)
                  VALUES (?7, ?1, ?2, ?3, ?4, ?5, ?6, ?6)",
                 params![
@@ -218,72 +217,70 @@ impl Store {
         self.read(move |conn| {
             // One read transaction: the page and its members come from one snapshot
             // (and the WAL read lock is taken once, not once per statement).
-            let snapshot = conn.unchecked_transaction()?;
-            let conn: &Connection = &snapshot;
-            let heads: Vec<(i64, String, String, GroupFlags)> = {
-                let mut stmt = conn.prepare_cached(
+            conn.snapshot(|conn| {
+                let heads: Vec<(i64, String, String, GroupFlags)> = conn.query_map(
                     "SELECT id, name, description, all_wallets, all_actions FROM groups
-                     WHERE account_id = ?1 ORDER BY id LIMIT ?2 + 0 OFFSET ?3 + 0",
+                 WHERE account_id = ?1 ORDER BY id LIMIT ?2 + 0 OFFSET ?3 + 0",
+                    params![account.0, limit, offset],
+                    |r| {
+                        Ok((
+                            r.get(0)?,
+                            r.get(1)?,
+                            r.get(2)?,
+                            GroupFlags {
+                                all_wallets: r.get(3)?,
+                                all_actions: r.get(4)?,
+                            },
+                        ))
+                    },
                 )?;
-                let rows = stmt.query_map(params![account.0, limit, offset], |r| {
-                    Ok((
-                        r.get(0)?,
-                        r.get(1)?,
-                        r.get(2)?,
-                        GroupFlags {
-                            all_wallets: r.get(3)?,
-                            all_actions: r.get(4)?,
-                        },
-                    ))
-                })?;
-                rows.collect::<rusqlite::Result<Vec<_>>>()?
-            };
-            // Every member of the page's groups in two queries (not two per group). The
-            // page is exactly the account's groups with ids from its first to its last,
-            // so the queries select that range through `groups_by_account` and read
-            // each group's members in primary-key order: no temporary table, no sort.
-            let (Some(first), Some(last)) = (heads.first(), heads.last()) else {
-                return Ok(Vec::new());
-            };
-            let range = params![account.0, first.0, last.0];
-            let mut wallets = members_of_page(
-                conn,
-                "SELECT g.id, w.pkp_id FROM groups g
+                // Every member of the page's groups in two queries (not two per group). The
+                // page is exactly the account's groups with ids from its first to its last,
+                // so the queries select that range through `groups_by_account` and read
+                // each group's members in primary-key order: no temporary table, no sort.
+                let (Some(first), Some(last)) = (heads.first(), heads.last()) else {
+                    return Ok(Vec::new());
+                };
+                let range = params![account.0, first.0, last.0];
+                let mut wallets = members_of_page(
+                    conn,
+                    "SELECT g.id, w.pkp_id FROM groups g
                  JOIN group_wallets gw ON gw.group_id = g.id
                  JOIN wallets w ON w.id = gw.wallet_id
                  WHERE g.account_id = ?1 AND g.id BETWEEN ?2 AND ?3
                  ORDER BY g.id, gw.wallet_id",
-                range,
-                PkpId,
-            )?;
-            let mut actions = members_of_page(
-                conn,
-                "SELECT g.id, a.cid_hash FROM groups g
+                    range,
+                    PkpId,
+                )?;
+                let mut actions = members_of_page(
+                    conn,
+                    "SELECT g.id, a.cid_hash FROM groups g
                  JOIN group_actions ga ON ga.group_id = g.id
                  JOIN actions a ON a.id = ga.action_id
                  WHERE g.account_id = ?1 AND g.id BETWEEN ?2 AND ?3
                  ORDER BY g.id, ga.action_id",
-                range,
-                CidHash,
-            )?;
-            Ok(heads
-                .into_iter()
-                .map(|(id, name, description, flags)| GroupRecord {
-                    id: GroupId(id as u64),
-                    name,
-                    description,
-                    wallets: if flags.all_wallets {
-                        Permitted::All
-                    } else {
-                        Permitted::Only(wallets.remove(&id).unwrap_or_default())
-                    },
-                    actions: if flags.all_actions {
-                        Permitted::All
-                    } else {
-                        Permitted::Only(actions.remove(&id).unwrap_or_default())
-                    },
-                })
-                .collect())
+                    range,
+                    CidHash,
+                )?;
+                Ok(heads
+                    .into_iter()
+                    .map(|(id, name, description, flags)| GroupRecord {
+                        id: GroupId(id as u64),
+                        name,
+                        description,
+                        wallets: if flags.all_wallets {
+                            Permitted::All
+                        } else {
+                            Permitted::Only(wallets.remove(&id).unwrap_or_default())
+                        },
+                        actions: if flags.all_actions {
+                            Permitted::All
+                        } else {
+                            Permitted::Only(actions.remove(&id).unwrap_or_default())
+                        },
+                    })
+                    .collect())
+            })
         })
         .await
     }
@@ -298,7 +295,7 @@ impl Store {
     ) -> Result<()> {
         self.write_charged(account, charge, move |tx| {
             require(tx, account, group)?;
-            tx.execute_cached(
+            tx.execute(
                 "UPDATE groups SET name = ?2, description = ?3, all_wallets = ?4, all_actions = ?5, updated_at = ?6
                  WHERE id = ?1",
                 params![
@@ -325,7 +322,7 @@ impl Store {
         self.write_charged(account, charge, move |tx| {
             require(tx, account, group)?;
             // Memberships go with it (ON DELETE CASCADE).
-            tx.execute_cached("DELETE FROM groups WHERE id = ?1", [sql_id(group)])?;
+            tx.execute("DELETE FROM groups WHERE id = ?1", params![sql_id(group)])?;
             outbox::record(tx, account, &MirrorOp::RemoveGroup { group_id: group.0 })
         })
         .await
@@ -342,13 +339,13 @@ impl Store {
         self.write_charged(account, charge, move |tx| {
             require(tx, account, group)?;
             let record = wallets::require(tx, account, &wallet)?;
-            let added = tx.execute_cached(
-                "INSERT OR IGNORE INTO group_wallets (group_id, wallet_id) VALUES (?1, ?2)",
-                [sql_id(group), record.row],
+            let added = tx.execute(
+                "INSERT INTO group_wallets (group_id, wallet_id) VALUES (?1, ?2) ON CONFLICT DO NOTHING",
+                params![sql_id(group), record.row],
             )?;
-            tx.execute_cached(
+            tx.execute(
                 "UPDATE groups SET updated_at = ?2 WHERE id = ?1",
-                [sql_id(group), now_unix()],
+                params![sql_id(group), now_unix()],
             )?;
             if added == 0 {
                 return Ok(());
@@ -380,18 +377,18 @@ impl Store {
                 )));
             }
             let record = wallets::require(tx, account, &wallet)?;
-            let removed = tx.execute_cached(
+            let removed = tx.execute(
                 "DELETE FROM group_wallets WHERE group_id = ?1 AND wallet_id = ?2",
-                [sql_id(group), record.row],
+                params![sql_id(group), record.row],
             )?;
             if removed == 0 {
                 return Err(StoreError::NotFound(format!(
                     "wallet {wallet} is not in group {group}"
                 )));
             }
-            tx.execute_cached(
+            tx.execute(
                 "UPDATE groups SET updated_at = ?2 WHERE id = ?1",
-                [sql_id(group), now_unix()],
+                params![sql_id(group), now_unix()],
             )?;
             outbox::record(
                 tx,
@@ -429,13 +426,13 @@ impl Store {
                     },
                 )?;
             }
-            let added = tx.execute_cached(
-                "INSERT OR IGNORE INTO group_actions (group_id, action_id) VALUES (?1, ?2)",
-                [sql_id(group), action],
+            let added = tx.execute(
+                "INSERT INTO group_actions (group_id, action_id) VALUES (?1, ?2) ON CONFLICT DO NOTHING",
+                params![sql_id(group), action],
             )?;
-            tx.execute_cached(
+            tx.execute(
                 "UPDATE groups SET updated_at = ?2 WHERE id = ?1",
-                [sql_id(group), now_unix()],
+                params![sql_id(group), now_unix()],
             )?;
             if added == 0 {
                 return Ok(());
@@ -467,18 +464,18 @@ impl Store {
                 )));
             }
             let action = actions::require(tx, account, &hash)?;
-            let removed = tx.execute_cached(
+            let removed = tx.execute(
                 "DELETE FROM group_actions WHERE group_id = ?1 AND action_id = ?2",
-                [sql_id(group), action],
+                params![sql_id(group), action],
             )?;
             if removed == 0 {
                 return Err(StoreError::NotFound(format!(
                     "action {hash} is not in group {group}"
                 )));
             }
-            tx.execute_cached(
+            tx.execute(
                 "UPDATE groups SET updated_at = ?2 WHERE id = ?1",
-                [sql_id(group), now_unix()],
+                params![sql_id(group), now_unix()],
             )?;
             outbox::record(
                 tx,
@@ -505,18 +502,22 @@ impl Store {
         self.read(move |conn| {
             let flags = require(conn, account, group)?;
             let rows = if flags.all_wallets {
-                let mut stmt = conn.prepare_cached(&format!(
-                    "SELECT {WALLET_COLUMNS} FROM wallets w WHERE w.account_id = ?1 ORDER BY w.id LIMIT ?2 + 0 OFFSET ?3 + 0"
-                ))?;
-                stmt.query_map(params![account.0, limit, offset], wallet_from)?
-                    .collect::<rusqlite::Result<Vec<_>>>()?
+                conn.query_map(
+                    &format!(
+                        "SELECT {WALLET_COLUMNS} FROM wallets w WHERE w.account_id = ?1 ORDER BY w.id LIMIT ?2 + 0 OFFSET ?3 + 0"
+                    ),
+                    params![account.0, limit, offset],
+                    wallet_from,
+                )?
             } else {
-                let mut stmt = conn.prepare_cached(&format!(
-                    "SELECT {WALLET_COLUMNS} FROM wallets w JOIN group_wallets gw ON gw.wallet_id = w.id
-                     WHERE gw.group_id = ?1 ORDER BY w.id LIMIT ?2 + 0 OFFSET ?3 + 0"
-                ))?;
-                stmt.query_map(params![sql_id(group), limit, offset], wallet_from)?
-                    .collect::<rusqlite::Result<Vec<_>>>()?
+                conn.query_map(
+                    &format!(
+                        "SELECT {WALLET_COLUMNS} FROM wallets w JOIN group_wallets gw ON gw.wallet_id = w.id
+                         WHERE gw.group_id = ?1 ORDER BY w.id LIMIT ?2 + 0 OFFSET ?3 + 0"
+                    ),
+                    params![sql_id(group), limit, offset],
+                    wallet_from,
+                )?
             };
             Ok(rows)
         })
@@ -527,7 +528,8 @@ impl Store {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::store::testing::{identity, new_account, open_store};
+    use crate::store::testing::store_test;
+    use crate::store::testing::{identity, new_account};
 
     fn spec(name: &str, wallets: Permitted<WalletRef>, actions: Permitted<CidHash>) -> GroupSpec {
         GroupSpec {
@@ -538,9 +540,9 @@ mod tests {
         }
     }
 
-    #[tokio::test]
-    async fn a_listed_page_carries_each_groups_own_members() {
-        let (_dir, store) = open_store();
+    store_test! {
+    async fn a_listed_page_carries_each_groups_own_members(db) {
+        let store = db.open().await;
         let (a, b) = (new_account(&store, 1).await, new_account(&store, 2).await);
         let pkp = |n: u8| identity(n).pkp_id;
         for (account, n) in [(a, 11), (a, 12), (b, 21)] {
@@ -631,5 +633,6 @@ mod tests {
             ]
         );
         assert!(store.list_groups(a, page(2)).await.unwrap().is_empty());
+    }
     }
 }

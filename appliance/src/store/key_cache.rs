@@ -15,6 +15,14 @@
 //! generation before it reads the database and inserts only if the generation has not
 //! moved, and [`KeyCache::invalidate`] moves it under the same lock that empties the map.
 //!
+//! With PostgreSQL several replicas write, so a replica also empties its cache whenever
+//! another replica commits: every PostgreSQL write batch sends `NOTIFY` in its transaction
+//! and each replica listens (`store::postgres::follow_changes`). As a bound that holds even
+//! while that feed is down or late, entries of a replicated store live at most
+//! [`REPLICA_TTL`]: a key revoked on one replica stops working on every other replica as
+//! soon as the notification arrives (milliseconds), and at the latest `REPLICA_TTL` after
+//! the revocation was acknowledged.
+//!
 //! Only keys that resolved are kept (unknown keys always go to the database, and are
 //! rate-limited there), with the usage key's expiry, checked on every hit. The map is
 //! bounded ([`MAX_ENTRIES`]); when full it is emptied and refilled. It holds key hashes,
@@ -23,6 +31,7 @@
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{PoisonError, RwLock};
+use std::time::{Duration, Instant};
 
 use super::base::ResolvedKey;
 use super::now_unix;
@@ -31,24 +40,41 @@ use crate::api_keys::KeyHash;
 /// Most keys held; past it the map is emptied.
 pub(super) const MAX_ENTRIES: usize = 16_384;
 
+/// How long a replicated store (PostgreSQL) keeps a resolved key at most.
+pub(super) const REPLICA_TTL: Duration = Duration::from_secs(2);
+
 #[derive(Default)]
 pub(super) struct KeyCache {
     generation: AtomicU64,
     entries: RwLock<HashMap<KeyHash, Entry>>,
+    /// `None`: until the next write batch (one writer: SQLite).
+    ttl: Option<Duration>,
 }
 
 struct Entry {
     key: ResolvedKey,
     /// Unix seconds after which a usage key is dead.
     expires_at: Option<i64>,
+    cached_at: Instant,
 }
 
 impl KeyCache {
+    /// A cache whose entries also expire `ttl` after they were read from the database.
+    pub(super) fn with_ttl(ttl: Duration) -> Self {
+        Self {
+            ttl: Some(ttl),
+            ..Self::default()
+        }
+    }
+
     /// The resolved key for `hash`, when held and not expired.
     pub(super) fn get(&self, hash: &KeyHash) -> Option<ResolvedKey> {
         let entries = self.entries.read().unwrap_or_else(PoisonError::into_inner);
         let entry = entries.get(hash)?;
         if entry.expires_at.is_some_and(|t| t <= now_unix()) {
+            return None;
+        }
+        if self.ttl.is_some_and(|ttl| entry.cached_at.elapsed() >= ttl) {
             return None;
         }
         Some(entry.key.clone())
@@ -75,7 +101,14 @@ impl KeyCache {
         if entries.len() >= MAX_ENTRIES {
             entries.clear();
         }
-        entries.insert(hash, Entry { key, expires_at });
+        entries.insert(
+            hash,
+            Entry {
+                key,
+                expires_at,
+                cached_at: Instant::now(),
+            },
+        );
     }
 
     /// Forgets every key; called by the writer after each batch, before acknowledging it.
@@ -130,6 +163,16 @@ mod tests {
         cache.insert(g, hash(2), key.clone(), Some(now_unix() + 3600));
         assert_eq!(cache.get(&hash(1)), None);
         assert_eq!(cache.get(&hash(2)), Some(key));
+    }
+
+    #[test]
+    fn a_replicated_cache_forgets_after_its_ttl() {
+        let cache = KeyCache::with_ttl(Duration::from_millis(50));
+        let g = cache.generation();
+        cache.insert(g, hash(1), ResolvedKey::Account(AccountId(1)), None);
+        assert!(cache.get(&hash(1)).is_some());
+        std::thread::sleep(Duration::from_millis(60));
+        assert_eq!(cache.get(&hash(1)), None);
     }
 
     #[test]

@@ -35,7 +35,9 @@ mod key_cache;
 mod ledger;
 mod migrations;
 pub mod outbox;
+mod postgres;
 mod signature_replay;
+pub(crate) mod sql;
 #[cfg(test)]
 mod testing;
 mod usage_keys;
@@ -45,9 +47,7 @@ mod writer;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
-use rusqlite::{Connection, OpenFlags, Transaction};
-
-use base::CachedSql as _;
+use rusqlite::{Connection, OpenFlags};
 
 pub use accounts::{AccountRecord, NewAccount};
 pub use actions::{ActionRecord, CidHash, CodeOwner};
@@ -57,9 +57,13 @@ pub use chain_secured::{ChainSecuredAccount, Conversion, MasterKeyAccount};
 pub use execution::WalletScope;
 pub use groups::{GroupRecord, GroupSpec, Permitted};
 pub use ledger::{Charge, Credited, InitialCredit, LedgerEntry, LedgerKind};
+pub use postgres::PgOptions;
+pub use sql::{Conn, Engine, SqlError};
 pub use usage_keys::{NewUsageKey, UsageKeyRecord};
 pub use wallets::{WalletRecord, WalletRef};
 pub use writer::WriteStats;
+
+use sql::params;
 
 /// How many idle read connections are kept.
 const MAX_IDLE_READERS: usize = 16;
@@ -86,15 +90,18 @@ pub enum StoreError {
     /// A per-account quota (stored action code) would be exceeded; nothing was written.
     #[error("{0}")]
     QuotaExceeded(String),
-    /// The database cannot be used right now (disk full, locked too long).
+    /// The database cannot be used right now (disk full, locked too long, unreachable).
     #[error("the store is unavailable: {0}")]
     Unavailable(String),
     #[error("cannot open the database at {path}: {source}")]
     Open {
-        path: PathBuf,
+        path: String,
         #[source]
-        source: rusqlite::Error,
+        source: SqlError,
     },
+    /// The store's configuration cannot work (a bad URL, a CA that does not parse).
+    #[error("store configuration: {0}")]
+    Config(String),
     #[error(
         "the database schema version {found} is newer than this build understands ({known}); refusing to start rather than corrupt it"
     )]
@@ -104,25 +111,29 @@ pub enum StoreError {
         version: i64,
         name: &'static str,
         #[source]
-        source: rusqlite::Error,
+        source: SqlError,
     },
     #[error("stored data is corrupt: {0}")]
     Corrupt(String),
     #[error("database error: {0}")]
-    Sqlite(rusqlite::Error),
+    Database(SqlError),
     #[error("store task failed: {0}")]
     Task(String),
 }
 
+impl From<SqlError> for StoreError {
+    fn from(err: SqlError) -> Self {
+        if err.is_unavailable() {
+            Self::Unavailable(err.to_string())
+        } else {
+            Self::Database(err)
+        }
+    }
+}
+
 impl From<rusqlite::Error> for StoreError {
     fn from(err: rusqlite::Error) -> Self {
-        use rusqlite::ErrorCode;
-        match err.sqlite_error_code() {
-            Some(ErrorCode::DiskFull | ErrorCode::DatabaseBusy | ErrorCode::DatabaseLocked) => {
-                Self::Unavailable(err.to_string())
-            }
-            _ => Self::Sqlite(err),
-        }
+        SqlError::from(err).into()
     }
 }
 
@@ -141,7 +152,8 @@ impl Page {
     /// The queries bind them as `LIMIT ?2 + 0 OFFSET ?3 + 0`: a bare `LIMIT ?` makes
     /// SQLite plan with the bound value and so re-prepare the cached statement on every
     /// run (parse and plan again: a fifth of a `list_groups` request's CPU);
-    /// `store::tests::paged_queries_are_prepared_once` keeps it that way.
+    /// `store::tests::paged_queries_are_prepared_once` keeps it that way. (PostgreSQL
+    /// gets `LIMIT $2::bigint`: `store::sql`.)
     fn limit_offset(self) -> Option<(i64, i64)> {
         let offset = self.number.checked_mul(u64::from(self.size))?;
         Some((i64::from(self.size), i64::try_from(offset).ok()?))
@@ -155,19 +167,29 @@ pub struct Store {
 }
 
 struct Inner {
-    path: PathBuf,
+    backend: Backend,
     writer: writer::Writer,
     keys: Arc<key_cache::KeyCache>,
-    readers: Mutex<Vec<Connection>>,
+}
+
+/// Where reads go.
+enum Backend {
+    /// SQLite: read-only connections on the calling task (WAL never blocks them).
+    Sqlite {
+        path: PathBuf,
+        readers: Mutex<Vec<Connection>>,
+    },
+    /// PostgreSQL: pooled sessions on the blocking pool.
+    Postgres(Arc<postgres::PgPool>),
 }
 
 impl Store {
-    /// Opens (creating if needed) the database at `path` and brings its schema up to
-    /// date.
+    /// Opens (creating if needed) the SQLite database at `path` and brings its schema up
+    /// to date.
     pub fn open(path: &Path) -> Result<Self> {
-        let open_err = |source| StoreError::Open {
-            path: path.to_owned(),
-            source,
+        let open_err = |source: rusqlite::Error| StoreError::Open {
+            path: path.display().to_string(),
+            source: source.into(),
         };
         let mut writer = Connection::open(path).map_err(open_err)?;
         configure(&writer).map_err(open_err)?;
@@ -175,35 +197,92 @@ impl Store {
         writer
             .pragma_update(None, "journal_mode", "WAL")
             .map_err(open_err)?;
-        migrations::run(&mut writer)?;
+        migrations::run_sqlite(&mut writer)?;
         let keys = Arc::new(key_cache::KeyCache::default());
-        let after_batch = {
-            let keys = Arc::clone(&keys);
-            Box::new(move || keys.invalidate())
-        };
-        let store = Self {
-            inner: Arc::new(Inner {
+        let store = Self::assemble(
+            Backend::Sqlite {
                 path: path.to_owned(),
-                writer: writer::Writer::start(writer, writer::MAX_QUEUED, after_batch).map_err(
-                    |e| StoreError::Task(format!("cannot start the store's writer thread: {e}")),
-                )?,
-                keys,
                 readers: Mutex::new(Vec::new()),
-            }),
-        };
+            },
+            writer::WriterDb::Sqlite(writer),
+            keys,
+        )?;
         // Fail at start, not on the first request, if readers cannot be opened.
         let reader = store.open_reader()?;
         store.return_reader(reader);
         Ok(store)
     }
 
+    /// Connects to PostgreSQL (see [`PgOptions`]), brings the schema up to date (one
+    /// replica at a time) and starts following the other replicas' writes.
+    pub async fn open_postgres(options: PgOptions) -> Result<Self> {
+        let pool = Arc::new(postgres::PgPool::new(&options)?);
+        let target = postgres::redact(&options.url);
+        let (writer_session, pool) = {
+            let pool = Arc::clone(&pool);
+            tokio::task::spawn_blocking(move || {
+                let open_err = |source: SqlError| StoreError::Open {
+                    path: target.clone(),
+                    source,
+                };
+                let session = pool.connect().map_err(open_err)?;
+                migrations::run_postgres(&session)?;
+                Ok::<_, StoreError>((session, pool))
+            })
+            .await
+            .map_err(|e| StoreError::Task(format!("opening the database: {e}")))??
+        };
+        let keys = Arc::new(key_cache::KeyCache::with_ttl(key_cache::REPLICA_TTL));
+        postgres::follow_changes(Arc::clone(&pool), Arc::downgrade(&keys))
+            .map_err(|e| StoreError::Task(format!("cannot start the store's change feed: {e}")))?;
+        Self::assemble(
+            Backend::Postgres(Arc::clone(&pool)),
+            writer::WriterDb::Postgres {
+                pool,
+                session: Some(Box::new(writer_session)),
+            },
+            keys,
+        )
+    }
+
+    fn assemble(
+        backend: Backend,
+        writer: writer::WriterDb,
+        keys: Arc<key_cache::KeyCache>,
+    ) -> Result<Self> {
+        let after_batch = {
+            let keys = Arc::clone(&keys);
+            Box::new(move || keys.invalidate())
+        };
+        Ok(Self {
+            inner: Arc::new(Inner {
+                backend,
+                writer: writer::Writer::start(writer, writer::MAX_QUEUED, after_batch).map_err(
+                    |e| StoreError::Task(format!("cannot start the store's writer thread: {e}")),
+                )?,
+                keys,
+            }),
+        })
+    }
+
+    /// The engine behind this store.
+    pub fn engine(&self) -> Engine {
+        match self.inner.backend {
+            Backend::Sqlite { .. } => Engine::Sqlite,
+            Backend::Postgres(_) => Engine::Postgres,
+        }
+    }
+
     fn open_reader(&self) -> Result<Connection> {
-        let open_err = |source| StoreError::Open {
-            path: self.inner.path.clone(),
-            source,
+        let Backend::Sqlite { path, .. } = &self.inner.backend else {
+            return Err(StoreError::Task("not a SQLite store".into()));
+        };
+        let open_err = |source: rusqlite::Error| StoreError::Open {
+            path: path.display().to_string(),
+            source: source.into(),
         };
         let conn = Connection::open_with_flags(
-            &self.inner.path,
+            path,
             OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_NO_MUTEX,
         )
         .map_err(open_err)?;
@@ -212,12 +291,10 @@ impl Store {
     }
 
     fn take_reader(&self) -> Result<Connection> {
-        let idle = self
-            .inner
-            .readers
-            .lock()
-            .ok()
-            .and_then(|mut pool| pool.pop());
+        let idle = match &self.inner.backend {
+            Backend::Sqlite { readers, .. } => readers.lock().ok().and_then(|mut pool| pool.pop()),
+            Backend::Postgres(_) => None,
+        };
         match idle {
             Some(conn) => Ok(conn),
             None => self.open_reader(),
@@ -225,33 +302,40 @@ impl Store {
     }
 
     fn return_reader(&self, conn: Connection) {
-        if let Ok(mut pool) = self.inner.readers.lock()
+        if let Backend::Sqlite { readers, .. } = &self.inner.backend
+            && let Ok(mut pool) = readers.lock()
             && pool.len() < MAX_IDLE_READERS
         {
             pool.push(conn);
         }
     }
 
-    /// Runs `f` on a read connection (an idle one, or a new one), on the calling task.
+    /// Runs `f` on a read connection: SQLite, an idle read-only connection (or a new
+    /// one) on the calling task; PostgreSQL, a pooled session on the blocking pool.
     pub async fn read<T, F>(&self, f: F) -> Result<T>
     where
         T: Send + 'static,
-        F: FnOnce(&Connection) -> Result<T> + Send + 'static,
+        F: FnOnce(Conn<'_>) -> Result<T> + Send + 'static,
     {
-        let conn = self.take_reader()?;
-        let out = f(&conn);
-        self.return_reader(conn);
-        out
+        match &self.inner.backend {
+            Backend::Sqlite { .. } => {
+                let conn = self.take_reader()?;
+                let out = f(Conn::sqlite(&conn));
+                self.return_reader(conn);
+                out
+            }
+            Backend::Postgres(pool) => pool.run(move |session| f(Conn::postgres(session))).await,
+        }
     }
 
-    /// Runs `f` in an immediate transaction of its own (a savepoint of the writer's
-    /// current batch) and returns once it is durably committed. If `f` fails, nothing it
-    /// did is kept. (A billed write goes through `write_charged`, which adds its charge
-    /// to the same transaction.)
+    /// Runs `f` in a transaction of its own (a savepoint of the writer's current batch)
+    /// and returns once it is durably committed. If `f` fails, nothing it did is kept.
+    /// (A billed write goes through `write_charged`, which adds its charge to the same
+    /// transaction.)
     pub async fn write<T, F>(&self, f: F) -> Result<T>
     where
         T: Send + 'static,
-        F: FnOnce(&Transaction<'_>) -> Result<T> + Send + 'static,
+        F: FnOnce(Conn<'_>) -> Result<T> + Send + 'static,
     {
         self.inner.writer.write(f).await
     }
@@ -264,7 +348,7 @@ impl Store {
     /// A cheap query proving the database answers; used by `/health`.
     pub async fn check(&self) -> Result<()> {
         self.read(|conn| {
-            conn.query_row_cached("SELECT 1", [], |_| Ok(()))?;
+            conn.query_row("SELECT 1", params![], |_| Ok(()))?;
             Ok(())
         })
         .await
@@ -272,8 +356,7 @@ impl Store {
 
     /// The schema version in force.
     pub async fn schema_version(&self) -> Result<i64> {
-        self.read(|conn| Ok(conn.pragma_query_value(None, "user_version", |row| row.get(0))?))
-            .await
+        self.read(migrations::current_version).await
     }
 }
 
@@ -298,6 +381,7 @@ pub(crate) fn now_unix() -> i64 {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::store::testing::store_test;
 
     #[test]
     fn page_bounds() {
@@ -376,71 +460,98 @@ mod tests {
         }
     }
 
-    #[tokio::test]
-    async fn open_migrates_and_reopens() {
-        let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join("state.db");
-        let store = Store::open(&path).unwrap();
+    store_test! {
+    async fn open_migrates_and_reopens(db) {
+        let store = db.open().await;
         let version = store.schema_version().await.unwrap();
         assert_eq!(version, migrations::latest_version());
         drop(store);
-        let store = Store::open(&path).unwrap();
+        let store = db.open().await;
         assert_eq!(store.schema_version().await.unwrap(), version);
         store.check().await.unwrap();
     }
 
-    #[tokio::test]
-    async fn every_connection_has_the_bounded_page_cache() {
-        let dir = tempfile::tempdir().unwrap();
-        let store = Store::open(&dir.path().join("state.db")).unwrap();
-        let cache = |c: &Connection| -> Result<i64> {
-            Ok(c.pragma_query_value(None, "cache_size", |row| row.get(0))?)
+    async fn refuses_a_newer_schema(db) {
+        let store = db.open().await;
+        store
+            .write(|tx| {
+                match tx.as_sqlite() {
+                    Some(c) => c.pragma_update(None, "user_version", 9999)?,
+                    None => {
+                        tx.execute("UPDATE schema_version SET version = 9999", params![])?;
+                    }
+                }
+                Ok(())
+            })
+            .await
+            .unwrap();
+        drop(store);
+        let opened = match (db.postgres_url(), db.sqlite_path()) {
+            (Some(url), _) => Store::open_postgres(PgOptions::new(url)).await.map(|_| ()),
+            (None, Some(path)) => Store::open(&path).map(|_| ()),
+            (None, None) => unreachable!("a test database is one or the other"),
         };
-        let reader = store.read(move |c| cache(c)).await.unwrap();
-        let writer = store.write(move |tx| cache(tx)).await.unwrap();
-        assert_eq!((reader, writer), (-PAGE_CACHE_KIB, -PAGE_CACHE_KIB));
-    }
-
-    #[tokio::test]
-    async fn refuses_a_newer_schema() {
-        let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join("state.db");
-        drop(Store::open(&path).unwrap());
-        let conn = Connection::open(&path).unwrap();
-        conn.pragma_update(None, "user_version", 9999).unwrap();
-        drop(conn);
-        match Store::open(&path) {
+        match opened {
             Err(StoreError::SchemaTooNew { found: 9999, .. }) => {}
             Err(other) => panic!("unexpected error {other}"),
-            Ok(_) => panic!("opened a database from the future"),
+            Ok(()) => panic!("opened a database from the future"),
         }
     }
 
-    #[tokio::test]
-    async fn failed_write_keeps_nothing() {
-        let dir = tempfile::tempdir().unwrap();
-        let store = Store::open(&dir.path().join("state.db")).unwrap();
+    async fn failed_write_keeps_nothing(db) {
+        let store = db.open().await;
         let result: Result<()> = store
             .write(|tx| {
-                tx.execute_cached(
-                    "INSERT INTO accounts (api_key_hash, name, description, wallet_address, managed, created_at) VALUES (zeroblob(32), 'x', '', '0x00', 1, 0)",
-                    [],
+                tx.execute(
+                    "INSERT INTO accounts (api_key_hash, name, description, wallet_address, managed, created_at) VALUES (?1, 'x', '', '0x00', 1, 0)",
+                    params![[0u8; 32]],
                 )?;
                 Err(StoreError::Conflict("abort".into()))
             })
             .await;
         assert!(result.is_err());
         let count: i64 = store
-            .read(|c| Ok(c.query_row_cached("SELECT count(*) FROM accounts", [], |r| r.get(0))?))
+            .read(|c| Ok(c.query_row("SELECT count(*) FROM accounts", params![], |r| r.get(0))?))
             .await
             .unwrap();
         assert_eq!(count, 0);
     }
 
-    #[tokio::test]
-    async fn readers_are_not_blocked_by_an_open_write() {
-        let dir = tempfile::tempdir().unwrap();
-        let store = Store::open(&dir.path().join("state.db")).unwrap();
+    async fn a_write_that_swallows_a_failed_statement_keeps_nothing(db) {
+        // PostgreSQL aborts the transaction on a failed statement; SQLite carries on.
+        // Either way a write that ignores the failure keeps nothing it did on PostgreSQL,
+        // and on both engines the writer goes on serving.
+        let store = db.open().await;
+        let engine = db.engine();
+        let result: Result<()> = store
+            .write(|tx| {
+                tx.execute(
+                    "INSERT INTO accounts (api_key_hash, name, description, wallet_address, managed, created_at) VALUES (?1, 'x', '', '0x00', 1, 0)",
+                    params![[1u8; 32]],
+                )?;
+                let _ = tx.execute("INSERT INTO no_such_table VALUES (1)", params![]);
+                Ok(())
+            })
+            .await;
+        let count: i64 = store
+            .read(|c| Ok(c.query_row("SELECT count(*) FROM accounts", params![], |r| r.get(0))?))
+            .await
+            .unwrap();
+        match engine {
+            Engine::Postgres => {
+                assert!(matches!(result, Err(StoreError::Task(_))), "{result:?}");
+                assert_eq!(count, 0);
+            }
+            Engine::Sqlite => {
+                assert!(result.is_ok());
+                assert_eq!(count, 1);
+            }
+        }
+        crate::store::testing::new_account(&store, 7).await;
+    }
+
+    async fn readers_are_not_blocked_by_an_open_write(db) {
+        let store = db.open().await;
         let (started_tx, started_rx) = std::sync::mpsc::channel();
         let (finish_tx, finish_rx) = std::sync::mpsc::channel::<()>();
         let writer = {
@@ -448,9 +559,9 @@ mod tests {
             tokio::spawn(async move {
                 store
                     .write(move |tx| {
-                        tx.execute_cached(
-                            "INSERT INTO accounts (api_key_hash, name, description, wallet_address, managed, created_at) VALUES (zeroblob(32), 'x', '', '0x00', 1, 0)",
-                            [],
+                        tx.execute(
+                            "INSERT INTO accounts (api_key_hash, name, description, wallet_address, managed, created_at) VALUES (?1, 'x', '', '0x00', 1, 0)",
+                            params![[0u8; 32]],
                         )?;
                         let _ = started_tx.send(());
                         // Hold the write transaction open until the reader is done.
@@ -466,9 +577,9 @@ mod tests {
             .unwrap();
         // The write holds the lock; a read still answers, seeing the committed state.
         let count: i64 = tokio::time::timeout(
-            std::time::Duration::from_secs(2),
+            std::time::Duration::from_secs(5),
             store.read(|c| {
-                Ok(c.query_row_cached("SELECT count(*) FROM accounts", [], |r| r.get(0))?)
+                Ok(c.query_row("SELECT count(*) FROM accounts", params![], |r| r.get(0))?)
             }),
         )
         .await
@@ -478,9 +589,25 @@ mod tests {
         finish_tx.send(()).unwrap();
         writer.await.unwrap().unwrap();
         let count: i64 = store
-            .read(|c| Ok(c.query_row_cached("SELECT count(*) FROM accounts", [], |r| r.get(0))?))
+            .read(|c| Ok(c.query_row("SELECT count(*) FROM accounts", params![], |r| r.get(0))?))
             .await
             .unwrap();
         assert_eq!(count, 1);
+    }
+    }
+
+    #[tokio::test]
+    async fn every_connection_has_the_bounded_page_cache() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open(&dir.path().join("state.db")).unwrap();
+        let cache = |c: Conn<'_>| -> Result<i64> {
+            let c = c
+                .as_sqlite()
+                .ok_or_else(|| StoreError::Task("not SQLite".into()))?;
+            Ok(c.pragma_query_value(None, "cache_size", |row| row.get(0))?)
+        };
+        let reader = store.read(cache).await.unwrap();
+        let writer = store.write(cache).await.unwrap();
+        assert_eq!((reader, writer), (-PAGE_CACHE_KIB, -PAGE_CACHE_KIB));
     }
 }

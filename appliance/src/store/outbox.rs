@@ -10,10 +10,9 @@
 
 use alloy::primitives::B256;
 use chain_contracts::ops::MirrorOp;
-use rusqlite::{OptionalExtension, Transaction, params};
 
-use super::base::CachedSql;
 use super::base::{AccountId, AccountMode, account_head};
+use super::sql::{Conn, SqlResult, params};
 use super::{Result, Store, StoreError, now_unix};
 
 /// The version of the JSON in `chain_outbox.op`.
@@ -21,7 +20,7 @@ pub const FORMAT: i64 = 1;
 
 /// Queues `op` for `account` if the account is in API mode. ChainSecured accounts are
 /// written on chain by their owners, never by the service.
-pub(super) fn record(tx: &Transaction<'_>, account: AccountId, op: &MirrorOp) -> Result<()> {
+pub(super) fn record(tx: Conn<'_>, account: AccountId, op: &MirrorOp) -> Result<()> {
     let Some(head) = account_head(tx, account)? else {
         return Err(StoreError::NotFound("no such account".into()));
     };
@@ -30,10 +29,10 @@ pub(super) fn record(tx: &Transaction<'_>, account: AccountId, op: &MirrorOp) ->
     }
     let api_key_hash = head.api_key_hash;
     let json = serde_json::to_string(op).map_err(|e| StoreError::Task(e.to_string()))?;
-    tx.prepare_cached(
+    tx.execute(
         "INSERT INTO chain_outbox (api_key_hash, format, op, created_at) VALUES (?1, ?2, ?3, ?4)",
-    )?
-    .execute(params![api_key_hash, FORMAT, json, now_unix()])?;
+        params![api_key_hash, FORMAT, json, now_unix()],
+    )?;
     Ok(())
 }
 
@@ -68,8 +67,8 @@ pub struct OutboxStats {
     pub failed: u64,
 }
 
-fn b256(bytes: Vec<u8>) -> rusqlite::Result<B256> {
-    B256::try_from(bytes.as_slice()).map_err(|_| rusqlite::Error::InvalidQuery)
+fn b256(bytes: [u8; 32]) -> SqlResult<B256> {
+    Ok(B256::from(bytes))
 }
 
 fn hashes_json(hashes: &[B256]) -> String {
@@ -85,21 +84,22 @@ impl Store {
             .read(move |conn| {
                 let mut out = Vec::new();
                 let mut broken = Vec::new();
-                let mut stmt = conn.prepare_cached(
+                let rows = conn.query_map(
                     "SELECT seq, api_key_hash, format, op, solo FROM chain_outbox
                      WHERE state = 'pending' ORDER BY seq LIMIT ?1 + 0",
+                    params![limit as i64],
+                    |r| {
+                        Ok((
+                            r.get::<i64>(0)?,
+                            b256(r.get(1)?)?,
+                            r.get::<i64>(2)?,
+                            r.get::<String>(3)?,
+                            r.get::<bool>(4)?,
+                        ))
+                    },
                 )?;
-                let rows = stmt.query_map([limit as i64], |r| {
-                    Ok((
-                        r.get::<_, i64>(0)?,
-                        b256(r.get(1)?)?,
-                        r.get::<_, i64>(2)?,
-                        r.get::<_, String>(3)?,
-                        r.get::<_, bool>(4)?,
-                    ))
-                })?;
                 for row in rows {
-                    let (seq, api_key_hash, format, json, solo) = row?;
+                    let (seq, api_key_hash, format, json, solo) = row;
                     match (format, serde_json::from_str::<MirrorOp>(&json)) {
                         (FORMAT, Ok(op)) => out.push((
                             OutboxEntry {
@@ -129,15 +129,11 @@ impl Store {
     /// Marks one entry as failed for good (the chain refuses it; see the log and `error`).
     pub async fn outbox_fail(&self, seq: i64, error: String) -> Result<()> {
         self.write(move |tx| {
-            tx.execute_cached(
+            tx.execute(
                 "UPDATE chain_outbox SET state = 'failed', error = ?2 WHERE seq = ?1 AND state = 'pending'",
                 params![seq, error],
             )?;
-            undo_refused_conversions(
-                tx,
-                "seq = ?1",
-                seq,
-            )
+            undo_refused_conversions(tx, "seq = ?1", seq)
         })
         .await
     }
@@ -157,17 +153,18 @@ impl Store {
                 return Err(StoreError::Task("an empty batch".into()));
             };
             let now = now_unix();
-            tx.execute_cached(
+            let id: i64 = tx.query_row(
                 "INSERT INTO chain_batches (first_seq, last_seq, payer, nonce, raw_tx, tx_hashes, state, created_at)
-                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, 'sent', ?7)",
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, 'sent', ?7) RETURNING id",
                 params![first, last, payer, nonce as i64, raw_tx, hashes_json(&[tx_hash]), now],
-            )?;
-            let id = tx.last_insert_rowid();
-            let mut stmt = tx.prepare_cached(
-                "UPDATE chain_outbox SET state = 'sent', batch_id = ?2 WHERE seq = ?1 AND state = 'pending'",
+                |r| r.get(0),
             )?;
             for seq in &seqs {
-                if stmt.execute(params![seq, id])? != 1 {
+                if tx.execute(
+                    "UPDATE chain_outbox SET state = 'sent', batch_id = ?2 WHERE seq = ?1 AND state = 'pending'",
+                    params![seq, id],
+                )? != 1
+                {
                     return Err(StoreError::Conflict(format!("outbox entry {seq} is not pending")));
                 }
             }
@@ -197,7 +194,7 @@ impl Store {
             current.tx_hashes.push(tx_hash);
             current.raw_tx = raw_tx;
             current.sent_at = now_unix();
-            tx.execute_cached(
+            tx.execute(
                 "UPDATE chain_batches SET raw_tx = ?2, tx_hashes = ?3, created_at = ?4 WHERE id = ?1",
                 params![batch, current.raw_tx, hashes_json(&current.tx_hashes), current.sent_at],
             )?;
@@ -209,12 +206,11 @@ impl Store {
     /// The batch sent but not yet settled, if any (at most one is in flight).
     pub async fn outbox_in_flight(&self) -> Result<Option<SentBatch>> {
         self.read(|conn| {
-            let id: Option<i64> = conn
-                .prepare_cached(
-                    "SELECT id FROM chain_batches WHERE state = 'sent' ORDER BY id LIMIT 1",
-                )?
-                .query_row([], |r| r.get(0))
-                .optional()?;
+            let id: Option<i64> = conn.query_opt(
+                "SELECT id FROM chain_batches WHERE state = 'sent' ORDER BY id LIMIT 1",
+                params![],
+                |r| r.get(0),
+            )?;
             match id {
                 Some(id) => load_batch(conn, id),
                 None => Ok(None),
@@ -235,7 +231,7 @@ impl Store {
     ) -> Result<()> {
         self.write(move |tx| {
             let now = now_unix();
-            tx.execute_cached(
+            tx.execute(
                 "UPDATE chain_batches SET state = ?2, mined_hash = ?3, block_number = ?4, gas_used = ?5, mined_at = ?6
                  WHERE id = ?1 AND state = 'sent'",
                 params![
@@ -248,26 +244,22 @@ impl Store {
                 ],
             )?;
             if success {
-                tx.execute_cached(
+                tx.execute(
                     "UPDATE chain_outbox SET state = 'mined' WHERE batch_id = ?1",
-                    [batch],
+                    params![batch],
                 )?;
             } else {
                 // Alone, the entry itself is refused; in a batch, retry each alone.
-                tx.execute_cached(
+                tx.execute(
                     "UPDATE chain_outbox SET
                         state = CASE WHEN solo = 1 THEN 'failed' ELSE 'pending' END,
-                        error = CASE WHEN solo = 1 THEN ?2 ELSE NULL END,
+                        error = CASE WHEN solo = 1 THEN CAST(?2 AS TEXT) ELSE NULL END,
                         batch_id = CASE WHEN solo = 1 THEN batch_id ELSE NULL END,
                         solo = 1
                      WHERE batch_id = ?1",
                     params![batch, format!("reverted on chain in {tx_hash}")],
                 )?;
-                undo_refused_conversions(
-                    tx,
-                    "batch_id = ?1",
-                    batch,
-                )?;
+                undo_refused_conversions(tx, "batch_id = ?1", batch)?;
             }
             Ok(())
         })
@@ -277,9 +269,11 @@ impl Store {
     /// The highest nonce the relayer used for `payer`, if any.
     pub async fn outbox_last_nonce(&self, payer: u32) -> Result<Option<u64>> {
         self.read(move |conn| {
-            let n: Option<i64> = conn
-                .prepare_cached("SELECT max(nonce) FROM chain_batches WHERE payer = ?1")?
-                .query_row([payer], |r| r.get(0))?;
+            let n: Option<i64> = conn.query_row(
+                "SELECT max(nonce) FROM chain_batches WHERE payer = ?1",
+                params![payer],
+                |r| r.get(0),
+            )?;
             Ok(n.map(|n| n as u64))
         })
         .await
@@ -288,11 +282,12 @@ impl Store {
     pub async fn outbox_stats(&self) -> Result<OutboxStats> {
         self.read(|conn| {
             let mut stats = OutboxStats::default();
-            let mut stmt =
-                conn.prepare_cached("SELECT state, count(*) FROM chain_outbox GROUP BY state")?;
-            let rows = stmt.query_map([], |r| Ok((r.get::<_, String>(0)?, r.get::<_, i64>(1)?)))?;
-            for row in rows {
-                let (state, n) = row?;
+            let rows = conn.query_map(
+                "SELECT state, count(*) FROM chain_outbox GROUP BY state",
+                params![],
+                |r| Ok((r.get::<String>(0)?, r.get::<i64>(1)?)),
+            )?;
+            for (state, n) in rows {
                 let n = n as u64;
                 match state.as_str() {
                     "pending" => stats.pending = n,
@@ -310,9 +305,11 @@ impl Store {
     pub async fn chain_cursor(&self, name: String) -> Result<Option<u64>> {
         self.read(move |conn| {
             Ok(conn
-                .prepare_cached("SELECT block FROM chain_cursors WHERE name = ?1")?
-                .query_row([name], |r| r.get::<_, i64>(0))
-                .optional()?
+                .query_opt(
+                    "SELECT block FROM chain_cursors WHERE name = ?1",
+                    params![name],
+                    |r| r.get::<i64>(0),
+                )?
                 .map(|b| b as u64))
         })
         .await
@@ -324,15 +321,30 @@ impl Store {
 /// new admin, and nobody could administer it. `just_failed` selects the entries that
 /// have just been marked failed (`seq = ?1` or `batch_id = ?1`, bound to `id`); only
 /// conversions among them are undone.
-fn undo_refused_conversions(tx: &Transaction<'_>, just_failed: &str, id: i64) -> Result<()> {
-    let sql = format!(
-        "UPDATE accounts SET managed = 1, admin_wallet_address = NULL
-         WHERE managed = 0 AND api_key_hash IN (
-             SELECT api_key_hash FROM chain_outbox
-             WHERE {just_failed} AND state = 'failed'
-               AND json_extract(op, '$.op') = 'convert_account')"
-    );
-    let undone = tx.execute_cached(&sql, [id])?;
+fn undo_refused_conversions(tx: Conn<'_>, just_failed: &str, id: i64) -> Result<()> {
+    // The entries' JSON is read here rather than in SQL (the engines' JSON functions
+    // differ).
+    let failed = tx.query_map(
+        &format!(
+            "SELECT api_key_hash, op FROM chain_outbox WHERE {just_failed} AND state = 'failed'"
+        ),
+        params![id],
+        |r| Ok((r.get::<Vec<u8>>(0)?, r.get::<String>(1)?)),
+    )?;
+    let mut undone = 0;
+    for (api_key_hash, json) in failed {
+        let conversion = matches!(
+            serde_json::from_str::<MirrorOp>(&json),
+            Ok(MirrorOp::ConvertAccount { .. })
+        );
+        if conversion {
+            undone += tx.execute(
+                "UPDATE accounts SET managed = 1, admin_wallet_address = NULL
+                 WHERE managed = 0 AND api_key_hash = ?1",
+                params![api_key_hash],
+            )?;
+        }
+    }
     if undone > 0 {
         tracing::warn!(
             accounts = undone,
@@ -342,32 +354,31 @@ fn undo_refused_conversions(tx: &Transaction<'_>, just_failed: &str, id: i64) ->
     Ok(())
 }
 
-pub(super) fn set_cursor(tx: &Transaction<'_>, name: &str, block: u64) -> Result<()> {
-    tx.prepare_cached(
+pub(super) fn set_cursor(tx: Conn<'_>, name: &str, block: u64) -> Result<()> {
+    tx.execute(
         "INSERT INTO chain_cursors (name, block) VALUES (?1, ?2)
          ON CONFLICT (name) DO UPDATE SET block = excluded.block",
-    )?
-    .execute(params![name, block as i64])?;
+        params![name, block as i64],
+    )?;
     Ok(())
 }
 
-fn load_batch(conn: &rusqlite::Connection, id: i64) -> Result<Option<SentBatch>> {
-    let row = conn
-        .prepare_cached(
-            "SELECT id, nonce, raw_tx, tx_hashes, first_seq, last_seq, created_at FROM chain_batches WHERE id = ?1",
-        )?
-        .query_row([id], |r| {
+fn load_batch(conn: Conn<'_>, id: i64) -> Result<Option<SentBatch>> {
+    let row = conn.query_opt(
+        "SELECT id, nonce, raw_tx, tx_hashes, first_seq, last_seq, created_at FROM chain_batches WHERE id = ?1",
+        params![id],
+        |r| {
             Ok((
-                r.get::<_, i64>(0)?,
-                r.get::<_, i64>(1)?,
-                r.get::<_, Vec<u8>>(2)?,
-                r.get::<_, String>(3)?,
-                r.get::<_, i64>(4)?,
-                r.get::<_, i64>(5)?,
-                r.get::<_, i64>(6)?,
+                r.get::<i64>(0)?,
+                r.get::<i64>(1)?,
+                r.get::<Vec<u8>>(2)?,
+                r.get::<String>(3)?,
+                r.get::<i64>(4)?,
+                r.get::<i64>(5)?,
+                r.get::<i64>(6)?,
             ))
-        })
-        .optional()?;
+        },
+    )?;
     let Some((id, nonce, raw_tx, hashes, first_seq, last_seq, sent_at)) = row else {
         return Ok(None);
     };

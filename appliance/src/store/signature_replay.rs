@@ -4,36 +4,34 @@
 //! signature's issuedAt window has passed (then the window check alone refuses it) and
 //! pruned afterwards.
 
-use rusqlite::{OptionalExtension, Transaction, params};
-
-use super::base::{WalletIdentity, is_primary_key_violation};
+use super::base::{WalletIdentity, is_unique_violation};
+use super::sql::{Conn, params};
 use super::{Result, Store, StoreError, now_unix, wallets};
 use crate::api_keys::KeyHash;
 use crate::typed_data::Verified;
 
 /// Records `signature` as accepted; `false` if it already was (a replay). Prunes rows whose
 /// window has passed.
-pub(super) fn accept(tx: &Transaction<'_>, signature: &Verified) -> Result<bool> {
+pub(super) fn accept(tx: Conn<'_>, signature: &Verified) -> Result<bool> {
     let now = now_unix();
-    tx.prepare_cached("DELETE FROM accepted_signatures WHERE expires_at < ?1")?
-        .execute([now])?;
-    let inserted = tx
-        .prepare_cached(
-            "INSERT INTO accepted_signatures (digest, flow, signer, expires_at, accepted_at)
-             VALUES (?1, ?2, ?3, ?4, ?5)",
-        )?
-        .execute(params![
+    tx.execute(
+        "DELETE FROM accepted_signatures WHERE expires_at < ?1",
+        params![now],
+    )?;
+    // A replay inserts nothing (and fails no statement: on PostgreSQL a failed statement
+    // would abort the whole write).
+    let inserted = tx.execute(
+        "INSERT INTO accepted_signatures (digest, flow, signer, expires_at, accepted_at)
+         VALUES (?1, ?2, ?3, ?4, ?5) ON CONFLICT (digest) DO NOTHING",
+        params![
             signature.digest.as_slice(),
             signature.flow.primary_type(),
             signature.signer.as_slice(),
             signature.remember_until(),
             now
-        ]);
-    match inserted {
-        Ok(_) => Ok(true),
-        Err(e) if is_primary_key_violation(&e) => Ok(false),
-        Err(e) => Err(e.into()),
-    }
+        ],
+    )?;
+    Ok(inserted == 1)
 }
 
 impl Store {
@@ -41,9 +39,11 @@ impl Store {
     pub async fn signature_accepted(&self, digest: alloy::primitives::B256) -> Result<bool> {
         self.read(move |conn| {
             Ok(conn
-                .prepare_cached("SELECT 1 FROM accepted_signatures WHERE digest = ?1")?
-                .query_row([digest.as_slice()], |_| Ok(()))
-                .optional()?
+                .query_opt(
+                    "SELECT 1 FROM accepted_signatures WHERE digest = ?1",
+                    params![digest.as_slice()],
+                    |_| Ok(()),
+                )?
                 .is_some())
         })
         .await
@@ -70,20 +70,18 @@ impl Store {
                 return Ok(false);
             }
             let row = wallets::insert(tx, None, &wallet, "", "")?;
-            tx.prepare_cached("UPDATE wallets SET minted_by = ?2 WHERE id = ?1")?
-                .execute(params![row, signature.signer.as_slice()])?;
+            tx.execute(
+                "UPDATE wallets SET minted_by = ?2 WHERE id = ?1",
+                params![row, signature.signer.as_slice()],
+            )?;
             if let Some(key) = usage_key {
-                tx.prepare_cached(
+                tx.execute(
                     "INSERT INTO minted_usage_keys (key_hash, minted_by, minted_at)
                      VALUES (?1, ?2, ?3)",
-                )?
-                .execute(params![
-                    key.0.as_slice(),
-                    signature.signer.as_slice(),
-                    now_unix()
-                ])
+                    params![key.0, signature.signer.as_slice(), now_unix()],
+                )
                 .map_err(|e| {
-                    if is_primary_key_violation(&e) {
+                    if is_unique_violation(&e) {
                         StoreError::Conflict("this usage key was minted before".into())
                     } else {
                         e.into()
@@ -99,7 +97,8 @@ impl Store {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::store::base::CachedSql as _;
+    use crate::store::sql::params;
+    use crate::store::testing::store_test;
     use crate::store::testing::{identity, now, signature};
 
     #[tokio::test]
@@ -119,10 +118,9 @@ mod tests {
         );
     }
 
-    #[tokio::test]
-    async fn expired_signatures_are_pruned() {
-        let dir = tempfile::tempdir().unwrap();
-        let store = Store::open(&dir.path().join("state.db")).unwrap();
+    store_test! {
+    async fn expired_signatures_are_pruned(db) {
+        let store = db.open().await;
         // Issued long ago: its window has passed, so its row may go.
         store.accept_signature(signature(1, 1_000)).await.unwrap();
         store.accept_signature(signature(2, now())).await.unwrap();
@@ -130,8 +128,8 @@ mod tests {
             store
                 .read(|c| {
                     Ok(
-                        c.query_row_cached("SELECT count(*) FROM accepted_signatures", [], |r| {
-                            r.get::<_, i64>(0)
+                        c.query_row("SELECT count(*) FROM accepted_signatures", params![], |r| {
+                            r.get::<i64>(0)
                         })?,
                     )
                 })
@@ -141,10 +139,8 @@ mod tests {
         assert_eq!(rows().await, 1, "the expired row was not pruned");
     }
 
-    #[tokio::test]
-    async fn a_replayed_wallet_signature_stores_nothing() {
-        let dir = tempfile::tempdir().unwrap();
-        let store = Store::open(&dir.path().join("state.db")).unwrap();
+    async fn a_replayed_wallet_signature_stores_nothing(db) {
+        let store = db.open().await;
         let sig = signature(3, now());
         assert!(
             store
@@ -160,14 +156,13 @@ mod tests {
         );
         let wallets: i64 = store
             .read(|c| {
-                Ok(c.query_row_cached(
-                    "SELECT count(*) FROM wallets WHERE account_id IS NULL",
-                    [],
+                Ok(c.query_row("SELECT count(*) FROM wallets WHERE account_id IS NULL", params![],
                     |r| r.get(0),
                 )?)
             })
             .await
             .unwrap();
         assert_eq!(wallets, 1);
+    }
     }
 }

@@ -1,16 +1,133 @@
-//! Fixtures shared by the store's unit tests: a fresh database, and accounts in it.
+//! Fixtures shared by the store's unit tests: a fresh database on either engine, and
+//! accounts in it.
+//!
+//! [`store_test!`] writes a test once and runs it twice, as `<name>::sqlite` (a database
+//! file in a temporary directory) and `<name>::postgres` (a fresh database on the test
+//! process's PostgreSQL server, `test_support::postgres`). Where PostgreSQL is not
+//! installed the second is skipped with the reason on stderr; with `CI` set it fails.
 
 use keyservice_api::{Address, DerivationPath, PkpId};
 
-use super::{AccountId, InitialCredit, NewAccount, Store, WalletIdentity};
+use super::sql::Engine;
+use super::{AccountId, InitialCredit, NewAccount, PgOptions, Store, WalletIdentity};
 use crate::api_keys::KeyHash;
 
-/// A fresh store in a temporary directory (kept alive by the returned guard).
-pub(super) fn open_store() -> (tempfile::TempDir, Store) {
-    let dir = tempfile::tempdir().expect("a temporary directory");
-    let store = Store::open(&dir.path().join("state.db")).expect("the store opens");
-    (dir, store)
+/// A database a test owns: a SQLite file, or a PostgreSQL database of its own.
+pub(crate) struct TestDb {
+    kind: Kind,
 }
+
+enum Kind {
+    Sqlite(tempfile::TempDir),
+    Postgres(String),
+}
+
+impl TestDb {
+    pub(crate) fn sqlite() -> Self {
+        Self {
+            kind: Kind::Sqlite(tempfile::tempdir().expect("a temporary directory")),
+        }
+    }
+
+    /// A fresh database on the shared test server; `None` (reported) where PostgreSQL
+    /// cannot run.
+    pub(crate) fn postgres() -> Option<Self> {
+        match test_support::postgres::PgServer::shared() {
+            Ok(server) => Some(Self {
+                kind: Kind::Postgres(server.new_database()),
+            }),
+            Err(unavailable) => {
+                unavailable.report();
+                None
+            }
+        }
+    }
+
+    pub(crate) fn engine(&self) -> Engine {
+        match self.kind {
+            Kind::Sqlite(_) => Engine::Sqlite,
+            Kind::Postgres(_) => Engine::Postgres,
+        }
+    }
+
+    /// Opens a store on this database (again, for a test of a restart).
+    pub(crate) async fn open(&self) -> Store {
+        match &self.kind {
+            Kind::Sqlite(dir) => {
+                Store::open(&dir.path().join("state.db")).expect("the store opens")
+            }
+            Kind::Postgres(url) => Store::open_postgres(PgOptions::new(url.clone()))
+                .await
+                .expect("the store opens on PostgreSQL"),
+        }
+    }
+
+    /// Runs `sql` on a connection of its own, behind the store's back (as an operator
+    /// or an attacker with access to the database would).
+    pub(crate) async fn behind_the_back(&self, sql: &str) {
+        let sql = sql.to_owned();
+        match &self.kind {
+            Kind::Sqlite(dir) => {
+                rusqlite::Connection::open(dir.path().join("state.db"))
+                    .expect("the database opens")
+                    .execute_batch(&sql)
+                    .expect("the statement runs");
+            }
+            Kind::Postgres(url) => {
+                let url = url.clone();
+                tokio::task::spawn_blocking(move || {
+                    let mut client =
+                        postgres::Client::connect(&url, postgres::NoTls).expect("connects");
+                    client.batch_execute(&sql).expect("the statement runs");
+                })
+                .await
+                .expect("the statement ran");
+            }
+        }
+    }
+
+    /// The SQLite file (`None` for PostgreSQL).
+    pub(crate) fn sqlite_path(&self) -> Option<std::path::PathBuf> {
+        match &self.kind {
+            Kind::Sqlite(dir) => Some(dir.path().join("state.db")),
+            Kind::Postgres(_) => None,
+        }
+    }
+
+    /// The PostgreSQL URL (`None` for SQLite).
+    pub(crate) fn postgres_url(&self) -> Option<&str> {
+        match &self.kind {
+            Kind::Sqlite(_) => None,
+            Kind::Postgres(url) => Some(url),
+        }
+    }
+}
+
+/// `store_test! { async fn name(db) { … } … }`: each test on both engines.
+macro_rules! store_test {
+    ($(async fn $name:ident($db:ident) $body:block)*) => {$(
+        mod $name {
+            #[allow(unused_imports)]
+            use super::*;
+
+            async fn run($db: $crate::store::testing::TestDb) $body
+
+            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+            async fn sqlite() {
+                run($crate::store::testing::TestDb::sqlite()).await
+            }
+
+            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+            async fn postgres() {
+                let Some(db) = $crate::store::testing::TestDb::postgres() else {
+                    return;
+                };
+                run(db).await
+            }
+        }
+    )*};
+}
+pub(crate) use store_test;
 
 /// An API-mode account whose key hash, wallet and name are all derived from `seed`.
 pub(super) fn new_account_spec(seed: u8) -> NewAccount {
@@ -31,11 +148,11 @@ pub(super) async fn new_account(store: &Store, seed: u8) -> AccountId {
         .expect("the account is created")
 }
 
-/// A fresh store holding the account of `seed` (its key hash is `KeyHash([seed; 32])`).
-pub(super) async fn store_with_account(seed: u8) -> (tempfile::TempDir, Store, AccountId) {
-    let (dir, store) = open_store();
+/// A store on `db` holding the account of `seed` (its key hash is `KeyHash([seed; 32])`).
+pub(super) async fn store_with_account(db: &TestDb, seed: u8) -> (Store, AccountId) {
+    let store = db.open().await;
     let account = new_account(&store, seed).await;
-    (dir, store, account)
+    (store, account)
 }
 
 /// The wallet identity of `n` (every byte `n`).

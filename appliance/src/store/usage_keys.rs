@@ -1,16 +1,14 @@
 //! Usage keys: scoped, rotatable keys of an account. Only their hashes are stored.
 
-use rusqlite::{Connection, OptionalExtension, Row, params};
-
 use alloy::primitives::B256;
 
 use chain_contracts::ops::{MirrorOp, MirrorPermissions};
 
-use super::base::CachedSql;
 use super::base::{
     AccountId, AccountMode, ResolvedKey, UsageKeyId, account_head, is_unique_violation,
 };
 use super::ledger::Charge;
+use super::sql::{Conn, Row, SqlError, SqlResult, params};
 use super::{Page, Result, Store, StoreError, now_unix, outbox};
 use crate::api_keys::KeyHash;
 use crate::authz::{GroupSet, Permissions};
@@ -42,16 +40,17 @@ fn encode_set(set: &GroupSet) -> String {
     serde_json::to_string(set.ids()).unwrap_or_else(|_| "[]".to_owned())
 }
 
-fn decode_set(row: &Row<'_>, idx: usize) -> rusqlite::Result<GroupSet> {
+fn decode_set(row: &Row<'_>, idx: usize) -> SqlResult<GroupSet> {
     let text: String = row.get(idx)?;
     serde_json::from_str::<Vec<u64>>(&text)
         .map(GroupSet::new)
-        .map_err(|e| {
-            rusqlite::Error::FromSqlConversionFailure(idx, rusqlite::types::Type::Text, e.into())
+        .map_err(|e| SqlError::Decode {
+            column: idx,
+            reason: format!("not a group set: {e}"),
         })
 }
 
-fn permissions_from(row: &Row<'_>, first: usize) -> rusqlite::Result<Permissions> {
+fn permissions_from(row: &Row<'_>, first: usize) -> SqlResult<Permissions> {
     Ok(Permissions {
         can_create_groups: row.get(first)?,
         can_delete_groups: row.get(first + 1)?,
@@ -63,7 +62,7 @@ fn permissions_from(row: &Row<'_>, first: usize) -> rusqlite::Result<Permissions
     })
 }
 
-fn record_from(row: &Row<'_>) -> rusqlite::Result<UsageKeyRecord> {
+fn record_from(row: &Row<'_>) -> SqlResult<UsageKeyRecord> {
     Ok(UsageKeyRecord {
         id: UsageKeyId(row.get(0)?),
         key_hash: KeyHash(row.get(1)?),
@@ -78,7 +77,7 @@ fn record_from(row: &Row<'_>) -> rusqlite::Result<UsageKeyRecord> {
 /// set on chain), which stops authenticating at `expires_at` (Unix seconds; `None`:
 /// never); `false` when the hash belongs to another account, which keeps it.
 pub(super) fn upsert(
-    tx: &rusqlite::Transaction<'_>,
+    tx: Conn<'_>,
     account: AccountId,
     hash: &KeyHash,
     name: &str,
@@ -86,9 +85,8 @@ pub(super) fn upsert(
     p: &Permissions,
     expires_at: Option<i64>,
 ) -> Result<bool> {
-    let stored = tx
-        .prepare_cached(
-            "INSERT INTO usage_keys (account_id, key_hash, name, description, can_create_groups,
+    let stored = tx.execute(
+        "INSERT INTO usage_keys (account_id, key_hash, name, description, can_create_groups,
                 can_delete_groups, can_create_pkps, manage_ipfs_ids_in_groups, add_pkp_to_groups,
                 remove_pkp_from_groups, execute_in_groups, created_at, updated_at, expires_at)
              VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?12, ?13)
@@ -102,8 +100,7 @@ pub(super) fn upsert(
                 remove_pkp_from_groups = excluded.remove_pkp_from_groups,
                 execute_in_groups = excluded.execute_in_groups, updated_at = excluded.updated_at
              WHERE usage_keys.account_id = excluded.account_id",
-        )?
-        .execute(params![
+        params![
             account.0,
             hash.0.as_slice(),
             name,
@@ -117,17 +114,18 @@ pub(super) fn upsert(
             encode_set(&p.execute_in_groups),
             now_unix(),
             expires_at
-        ])?;
+        ],
+    )?;
     Ok(stored == 1)
 }
 
 /// The full mirror of a usage key as it now is (the contract replaces it whole).
-fn mirror(tx: &rusqlite::Transaction<'_>, account: AccountId, key: &KeyHash) -> Result<()> {
-    let record = tx
-        .prepare_cached(&format!(
-            "SELECT {COLUMNS} FROM usage_keys WHERE account_id = ?1 AND key_hash = ?2"
-        ))?
-        .query_row(params![account.0, key.0.as_slice()], record_from)?;
+fn mirror(tx: Conn<'_>, account: AccountId, key: &KeyHash) -> Result<()> {
+    let record = tx.query_row(
+        &format!("SELECT {COLUMNS} FROM usage_keys WHERE account_id = ?1 AND key_hash = ?2"),
+        params![account.0, key.0],
+        record_from,
+    )?;
     let p = &record.permissions;
     outbox::record(
         tx,
@@ -157,14 +155,13 @@ fn not_found() -> StoreError {
 /// exactly as a removed one: the caller gets the same 401.
 /// A live usage key, and when it expires (Unix seconds), if it does.
 pub(super) fn resolve(
-    conn: &Connection,
+    conn: Conn<'_>,
     hash: &KeyHash,
 ) -> Result<Option<(ResolvedKey, Option<i64>)>> {
-    let row = conn
-        .prepare_cached(&format!(
-            "SELECT account_id, expires_at, {COLUMNS} FROM usage_keys WHERE key_hash = ?1"
-        ))?
-        .query_row([hash.0.as_slice()], |row| {
+    let row = conn.query_opt(
+        &format!("SELECT account_id, expires_at, {COLUMNS} FROM usage_keys WHERE key_hash = ?1"),
+        params![hash.0],
+        |row| {
             let expires_at: Option<i64> = row.get(1)?;
             Ok((
                 AccountId(row.get(0)?),
@@ -172,8 +169,8 @@ pub(super) fn resolve(
                 UsageKeyId(row.get(2)?),
                 permissions_from(row, 6)?,
             ))
-        })
-        .optional()?;
+        },
+    )?;
     let Some((account, expires_at, key_id, permissions)) = row else {
         return Ok(None);
     };
@@ -216,11 +213,11 @@ impl Store {
         self.write_charged(account, charge, move |tx| {
             let now = now_unix();
             let p = &new.permissions;
-            let inserted = tx.execute_cached(
+            let inserted = tx.query_row(
                 "INSERT INTO usage_keys (account_id, key_hash, name, description, can_create_groups,
                     can_delete_groups, can_create_pkps, manage_ipfs_ids_in_groups, add_pkp_to_groups,
                     remove_pkp_from_groups, execute_in_groups, created_at, updated_at)
-                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?12)",
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?12) RETURNING id",
                 params![
                     account.0,
                     new.key_hash.0.as_slice(),
@@ -235,10 +232,11 @@ impl Store {
                     encode_set(&p.execute_in_groups),
                     now
                 ],
+                |r| r.get::<i64>(0),
             );
             match inserted {
-                Ok(_) => {
-                    let id = UsageKeyId(tx.last_insert_rowid());
+                Ok(id) => {
+                    let id = UsageKeyId(id);
                     mirror(tx, account, &new.key_hash)?;
                     Ok(UsageKeyRecord {
                     id,
@@ -268,11 +266,13 @@ impl Store {
             return Ok(Vec::new());
         };
         self.read(move |conn| {
-            let mut stmt = conn.prepare_cached(&format!(
-                "SELECT {COLUMNS} FROM usage_keys WHERE account_id = ?1 ORDER BY id LIMIT ?2 + 0 OFFSET ?3 + 0"
-            ))?;
-            let rows = stmt.query_map(params![account.0, limit, offset], record_from)?;
-            Ok(rows.collect::<rusqlite::Result<Vec<_>>>()?)
+            Ok(conn.query_map(
+                &format!(
+                    "SELECT {COLUMNS} FROM usage_keys WHERE account_id = ?1 ORDER BY id LIMIT ?2 + 0 OFFSET ?3 + 0"
+                ),
+                params![account.0, limit, offset],
+                record_from,
+            )?)
         })
         .await
     }
@@ -289,7 +289,7 @@ impl Store {
     ) -> Result<()> {
         self.write_charged(account, charge, move |tx| {
             let p = &permissions;
-            let changed = tx.execute_cached(
+            let changed = tx.execute(
                 "UPDATE usage_keys SET can_create_groups = ?3, can_delete_groups = ?4,
                     can_create_pkps = ?5, manage_ipfs_ids_in_groups = ?6, add_pkp_to_groups = ?7,
                     remove_pkp_from_groups = ?8, execute_in_groups = ?9,
@@ -298,7 +298,7 @@ impl Store {
                  WHERE account_id = ?1 AND key_hash = ?2",
                 params![
                     account.0,
-                    key.0.as_slice(),
+                    key.0,
                     p.can_create_groups,
                     p.can_delete_groups,
                     p.can_create_pkps,
@@ -329,10 +329,10 @@ impl Store {
         charge: Charge,
     ) -> Result<()> {
         self.write_charged(account, charge, move |tx| {
-            let changed = tx.execute_cached(
+            let changed = tx.execute(
                 "UPDATE usage_keys SET name = ?3, description = ?4, updated_at = ?5
                  WHERE account_id = ?1 AND key_hash = ?2",
-                params![account.0, key.0.as_slice(), name, description, now_unix()],
+                params![account.0, key.0, name, description, now_unix()],
             )?;
             if changed == 0 {
                 Err(not_found())
@@ -359,9 +359,9 @@ impl Store {
         charge: Charge,
     ) -> Result<()> {
         self.write_charged(account, charge, move |tx| {
-            let changed = tx.execute_cached(
+            let changed = tx.execute(
                 "DELETE FROM usage_keys WHERE account_id = ?1 AND key_hash = ?2",
-                params![account.0, key.0.as_slice()],
+                params![account.0, key.0],
             )?;
             if changed == 0 {
                 Err(not_found())
@@ -382,6 +382,7 @@ impl Store {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::store::testing::store_test;
     use crate::store::testing::store_with_account;
 
     fn perms() -> Permissions {
@@ -392,9 +393,9 @@ mod tests {
         }
     }
 
-    #[tokio::test]
-    async fn add_resolve_update_remove() {
-        let (_dir, store, account) = store_with_account(1).await;
+    store_test! {
+    async fn add_resolve_update_remove(db) {
+        let (store, account) = store_with_account(&db, 1).await;
         let hash = KeyHash([9; 32]);
         let rec = store
             .add_usage_key(
@@ -461,12 +462,11 @@ mod tests {
         ));
     }
 
-    /// Keys are resolved from memory after the first look-up (`store::key_cache`), and
-    /// every acknowledged write that changes a key is seen by the very next look-up:
-    /// new permissions, a removal, and the account's conversion to ChainSecured.
-    #[tokio::test]
-    async fn the_next_lookup_after_a_write_sees_the_change() {
-        let (dir, store, account) = store_with_account(1).await;
+    // Keys are resolved from memory after the first look-up (`store::key_cache`), and
+    // every acknowledged write that changes a key is seen by the very next look-up:
+    // new permissions, a removal, and the account's conversion to ChainSecured.
+    async fn the_next_lookup_after_a_write_sees_the_change(db) {
+        let (store, account) = store_with_account(&db, 1).await;
         let hash = KeyHash([9; 32]);
         let new_key = NewUsageKey {
             key_hash: hash,
@@ -487,16 +487,27 @@ mod tests {
             Some(perms())
         );
 
-        // Served from memory: a change made behind the store's back (never done outside
-        // tests: the store is the database's only writer) is not seen...
-        Connection::open(dir.path().join("state.db"))
-            .unwrap()
-            .execute("UPDATE usage_keys SET can_create_groups = 0", [])
-            .unwrap();
-        assert_eq!(
-            permissions(store.resolve_key(hash).await.unwrap()),
-            Some(perms())
-        );
+        // SQLite: served from memory, so a change made behind the store's back (never
+        // done outside tests: the store is the database's only writer) is not seen...
+        // PostgreSQL: other replicas write too, so the cache holds an entry at most
+        // REPLICA_TTL and a change is seen by then even if no notification came.
+        db.behind_the_back("UPDATE usage_keys SET can_create_groups = 0")
+            .await;
+        if db.engine() == crate::store::Engine::Sqlite {
+            assert_eq!(
+                permissions(store.resolve_key(hash).await.unwrap()),
+                Some(perms())
+            );
+        } else {
+            tokio::time::sleep(crate::store::key_cache::REPLICA_TTL).await;
+            assert_eq!(
+                permissions(store.resolve_key(hash).await.unwrap()),
+                Some(Permissions {
+                    can_create_groups: false,
+                    ..perms()
+                })
+            );
+        }
         // ...until any write goes through the store.
         store
             .update_usage_key(account, hash, perms(), None, None, Charge::free())
@@ -546,9 +557,8 @@ mod tests {
         assert_eq!(store.resolve_key(hash).await.unwrap(), None);
     }
 
-    #[tokio::test]
-    async fn ids_are_never_reused() {
-        let (_dir, store, account) = store_with_account(1).await;
+    async fn ids_are_never_reused(db) {
+        let (store, account) = store_with_account(&db, 1).await;
         let mk = |b| NewUsageKey {
             key_hash: KeyHash([b; 32]),
             name: "k".into(),
@@ -568,5 +578,6 @@ mod tests {
             .await
             .unwrap();
         assert!(second.id.0 > first.id.0);
+    }
     }
 }

@@ -1,12 +1,12 @@
 //! Wallets (PKPs): the public identity of keys held by keyservice, per account.
 
 use keyservice_api::{Address, DerivationPath, PkpId};
-use rusqlite::{Connection, OptionalExtension, Row, Transaction, params};
 
 use chain_contracts::ops::MirrorOp;
 
 use super::base::{AccountId, WalletIdentity, is_unique_violation};
 use super::ledger::Charge;
+use super::sql::{Conn, Row, SqlResult, params};
 use super::{Page, Result, Store, StoreError, now_unix, outbox};
 
 /// How a request names a wallet: by `pkp_id` or by address.
@@ -39,7 +39,7 @@ pub struct WalletRecord {
 pub(super) const WALLET_COLUMNS: &str =
     "w.id, w.pkp_id, w.address, w.derivation_path, w.name, w.description";
 
-pub(super) fn wallet_from(row: &Row<'_>) -> rusqlite::Result<WalletRecord> {
+pub(super) fn wallet_from(row: &Row<'_>) -> SqlResult<WalletRecord> {
     Ok(WalletRecord {
         row: row.get(0)?,
         pkp_id: PkpId(row.get(1)?),
@@ -52,38 +52,38 @@ pub(super) fn wallet_from(row: &Row<'_>) -> rusqlite::Result<WalletRecord> {
 
 /// Inserts a wallet for `account` (or unattached, for `None`).
 pub(super) fn insert(
-    tx: &Transaction<'_>,
+    tx: Conn<'_>,
     account: Option<AccountId>,
     wallet: &WalletIdentity,
     name: &str,
     description: &str,
 ) -> Result<i64> {
-    tx.prepare_cached(
+    tx.query_row(
         "INSERT INTO wallets (account_id, pkp_id, address, derivation_path, name, description, created_at)
-         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
-    )?
-    .execute(params![
-        account.map(|a| a.0),
-        wallet.pkp_id.0.as_slice(),
-        wallet.address.0.as_slice(),
-        wallet.derivation_path.0.as_slice(),
-        name,
-        description,
-        now_unix()
-    ])
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7) RETURNING id",
+        params![
+            account.map(|a| a.0),
+            wallet.pkp_id.0,
+            wallet.address.0,
+            wallet.derivation_path.0,
+            name,
+            description,
+            now_unix()
+        ],
+        |r| r.get(0),
+    )
     .map_err(|e| {
         if is_unique_violation(&e) {
             StoreError::Conflict("this wallet already exists".into())
         } else {
             e.into()
         }
-    })?;
-    Ok(tx.last_insert_rowid())
+    })
 }
 
 /// The wallet of `account` named by `wallet`, if it has one.
 pub(super) fn find(
-    conn: &Connection,
+    conn: Conn<'_>,
     account: AccountId,
     wallet: &WalletRef,
 ) -> Result<Option<WalletRecord>> {
@@ -91,17 +91,16 @@ pub(super) fn find(
         WalletRef::Pkp(id) => ("pkp_id", id.0.as_slice()),
         WalletRef::Address(a) => ("address", a.0.as_slice()),
     };
-    Ok(conn
-        .prepare_cached(&format!(
-            "SELECT {WALLET_COLUMNS} FROM wallets w WHERE w.account_id = ?1 AND w.{sql} = ?2"
-        ))?
-        .query_row(params![account.0, key], wallet_from)
-        .optional()?)
+    Ok(conn.query_opt(
+        &format!("SELECT {WALLET_COLUMNS} FROM wallets w WHERE w.account_id = ?1 AND w.{sql} = ?2"),
+        params![account.0, key],
+        wallet_from,
+    )?)
 }
 
 /// As `find`, but a missing wallet is `NotFound`.
 pub(super) fn require(
-    conn: &Connection,
+    conn: Conn<'_>,
     account: AccountId,
     wallet: &WalletRef,
 ) -> Result<WalletRecord> {
@@ -150,11 +149,13 @@ impl Store {
             return Ok(Vec::new());
         };
         self.read(move |conn| {
-            let mut stmt = conn.prepare_cached(&format!(
-                "SELECT {WALLET_COLUMNS} FROM wallets w WHERE w.account_id = ?1 ORDER BY w.id LIMIT ?2 + 0 OFFSET ?3 + 0"
-            ))?;
-            let rows = stmt.query_map(params![account.0, limit, offset], wallet_from)?;
-            Ok(rows.collect::<rusqlite::Result<Vec<_>>>()?)
+            Ok(conn.query_map(
+                &format!(
+                    "SELECT {WALLET_COLUMNS} FROM wallets w WHERE w.account_id = ?1 ORDER BY w.id LIMIT ?2 + 0 OFFSET ?3 + 0"
+                ),
+                params![account.0, limit, offset],
+                wallet_from,
+            )?)
         })
         .await
     }

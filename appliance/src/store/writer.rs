@@ -21,9 +21,10 @@ use std::panic::AssertUnwindSafe;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::mpsc::{Receiver, SyncSender, TrySendError};
+use std::time::Duration;
 
-use rusqlite::{Connection, Transaction, TransactionBehavior};
-
+use super::postgres::{CHANGES_CHANNEL, PgPool};
+use super::sql::{Conn, PgSession};
 use super::{Result, StoreError};
 
 /// Most jobs committed together.
@@ -31,17 +32,125 @@ const MAX_BATCH: usize = 64;
 /// Most jobs waiting for the writer.
 pub(super) const MAX_QUEUED: usize = 4096;
 
+/// The advisory lock every PostgreSQL write batch takes (`pg_advisory_xact_lock`), so
+/// the batches of all replicas run one after another, exactly as SQLite's single writer
+/// runs them: a write sees every write acknowledged before it, on any replica.
+pub(super) const WRITE_LOCK_KEY: i64 = 0x6170_706c_0001; // "appl" 1
+
 /// What a job leaves for after the commit: called with `None` when the batch was
 /// committed, or with why it was not.
 type Completion = Box<dyn FnOnce(Option<&StoreError>) + Send>;
 
 /// One write: runs on the writer thread inside the batch's transaction and returns
-/// whether it succeeded (else its savepoint is rolled back) and its completion.
-type Job = Box<dyn FnOnce(&Transaction<'_>) -> (bool, Completion) + Send>;
+/// whether it succeeded (else its savepoint is rolled back) and its completion. Called
+/// with `None` when the batch could not even begin: it then only fails.
+type Job = Box<dyn FnOnce(Option<Conn<'_>>) -> (bool, Completion) + Send>;
 
 /// What runs after each batch, before its writes are answered (the store empties its
 /// key cache: `store::key_cache`).
 pub(super) type AfterBatch = Box<dyn Fn() + Send>;
+
+/// The writer's connection: SQLite's one writer connection, or a PostgreSQL session
+/// (re-opened from the pool when it breaks).
+pub(super) enum WriterDb {
+    Sqlite(rusqlite::Connection),
+    Postgres {
+        pool: Arc<PgPool>,
+        session: Option<Box<PgSession>>,
+    },
+}
+
+impl WriterDb {
+    /// Opens the batch's transaction: `BEGIN IMMEDIATE` (SQLite), or a transaction that
+    /// holds the replicas' write lock (PostgreSQL).
+    fn begin(&mut self) -> Result<()> {
+        match self {
+            Self::Sqlite(conn) => Ok(conn.execute_batch("BEGIN IMMEDIATE")?),
+            Self::Postgres { pool, session } => {
+                if session.as_ref().is_none_or(|s| s.is_closed()) {
+                    *session = None;
+                    *session = Some(Box::new(pool.connect()?));
+                }
+                let Some(s) = session.as_ref() else {
+                    return Err(StoreError::Unavailable("no database session".into()));
+                };
+                s.clear_failure();
+                let began = s.batch(&format!(
+                    "BEGIN ISOLATION LEVEL READ COMMITTED; SELECT pg_advisory_xact_lock({WRITE_LOCK_KEY})"
+                ));
+                if let Err(err) = began {
+                    if err.breaks_session() {
+                        *session = None;
+                    } else {
+                        let _ = s.batch("ROLLBACK");
+                    }
+                    return Err(err.into());
+                }
+                Ok(())
+            }
+        }
+    }
+
+    fn conn(&self) -> Option<Conn<'_>> {
+        match self {
+            Self::Sqlite(conn) => Some(Conn::sqlite(conn)),
+            Self::Postgres { session, .. } => session.as_deref().map(Conn::postgres),
+        }
+    }
+
+    fn run(&self, sql: &str) -> Result<()> {
+        match self {
+            Self::Sqlite(conn) => Ok(conn.execute_batch(sql)?),
+            Self::Postgres { session, .. } => match session {
+                Some(s) => Ok(s.batch(sql)?),
+                None => Err(StoreError::Unavailable(
+                    "the database session is gone".into(),
+                )),
+            },
+        }
+    }
+
+    /// Whether the transaction is still open (SQLite rolls it back by itself on some
+    /// errors, a full disk among them).
+    fn in_transaction(&self) -> bool {
+        match self {
+            Self::Sqlite(conn) => !conn.is_autocommit(),
+            Self::Postgres { session, .. } => session.as_ref().is_some_and(|s| !s.is_closed()),
+        }
+    }
+
+    fn commit(&mut self) -> Result<()> {
+        let sql = match self {
+            Self::Sqlite(_) => "COMMIT".to_owned(),
+            // Delivered to every listening replica when (and only if) this commits.
+            Self::Postgres { .. } => format!("NOTIFY {CHANGES_CHANNEL}; COMMIT"),
+        };
+        let out = self.run(&sql);
+        if out.is_err() {
+            self.rollback();
+        }
+        out
+    }
+
+    fn rollback(&mut self) {
+        match self {
+            Self::Sqlite(conn) => {
+                if !conn.is_autocommit() {
+                    let _ = conn.execute_batch("ROLLBACK");
+                }
+            }
+            Self::Postgres { session, .. } => {
+                let broken = match session.as_ref() {
+                    Some(s) => s.batch("ROLLBACK").is_err_and(|e| e.breaks_session()),
+                    None => false,
+                };
+                if broken {
+                    *session = None;
+                }
+            }
+        }
+    }
+}
 
 /// The sending side, held by the store.
 pub(super) struct Writer {
@@ -66,11 +175,11 @@ pub struct WriteStats {
 }
 
 impl Writer {
-    /// Starts the writer thread on `conn`, with room for `queue` waiting jobs. The
+    /// Starts the writer thread on `db`, with room for `queue` waiting jobs. The
     /// thread ends when the `Writer` is dropped. `after_batch` runs after every batch
     /// (committed or not), before any of its writes is answered.
     pub(super) fn start(
-        conn: Connection,
+        db: WriterDb,
         queue: usize,
         after_batch: AfterBatch,
     ) -> std::io::Result<Self> {
@@ -79,7 +188,7 @@ impl Writer {
         let counters = Arc::clone(&stats);
         std::thread::Builder::new()
             .name("store-writer".into())
-            .spawn(move || serve(conn, &waiting, &counters, &*after_batch))?;
+            .spawn(move || serve(db, &waiting, &counters, &*after_batch))?;
         Ok(Self { jobs, stats })
     }
 
@@ -94,11 +203,29 @@ impl Writer {
     pub(super) async fn write<T, F>(&self, f: F) -> Result<T>
     where
         T: Send + 'static,
-        F: FnOnce(&Transaction<'_>) -> Result<T> + Send + 'static,
+        F: FnOnce(Conn<'_>) -> Result<T> + Send + 'static,
     {
         let (answer, answered) = tokio::sync::oneshot::channel::<Result<T>>();
         let job: Job = Box::new(move |tx| {
-            let out = f(tx);
+            let Some(tx) = tx else {
+                // The batch never began: the completion reports why.
+                let completion: Completion = Box::new(move |why| {
+                    let err = why.map_or_else(
+                        || StoreError::Unavailable("the write was not run".into()),
+                        not_committed,
+                    );
+                    let _ = answer.send(Err(err));
+                });
+                return (false, completion);
+            };
+            let out = match f(tx) {
+                // PostgreSQL: a statement failed and the job carried on regardless; the
+                // transaction is aborted, so nothing of this job can be kept.
+                Ok(_) if tx.failed() => Err(StoreError::Task(
+                    "a statement of this write failed; nothing was kept".into(),
+                )),
+                out => out,
+            };
             let ok = out.is_ok();
             let completion: Completion = Box::new(move |batch_failed| {
                 let out = match (out, batch_failed) {
@@ -134,11 +261,12 @@ fn not_committed(why: &StoreError) -> StoreError {
 }
 
 fn serve(
-    mut conn: Connection,
+    mut db: WriterDb,
     queue: &Receiver<Job>,
     stats: &Counters,
     after_batch: &(dyn Fn() + Send),
 ) {
+    let mut backoff = Duration::ZERO;
     while let Ok(first) = queue.recv() {
         let mut batch = Vec::with_capacity(8);
         batch.push(first);
@@ -148,35 +276,48 @@ fn serve(
                 Err(_) => break,
             }
         }
-        commit_batch(&mut conn, batch, stats, after_batch);
+        if commit_batch(&mut db, batch, stats, after_batch) {
+            backoff = Duration::ZERO;
+        } else {
+            // The database is unreachable: do not spin on the next batch.
+            backoff = (backoff * 2).clamp(Duration::from_millis(20), Duration::from_secs(1));
+            std::thread::sleep(backoff);
+        }
     }
 }
 
 /// Runs `batch` in one transaction and commits it (counted in `stats`); completes every
-/// job.
+/// job. `false` when the batch could not begin.
 fn commit_batch(
-    conn: &mut Connection,
+    db: &mut WriterDb,
     batch: Vec<Job>,
     stats: &Counters,
     after_batch: &(dyn Fn() + Send),
-) {
+) -> bool {
     let jobs = batch.len() as u64;
-    let tx = match conn.transaction_with_behavior(TransactionBehavior::Immediate) {
-        Ok(tx) => tx,
-        Err(err) => {
-            // The jobs never ran: dropping them tells their callers.
-            tracing::error!(error = %err, jobs = batch.len(), "store: cannot begin a write batch");
-            return;
+    if let Err(err) = db.begin() {
+        tracing::error!(error = %err, jobs = batch.len(), "store: cannot begin a write batch");
+        let why = StoreError::Unavailable(format!("the store cannot write right now: {err}"));
+        for job in batch {
+            let (_, completion) = job(None);
+            completion(Some(&why));
         }
-    };
+        return false;
+    }
     let mut completions: Vec<Completion> = Vec::with_capacity(batch.len());
     let mut broken: Option<StoreError> = None;
     for job in batch {
-        if let Err(err) = tx.execute_batch("SAVEPOINT job") {
-            broken = Some(err.into());
+        if let Err(err) = db.run("SAVEPOINT job") {
+            broken = Some(err);
             break;
         }
-        let ran = std::panic::catch_unwind(AssertUnwindSafe(|| job(&tx)));
+        let Some(tx) = db.conn() else {
+            broken = Some(StoreError::Unavailable(
+                "the database session is gone".into(),
+            ));
+            break;
+        };
+        let ran = std::panic::catch_unwind(AssertUnwindSafe(|| job(Some(tx))));
         let ok = match ran {
             Ok((ok, completion)) => {
                 completions.push(completion);
@@ -192,25 +333,23 @@ fn commit_batch(
         } else {
             "ROLLBACK TO job; RELEASE job"
         };
-        // SQLite may have rolled the whole transaction back on some errors (a full
-        // disk): then the batch cannot be committed.
-        if tx.is_autocommit() {
+        if !db.in_transaction() {
             broken = Some(StoreError::Unavailable(
                 "the store rolled back the write batch".into(),
             ));
             break;
         }
-        if let Err(err) = tx.execute_batch(end) {
-            broken = Some(err.into());
+        if let Err(err) = db.run(end) {
+            broken = Some(err);
             break;
         }
     }
     let failure = match broken {
         Some(err) => {
-            drop(tx); // rolls back
+            db.rollback();
             Some(err)
         }
-        None => tx.commit().err().map(StoreError::from),
+        None => db.commit().err(),
     };
     match &failure {
         Some(err) => {
@@ -226,6 +365,7 @@ fn commit_batch(
     for completion in completions {
         completion(failure.as_ref());
     }
+    true
 }
 
 #[cfg(test)]
@@ -233,23 +373,24 @@ mod tests {
     use futures_util::FutureExt as _;
 
     use super::*;
+    use crate::store::sql::params;
 
     fn writer(queue: usize) -> (tempfile::TempDir, Writer, std::path::PathBuf) {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("w.db");
-        let conn = Connection::open(&path).unwrap();
+        let conn = rusqlite::Connection::open(&path).unwrap();
         conn.pragma_update(None, "journal_mode", "WAL").unwrap();
         conn.execute_batch("CREATE TABLE t (v INTEGER PRIMARY KEY)")
             .unwrap();
         (
             dir,
-            Writer::start(conn, queue, Box::new(|| {})).unwrap(),
+            Writer::start(WriterDb::Sqlite(conn), queue, Box::new(|| {})).unwrap(),
             path,
         )
     }
 
     fn rows(path: &std::path::Path) -> Vec<i64> {
-        let conn = Connection::open(path).unwrap();
+        let conn = rusqlite::Connection::open(path).unwrap();
         let mut stmt = conn.prepare("SELECT v FROM t ORDER BY v").unwrap();
         stmt.query_map([], |r| r.get(0))
             .unwrap()
@@ -264,7 +405,7 @@ mod tests {
         let w = Arc::clone(w);
         let task = tokio::spawn(async move {
             w.write(move |tx| {
-                tx.execute("INSERT INTO t (v) VALUES (0)", [])?;
+                tx.execute("INSERT INTO t (v) VALUES (0)", params![])?;
                 let _ = started_tx.send(());
                 let _ = released.recv();
                 Ok(())
@@ -276,9 +417,9 @@ mod tests {
         (release, task)
     }
 
-    fn insert(v: i64) -> impl FnOnce(&Transaction<'_>) -> Result<i64> + Send + 'static {
+    fn insert(v: i64) -> impl FnOnce(Conn<'_>) -> Result<i64> + Send + 'static {
         move |tx| {
-            tx.execute("INSERT INTO t (v) VALUES (?1)", [v])?;
+            tx.execute("INSERT INTO t (v) VALUES (?1)", params![v])?;
             Ok(v)
         }
     }
@@ -296,7 +437,7 @@ mod tests {
                 if v == 3 {
                     // Writes a row, then fails: the row must not survive.
                     w.write(move |tx| {
-                        tx.execute("INSERT INTO t (v) VALUES (3)", [])?;
+                        tx.execute("INSERT INTO t (v) VALUES (3)", params![])?;
                         Err::<i64, _>(StoreError::Conflict("no".into()))
                     })
                     .await
@@ -332,7 +473,7 @@ mod tests {
         let (_dir, w, path) = writer(MAX_QUEUED);
         let err = w
             .write(|tx| -> Result<()> {
-                tx.execute("INSERT INTO t (v) VALUES (7)", [])?;
+                tx.execute("INSERT INTO t (v) VALUES (7)", params![])?;
                 panic!("a bug in a write");
             })
             .await
