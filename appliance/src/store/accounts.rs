@@ -3,6 +3,7 @@
 use chain_contracts::ops::MirrorOp;
 
 use super::base::{AccountId, AccountMode, ResolvedKey, WalletIdentity, is_unique_violation};
+use super::integrity::ACCOUNTS;
 use super::ledger::InitialCredit;
 use super::sql::{Conn, params};
 use super::{Result, Store, StoreError, now_unix, outbox, usage_keys, wallets};
@@ -100,10 +101,14 @@ impl Store {
     pub async fn account(&self, id: AccountId) -> Result<AccountRecord> {
         self.read(move |conn| {
             conn.query_opt(
-                "SELECT id, api_key_hash, name, description, email, wallet_address, managed, created_at
-                 FROM accounts WHERE id = ?1",
+                &format!(
+                    "SELECT id, api_key_hash, name, description, email, wallet_address, managed, created_at, {}
+                     FROM accounts WHERE id = ?1",
+                    ACCOUNTS.select("")
+                ),
                 params![id.0],
                 |row| {
+                row.seal(8, &ACCOUNTS)?;
                 Ok(AccountRecord {
                     id: AccountId(row.get(0)?),
                     api_key_hash: KeyHash(row.get(1)?),
@@ -140,9 +145,15 @@ impl Store {
 /// What `hash` is in the database, and when it expires (usage keys only).
 fn resolve(conn: Conn<'_>, hash: &KeyHash) -> Result<Option<(ResolvedKey, Option<i64>)>> {
     let account: Option<i64> = conn.query_opt(
-        "SELECT id FROM accounts WHERE api_key_hash = ?1 AND managed = 1",
+        &format!(
+            "SELECT id, {} FROM accounts WHERE api_key_hash = ?1 AND managed = 1",
+            ACCOUNTS.select("")
+        ),
         params![hash.0],
-        |row| row.get(0),
+        |row| {
+            row.seal(1, &ACCOUNTS)?;
+            row.get(0)
+        },
     )?;
     if let Some(id) = account {
         return Ok(Some((ResolvedKey::Account(AccountId(id)), None)));

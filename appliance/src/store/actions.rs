@@ -7,6 +7,7 @@ use alloy::primitives::B256;
 use chain_contracts::ops::MirrorOp;
 
 use super::base::{AccountId, require_group};
+use super::integrity::{ACTIONS, GROUP_ACTIONS};
 use super::ledger::Charge;
 use super::sql::{Conn, Row, SqlResult, params};
 use super::{Page, Result, Store, StoreError, now_unix, outbox};
@@ -40,6 +41,7 @@ pub struct ActionRecord {
 pub(super) const ACTION_COLUMNS: &str = "a.id, a.cid_hash, a.ipfs_cid, a.name, a.description";
 
 pub(super) fn action_from(row: &Row<'_>) -> SqlResult<ActionRecord> {
+    row.seal(5, &ACTIONS)?;
     Ok(ActionRecord {
         row: row.get(0)?,
         cid_hash: CidHash(row.get(1)?),
@@ -52,9 +54,15 @@ pub(super) fn action_from(row: &Row<'_>) -> SqlResult<ActionRecord> {
 /// The row id of the action `hash` on `account`, if registered.
 pub(super) fn find(conn: Conn<'_>, account: AccountId, hash: &CidHash) -> Result<Option<i64>> {
     Ok(conn.query_opt(
-        "SELECT id FROM actions WHERE account_id = ?1 AND cid_hash = ?2",
+        &format!(
+            "SELECT id, {} FROM actions WHERE account_id = ?1 AND cid_hash = ?2",
+            ACTIONS.select("")
+        ),
         params![account.0, hash.0],
-        |r| r.get(0),
+        |r| {
+            r.seal(1, &ACTIONS)?;
+            r.get(0)
+        },
     )?)
 }
 
@@ -183,16 +191,22 @@ impl Store {
                 let g = group.map_or(0, |g| g.0 as i64);
                 conn.query_map(
                     &format!(
-                        "SELECT {ACTION_COLUMNS} FROM actions a JOIN group_actions ga ON ga.action_id = a.id
-                         WHERE ga.group_id = ?1 ORDER BY a.id LIMIT ?2 + 0 OFFSET ?3 + 0"
+                        "SELECT {ACTION_COLUMNS}, {}, {} FROM actions a JOIN group_actions ga ON ga.action_id = a.id
+                         WHERE ga.group_id = ?1 ORDER BY a.id LIMIT ?2 + 0 OFFSET ?3 + 0",
+                        ACTIONS.select("a"),
+                        GROUP_ACTIONS.select("ga")
                     ),
                     params![g, limit, offset],
-                    action_from,
+                    |r| {
+                        r.seal(5 + ACTIONS.width(), &GROUP_ACTIONS)?;
+                        action_from(r)
+                    },
                 )?
             } else {
                 conn.query_map(
                     &format!(
-                        "SELECT {ACTION_COLUMNS} FROM actions a WHERE a.account_id = ?1 ORDER BY a.id LIMIT ?2 + 0 OFFSET ?3 + 0"
+                        "SELECT {ACTION_COLUMNS}, {} FROM actions a WHERE a.account_id = ?1 ORDER BY a.id LIMIT ?2 + 0 OFFSET ?3 + 0",
+                        ACTIONS.select("a")
                     ),
                     params![account.0, limit, offset],
                     action_from,

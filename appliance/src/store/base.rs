@@ -5,6 +5,7 @@
 
 use keyservice_api::{Address, DerivationPath, PkpId};
 
+use super::integrity::{ACCOUNTS, GROUPS};
 use super::sql::{Conn, SqlError, params};
 
 use super::{Result, StoreError};
@@ -87,9 +88,13 @@ pub(super) struct AccountHead {
 /// The identity and mode of `account`, if it exists.
 pub(super) fn account_head(conn: Conn<'_>, account: AccountId) -> Result<Option<AccountHead>> {
     Ok(conn.query_opt(
-        "SELECT api_key_hash, managed FROM accounts WHERE id = ?1",
+        &format!(
+            "SELECT api_key_hash, managed, {} FROM accounts WHERE id = ?1",
+            ACCOUNTS.select("")
+        ),
         params![account.0],
         |r| {
+            r.seal(2, &ACCOUNTS)?;
             Ok(AccountHead {
                 api_key_hash: r.get(0)?,
                 mode: AccountMode::from_column(r.get(1)?),
@@ -117,9 +122,13 @@ pub(super) fn require_group(
     group: GroupId,
 ) -> Result<GroupFlags> {
     conn.query_opt(
-        "SELECT all_wallets, all_actions FROM groups WHERE id = ?1 AND account_id = ?2",
+        &format!(
+            "SELECT all_wallets, all_actions, {} FROM groups WHERE id = ?1 AND account_id = ?2",
+            GROUPS.select("")
+        ),
         params![group_sql_id(group), account.0],
         |r| {
+            r.seal(2, &GROUPS)?;
             Ok(GroupFlags {
                 all_wallets: r.get(0)?,
                 all_actions: r.get(1)?,

@@ -11,6 +11,7 @@ use chain_contracts::ops::{MirrorOp, MirrorPermissions};
 
 use super::actions::{self, CidHash};
 use super::base::{AccountId, AccountMode, WalletIdentity};
+use super::integrity::{ACCOUNTS, ACTIONS, GROUPS, MINTED_USAGE_KEYS, WALLETS};
 use super::outbox::set_cursor;
 use super::sql::{Conn, params};
 use super::wallets::{self, WalletRef};
@@ -70,9 +71,15 @@ pub struct ChainEvent {
 /// The ChainSecured account `hash`, if there is one (`None` for an API-mode account).
 fn chain_secured_account(tx: Conn<'_>, hash: &B256) -> Result<Option<Secured>> {
     let row: Option<(i64, bool, Option<String>)> = tx.query_opt(
-        "SELECT id, managed, admin_wallet_address FROM accounts WHERE api_key_hash = ?1",
+        &format!(
+            "SELECT id, managed, admin_wallet_address, {} FROM accounts WHERE api_key_hash = ?1",
+            ACCOUNTS.select("")
+        ),
         params![hash.as_slice()],
-        |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)),
+        |r| {
+            r.seal(3, &ACCOUNTS)?;
+            Ok((r.get(0)?, r.get(1)?, r.get(2)?))
+        },
     )?;
     Ok(match row {
         Some((id, managed, admin))
@@ -114,9 +121,15 @@ fn action_row(tx: Conn<'_>, account: AccountId, cid_hash: &B256) -> Result<i64> 
     // registered it, else learnt when code with it is run or hashed here.
     let known_cid: String = tx
         .query_opt(
-            "SELECT ipfs_cid FROM actions WHERE cid_hash = ?1 AND ipfs_cid != '' LIMIT 1",
+            &format!(
+                "SELECT ipfs_cid, {} FROM actions WHERE cid_hash = ?1 AND ipfs_cid != '' LIMIT 1",
+                ACTIONS.select("")
+            ),
             params![cid_hash.as_slice()],
-            |r| r.get(0),
+            |r| {
+                r.seal(1, &ACTIONS)?;
+                r.get(0)
+            },
         )?
         .unwrap_or_default();
     Ok(actions::ensure(tx, account, &known_cid, &hash, "", "")?.0)
@@ -168,9 +181,15 @@ fn group_of(tx: Conn<'_>, account: AccountId, group_id: u64) -> Result<Option<i6
         return Ok(None);
     };
     Ok(tx.query_opt(
-        "SELECT id FROM groups WHERE id = ?1 AND account_id = ?2",
+        &format!(
+            "SELECT id, {} FROM groups WHERE id = ?1 AND account_id = ?2",
+            GROUPS.select("")
+        ),
         params![id, account.0],
-        |r| r.get(0),
+        |r| {
+            r.seal(1, &GROUPS)?;
+            r.get(0)
+        },
     )?)
 }
 
@@ -188,9 +207,15 @@ fn set_usage_key(
     let account = secured.account;
     // A key minted for a wallet owner joins only the account that owner administers.
     let minter: Option<Vec<u8>> = tx.query_opt(
-        "SELECT minted_by FROM minted_usage_keys WHERE key_hash = ?1",
+        &format!(
+            "SELECT minted_by, {} FROM minted_usage_keys WHERE key_hash = ?1",
+            MINTED_USAGE_KEYS.select("")
+        ),
         params![hash.as_slice()],
-        |r| r.get(0),
+        |r| {
+            r.seal(1, &MINTED_USAGE_KEYS)?;
+            r.get(0)
+        },
     )?;
     if let Some(minter) = minter
         && !minted_by_admin(secured, &minter)
@@ -413,9 +438,15 @@ fn apply(tx: Conn<'_>, event: &ChainEvent) -> Result<()> {
             };
             let account = secured.account;
             let owner: Option<(Option<i64>, Option<Vec<u8>>)> = tx.query_opt(
-                "SELECT account_id, minted_by FROM wallets WHERE derivation_path = ?1",
+                &format!(
+                    "SELECT account_id, minted_by, {} FROM wallets WHERE derivation_path = ?1",
+                    WALLETS.select("")
+                ),
                 params![identity.derivation_path.0],
-                |r| Ok((r.get(0)?, r.get(1)?)),
+                |r| {
+                    r.seal(2, &WALLETS)?;
+                    Ok((r.get(0)?, r.get(1)?))
+                },
             )?;
             match owner {
                 None => {

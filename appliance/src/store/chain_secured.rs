@@ -6,6 +6,7 @@ use alloy::primitives::{Address, keccak256};
 use chain_contracts::ops::MirrorOp;
 
 use super::base::{AccountId, AccountMode, account_head, key_hash_from};
+use super::integrity::ACCOUNTS;
 use super::sql::params;
 use super::{Result, Store, StoreError, outbox, signature_replay};
 use crate::api_keys::KeyHash;
@@ -44,9 +45,13 @@ impl Store {
     pub async fn master_key_account(&self, hash: KeyHash) -> Result<Option<MasterKeyAccount>> {
         self.read(move |conn| {
             Ok(conn.query_opt(
-                "SELECT id, managed, admin_wallet_address FROM accounts WHERE api_key_hash = ?1",
+                &format!(
+                    "SELECT id, managed, admin_wallet_address, {} FROM accounts WHERE api_key_hash = ?1",
+                    ACCOUNTS.select("")
+                ),
                 params![hash.0],
                 |r| {
+                    r.seal(3, &ACCOUNTS)?;
                     Ok(MasterKeyAccount {
                         account: AccountId(r.get(0)?),
                         mode: AccountMode::from_column(r.get(1)?),
@@ -101,11 +106,17 @@ impl Store {
             let own = keccak256(admin.as_slice());
             Ok(conn
                 .query_opt(
-                    "SELECT id, api_key_hash FROM accounts
-                     WHERE managed = 0 AND lower(admin_wallet_address) = lower(?1)
-                     ORDER BY api_key_hash = ?2 DESC, id LIMIT 1",
+                    &format!(
+                        "SELECT id, api_key_hash, {} FROM accounts
+                         WHERE managed = 0 AND lower(admin_wallet_address) = lower(?1)
+                         ORDER BY api_key_hash = ?2 DESC, id LIMIT 1",
+                        ACCOUNTS.select("")
+                    ),
                     params![admin.to_checksum(None), own.as_slice()],
-                    |r| Ok((r.get::<i64>(0)?, r.get::<Vec<u8>>(1)?)),
+                    |r| {
+                        r.seal(2, &ACCOUNTS)?;
+                        Ok((r.get::<i64>(0)?, r.get::<Vec<u8>>(1)?))
+                    },
                 )?
                 .and_then(|(id, hash)| {
                     Some(ChainSecuredAccount {

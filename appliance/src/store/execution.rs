@@ -5,6 +5,7 @@
 use std::collections::HashSet;
 
 use super::actions::CidHash;
+use super::integrity::{ACTIONS, GROUP_ACTIONS, GROUP_WALLETS, GROUPS};
 use super::sql::params;
 use super::wallets::{self, WalletRecord, WalletRef};
 use super::{AccountId, Result, Store};
@@ -33,16 +34,35 @@ impl Store {
             let mut groups = Vec::new();
             for GroupId(id) in groups_granted {
                 let Ok(id) = i64::try_from(id) else { continue };
+                // The group, and its membership of the action if it has one: every row
+                // the decision rests on is read (and checked), none only tested in SQL.
                 let row = conn.query_opt(
-                    "SELECT g.id, g.all_wallets FROM groups g
-                     WHERE g.account_id = ?1 AND g.id = ?2
-                       AND (g.all_actions = 1 OR EXISTS (
-                            SELECT 1 FROM group_actions ga JOIN actions a ON a.id = ga.action_id
-                            WHERE ga.group_id = g.id AND a.cid_hash = ?3))",
+                    &format!(
+                        "SELECT g.all_wallets, g.all_actions, ga.group_id IS NOT NULL, {}, {}, {}
+                         FROM groups g
+                         LEFT JOIN (group_actions ga JOIN actions a
+                                    ON a.id = ga.action_id AND a.cid_hash = ?3)
+                              ON ga.group_id = g.id
+                         WHERE g.account_id = ?1 AND g.id = ?2
+                         LIMIT 1",
+                        GROUPS.select("g"),
+                        GROUP_ACTIONS.select("ga"),
+                        ACTIONS.select("a")
+                    ),
                     params![account.0, id, action.0],
-                    |r| Ok((r.get::<i64>(0)?, r.get::<bool>(1)?)),
+                    |r| {
+                        r.seal(3, &GROUPS)?;
+                        let member: bool = r.get(2)?;
+                        if member {
+                            let at = 3 + GROUPS.width();
+                            r.seal(at, &GROUP_ACTIONS)?;
+                            r.seal(at + GROUP_ACTIONS.width(), &ACTIONS)?;
+                        }
+                        let (all_wallets, all_actions): (bool, bool) = (r.get(0)?, r.get(1)?);
+                        Ok((all_actions || member).then_some((id, all_wallets)))
+                    },
                 )?;
-                groups.extend(row);
+                groups.extend(row.flatten());
             }
             if groups.is_empty() {
                 return Ok(None);
@@ -53,9 +73,15 @@ impl Store {
             let mut wallets = HashSet::new();
             for (group, _) in groups {
                 wallets.extend(conn.query_map(
-                    "SELECT wallet_id FROM group_wallets WHERE group_id = ?1",
+                    &format!(
+                        "SELECT wallet_id, {} FROM group_wallets WHERE group_id = ?1",
+                        GROUP_WALLETS.select("")
+                    ),
                     params![group],
-                    |r| r.get::<i64>(0),
+                    |r| {
+                        r.seal(1, &GROUP_WALLETS)?;
+                        r.get::<i64>(0)
+                    },
                 )?);
             }
             Ok(Some(WalletScope::Only(wallets)))

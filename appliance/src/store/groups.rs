@@ -12,9 +12,10 @@ use chain_contracts::ops::MirrorOp;
 
 use super::actions::{self, CidHash};
 use super::base::{AccountId, GroupFlags, group_sql_id as sql_id, require_group as require};
+use super::integrity::{ACTIONS, GROUP_ACTIONS, GROUP_WALLETS, GROUPS, Table, WALLETS};
 use super::ledger::Charge;
 use super::sql::{Conn, params};
-use super::wallets::{self, WALLET_COLUMNS, WalletRecord, WalletRef, wallet_from};
+use super::wallets::{self, WALLET_WIDTH, WalletRecord, WalletRef, wallet_columns, wallet_from};
 use super::{Page, Result, Store, StoreError, now_unix, outbox};
 use crate::authz::GroupId;
 
@@ -82,7 +83,9 @@ pub const CHAIN_GROUP_ID_BASE: u64 = 1 << 62;
 /// The next service-assigned group id (never reused).
 fn next_group_id(tx: Conn<'_>) -> Result<i64> {
     let id: i64 = tx.query_row(
-        "UPDATE id_sequences SET next = next + 1 WHERE name = 'groups' RETURNING next - 1",
+        "INSERT INTO id_sequences (name, next) VALUES ('groups', 2)
+         ON CONFLICT (name) DO UPDATE SET next = id_sequences.next + 1
+         RETURNING next - 1",
         params![],
         |r| r.get(0),
     )?;
@@ -97,9 +100,13 @@ fn next_group_id(tx: Conn<'_>) -> Result<i64> {
 /// The mirror of a group as it now is (`addGroup` when new, else `updateGroup`).
 fn mirror_group(tx: Conn<'_>, account: AccountId, group: i64, new: bool) -> Result<()> {
     let (name, description, flags): (String, String, GroupFlags) = tx.query_row(
-        "SELECT name, description, all_wallets, all_actions FROM groups WHERE id = ?1",
+        &format!(
+            "SELECT name, description, all_wallets, all_actions, {} FROM groups WHERE id = ?1",
+            GROUPS.select("")
+        ),
         params![group],
         |r| {
+            r.seal(4, &GROUPS)?;
             Ok((
                 r.get(0)?,
                 r.get(1)?,
@@ -133,14 +140,19 @@ fn mirror_group(tx: Conn<'_>, account: AccountId, group: i64, new: bool) -> Resu
     )
 }
 
-/// `(group id, 32-byte member)` rows of `sql`, grouped by group id in their order.
+/// `(group id, 32-byte member)` rows of `sql`, grouped by group id in their order; the
+/// membership row (`link`) and the member's row (`target`) follow those two columns,
+/// for their integrity checks.
 fn members_of_page<T>(
     conn: Conn<'_>,
     sql: &str,
     page: &[&dyn super::sql::ToParam],
+    (link, target): (&'static Table, &'static Table),
     member: impl Fn([u8; 32]) -> T,
 ) -> Result<HashMap<i64, Vec<T>>> {
     let rows = conn.query_map(sql, page, |row| {
+        row.seal(2, link)?;
+        row.seal(2 + link.width(), target)?;
         Ok((row.get::<i64>(0)?, row.get::<[u8; 32]>(1)?))
     })?;
     let mut out: HashMap<i64, Vec<T>> = HashMap::new();
@@ -159,20 +171,36 @@ fn members(
         Permitted::All
     } else {
         Permitted::Only(conn.query_map(
-            "SELECT w.pkp_id FROM wallets w JOIN group_wallets gw ON gw.wallet_id = w.id
-             WHERE gw.group_id = ?1 ORDER BY w.id",
+            &format!(
+                "SELECT w.pkp_id, {}, {} FROM wallets w JOIN group_wallets gw ON gw.wallet_id = w.id
+                 WHERE gw.group_id = ?1 ORDER BY w.id",
+                GROUP_WALLETS.select("gw"),
+                WALLETS.select("w")
+            ),
             params![group],
-            |r| Ok(PkpId(r.get(0)?)),
+            |r| {
+                r.seal(1, &GROUP_WALLETS)?;
+                r.seal(1 + GROUP_WALLETS.width(), &WALLETS)?;
+                Ok(PkpId(r.get(0)?))
+            },
         )?)
     };
     let actions = if flags.all_actions {
         Permitted::All
     } else {
         Permitted::Only(conn.query_map(
-            "SELECT a.cid_hash FROM actions a JOIN group_actions ga ON ga.action_id = a.id
-             WHERE ga.group_id = ?1 ORDER BY a.id",
+            &format!(
+                "SELECT a.cid_hash, {}, {} FROM actions a JOIN group_actions ga ON ga.action_id = a.id
+                 WHERE ga.group_id = ?1 ORDER BY a.id",
+                GROUP_ACTIONS.select("ga"),
+                ACTIONS.select("a")
+            ),
             params![group],
-            |r| Ok(CidHash(r.get(0)?)),
+            |r| {
+                r.seal(1, &GROUP_ACTIONS)?;
+                r.seal(1 + GROUP_ACTIONS.width(), &ACTIONS)?;
+                Ok(CidHash(r.get(0)?))
+            },
         )?)
     };
     Ok((wallets, actions))
@@ -219,10 +247,14 @@ impl Store {
             // (and the WAL read lock is taken once, not once per statement).
             conn.snapshot(|conn| {
                 let heads: Vec<(i64, String, String, GroupFlags)> = conn.query_map(
-                    "SELECT id, name, description, all_wallets, all_actions FROM groups
-                 WHERE account_id = ?1 ORDER BY id LIMIT ?2 + 0 OFFSET ?3 + 0",
+                    &format!(
+                        "SELECT id, name, description, all_wallets, all_actions, {} FROM groups
+                         WHERE account_id = ?1 ORDER BY id LIMIT ?2 + 0 OFFSET ?3 + 0",
+                        GROUPS.select("")
+                    ),
                     params![account.0, limit, offset],
                     |r| {
+                        r.seal(5, &GROUPS)?;
                         Ok((
                             r.get(0)?,
                             r.get(1)?,
@@ -244,22 +276,32 @@ impl Store {
                 let range = params![account.0, first.0, last.0];
                 let mut wallets = members_of_page(
                     conn,
-                    "SELECT g.id, w.pkp_id FROM groups g
-                 JOIN group_wallets gw ON gw.group_id = g.id
-                 JOIN wallets w ON w.id = gw.wallet_id
-                 WHERE g.account_id = ?1 AND g.id BETWEEN ?2 AND ?3
-                 ORDER BY g.id, gw.wallet_id",
+                    &format!(
+                        "SELECT g.id, w.pkp_id, {}, {} FROM groups g
+                         JOIN group_wallets gw ON gw.group_id = g.id
+                         JOIN wallets w ON w.id = gw.wallet_id
+                         WHERE g.account_id = ?1 AND g.id BETWEEN ?2 AND ?3
+                         ORDER BY g.id, gw.wallet_id",
+                        GROUP_WALLETS.select("gw"),
+                        WALLETS.select("w")
+                    ),
                     range,
+                    (&GROUP_WALLETS, &WALLETS),
                     PkpId,
                 )?;
                 let mut actions = members_of_page(
                     conn,
-                    "SELECT g.id, a.cid_hash FROM groups g
-                 JOIN group_actions ga ON ga.group_id = g.id
-                 JOIN actions a ON a.id = ga.action_id
-                 WHERE g.account_id = ?1 AND g.id BETWEEN ?2 AND ?3
-                 ORDER BY g.id, ga.action_id",
+                    &format!(
+                        "SELECT g.id, a.cid_hash, {}, {} FROM groups g
+                         JOIN group_actions ga ON ga.group_id = g.id
+                         JOIN actions a ON a.id = ga.action_id
+                         WHERE g.account_id = ?1 AND g.id BETWEEN ?2 AND ?3
+                         ORDER BY g.id, ga.action_id",
+                        GROUP_ACTIONS.select("ga"),
+                        ACTIONS.select("a")
+                    ),
                     range,
+                    (&GROUP_ACTIONS, &ACTIONS),
                     CidHash,
                 )?;
                 Ok(heads
@@ -504,7 +546,8 @@ impl Store {
             let rows = if flags.all_wallets {
                 conn.query_map(
                     &format!(
-                        "SELECT {WALLET_COLUMNS} FROM wallets w WHERE w.account_id = ?1 ORDER BY w.id LIMIT ?2 + 0 OFFSET ?3 + 0"
+                        "SELECT {} FROM wallets w WHERE w.account_id = ?1 ORDER BY w.id LIMIT ?2 + 0 OFFSET ?3 + 0",
+                        wallet_columns()
                     ),
                     params![account.0, limit, offset],
                     wallet_from,
@@ -512,11 +555,16 @@ impl Store {
             } else {
                 conn.query_map(
                     &format!(
-                        "SELECT {WALLET_COLUMNS} FROM wallets w JOIN group_wallets gw ON gw.wallet_id = w.id
-                         WHERE gw.group_id = ?1 ORDER BY w.id LIMIT ?2 + 0 OFFSET ?3 + 0"
+                        "SELECT {}, {} FROM wallets w JOIN group_wallets gw ON gw.wallet_id = w.id
+                         WHERE gw.group_id = ?1 ORDER BY w.id LIMIT ?2 + 0 OFFSET ?3 + 0",
+                        wallet_columns(),
+                        GROUP_WALLETS.select("gw")
                     ),
                     params![sql_id(group), limit, offset],
-                    wallet_from,
+                    |r| {
+                        r.seal(WALLET_WIDTH, &GROUP_WALLETS)?;
+                        wallet_from(r)
+                    },
                 )?
             };
             Ok(rows)

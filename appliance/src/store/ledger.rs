@@ -15,6 +15,7 @@
 //! same way, in the transaction that creates the account.
 
 use super::base::AccountId;
+use super::integrity::{CREDIT_BALANCES, CREDIT_LEDGER};
 use super::sql::{Conn, params};
 use super::{Page, Result, Store, StoreError, now_unix};
 
@@ -128,9 +129,15 @@ fn to_i64(cents: u64) -> Result<i64> {
 /// The balance of `account` as of this connection's snapshot.
 fn balance_in(conn: Conn<'_>, account: AccountId) -> Result<u64> {
     let balance: Option<i64> = conn.query_opt(
-        "SELECT balance_cents FROM credit_balances WHERE account_id = ?1",
+        &format!(
+            "SELECT balance_cents, {} FROM credit_balances WHERE account_id = ?1",
+            CREDIT_BALANCES.select("")
+        ),
         params![account.0],
-        |r| r.get(0),
+        |r| {
+            r.seal(1, &CREDIT_BALANCES)?;
+            r.get(0)
+        },
     )?;
     Ok(balance.map_or(0, |b| u64::try_from(b).unwrap_or(0)))
 }
@@ -282,9 +289,15 @@ impl Store {
     ) -> Result<Credited> {
         self.write(move |tx| {
             let owner: Option<i64> = tx.query_opt(
-                "SELECT account_id FROM credit_ledger WHERE payment_intent_id = ?1",
+                &format!(
+                    "SELECT account_id, {} FROM credit_ledger WHERE payment_intent_id = ?1",
+                    CREDIT_LEDGER.select("")
+                ),
                 params![payment_intent_id],
-                |r| r.get(0),
+                |r| {
+                    r.seal(1, &CREDIT_LEDGER)?;
+                    r.get(0)
+                },
             )?;
             match owner {
                 Some(owner) if owner == account.0 => Ok(Credited::Before {
@@ -351,10 +364,14 @@ impl Store {
                 return Ok(Vec::new());
             };
             let rows = conn.query_map(
-                "SELECT id, kind, amount_cents, balance_after, payment_intent_id, operation, created_at
-                 FROM credit_ledger WHERE account_id = ?1 ORDER BY id LIMIT ?2 + 0 OFFSET ?3 + 0",
+                &format!(
+                    "SELECT id, kind, amount_cents, balance_after, payment_intent_id, operation, created_at, {}
+                     FROM credit_ledger WHERE account_id = ?1 ORDER BY id LIMIT ?2 + 0 OFFSET ?3 + 0",
+                    CREDIT_LEDGER.select("")
+                ),
                 params![account.0, limit, offset],
                 |r| {
+                    r.seal(7, &CREDIT_LEDGER)?;
                     Ok((
                         r.get::<i64>(0)?,
                         r.get::<String>(1)?,

@@ -16,11 +16,11 @@ use rusqlite::Connection;
 use super::sql::{Conn, PgSession, SqlError, params};
 use super::{Result, StoreError};
 
-struct Migration {
+pub(super) struct Migration {
     version: i64,
     name: &'static str,
-    sql: &'static str,
-    postgres: &'static str,
+    pub(super) sql: &'static str,
+    pub(super) postgres: &'static str,
 }
 
 /// The advisory lock replicas take while migrating.
@@ -333,8 +333,8 @@ CREATE TABLE id_sequences (
     name TEXT   PRIMARY KEY,
     next BIGINT NOT NULL
 );
-INSERT INTO id_sequences (name, next)
-VALUES ('groups', coalesce((SELECT max(id) FROM groups), 0) + 1);
+-- No row yet: the first group id creates it (store::groups::next_group_id), so that a
+-- row's MAC (migration 10) is written with it.
 "#,
     },
     Migration {
@@ -464,7 +464,157 @@ INSERT INTO code_store (owner, cid, code, size, last_used)
 DROP TABLE code_blobs;
 "#,
     },
+    Migration {
+        version: 10,
+        name: "row MACs for a database outside the TEE",
+        // Generated from store::integrity::PROTECTED when written (a test keeps them
+        // equal): SQLite only gets the column (its file is inside the TEE's boundary).
+        sql: r#"ALTER TABLE accounts ADD COLUMN row_mac BLOB;
+ALTER TABLE usage_keys ADD COLUMN row_mac BLOB;
+ALTER TABLE wallets ADD COLUMN row_mac BLOB;
+ALTER TABLE groups ADD COLUMN row_mac BLOB;
+ALTER TABLE actions ADD COLUMN row_mac BLOB;
+ALTER TABLE group_wallets ADD COLUMN row_mac BLOB;
+ALTER TABLE group_actions ADD COLUMN row_mac BLOB;
+ALTER TABLE credit_ledger ADD COLUMN row_mac BLOB;
+ALTER TABLE credit_balances ADD COLUMN row_mac BLOB;
+ALTER TABLE accepted_signatures ADD COLUMN row_mac BLOB;
+ALTER TABLE minted_usage_keys ADD COLUMN row_mac BLOB;
+ALTER TABLE chain_outbox ADD COLUMN row_mac BLOB;
+ALTER TABLE chain_batches ADD COLUMN row_mac BLOB;
+ALTER TABLE chain_cursors ADD COLUMN row_mac BLOB;
+ALTER TABLE id_sequences ADD COLUMN row_mac BLOB;
+"#,
+        postgres: r#"
+CREATE TABLE row_dirty (
+    tbl   TEXT     PRIMARY KEY,
+    prior SMALLINT NOT NULL CHECK (prior IN (0, 1))
+);
+
+CREATE FUNCTION appliance_row_changed() RETURNS trigger LANGUAGE plpgsql AS $body$
+DECLARE
+    mark bytea := decode(coalesce(current_setting('appliance.row_mark', true), ''), 'hex');
+BEGIN
+    -- Outside the appliance's write path there is no mark: the row keeps its old MAC,
+    -- which no longer matches, and the appliance refuses it.
+    IF mark IS NULL OR octet_length(mark) <> 16 THEN
+        IF TG_OP = 'DELETE' THEN RETURN OLD; END IF;
+        RETURN NEW;
+    END IF;
+    IF TG_OP <> 'INSERT' AND OLD.row_mac IS DISTINCT FROM mark THEN
+        EXECUTE format('INSERT INTO %I SELECT ($1).*', TG_TABLE_NAME || '_prior') USING OLD;
+        INSERT INTO row_dirty (tbl, prior) VALUES (TG_TABLE_NAME, 1)
+            ON CONFLICT (tbl) DO UPDATE SET prior = 1;
+    ELSE
+        INSERT INTO row_dirty (tbl, prior) VALUES (TG_TABLE_NAME, 0)
+            ON CONFLICT (tbl) DO NOTHING;
+    END IF;
+    IF TG_OP = 'DELETE' THEN RETURN OLD; END IF;
+    IF TG_OP = 'INSERT' OR NEW.row_mac IS NOT DISTINCT FROM OLD.row_mac THEN
+        NEW.row_mac := mark;
+    END IF;
+    RETURN NEW;
+END
+$body$;
+
+ALTER TABLE accounts ADD COLUMN row_mac BYTEA;
+CREATE TABLE accounts_prior (LIKE accounts);
+CREATE INDEX accounts_marked ON accounts (row_mac) WHERE octet_length(row_mac) = 16;
+CREATE TRIGGER accounts_row_changed BEFORE INSERT OR UPDATE OR DELETE ON accounts
+    FOR EACH ROW EXECUTE FUNCTION appliance_row_changed();
+
+ALTER TABLE usage_keys ADD COLUMN row_mac BYTEA;
+CREATE TABLE usage_keys_prior (LIKE usage_keys);
+CREATE INDEX usage_keys_marked ON usage_keys (row_mac) WHERE octet_length(row_mac) = 16;
+CREATE TRIGGER usage_keys_row_changed BEFORE INSERT OR UPDATE OR DELETE ON usage_keys
+    FOR EACH ROW EXECUTE FUNCTION appliance_row_changed();
+
+ALTER TABLE wallets ADD COLUMN row_mac BYTEA;
+CREATE TABLE wallets_prior (LIKE wallets);
+CREATE INDEX wallets_marked ON wallets (row_mac) WHERE octet_length(row_mac) = 16;
+CREATE TRIGGER wallets_row_changed BEFORE INSERT OR UPDATE OR DELETE ON wallets
+    FOR EACH ROW EXECUTE FUNCTION appliance_row_changed();
+
+ALTER TABLE groups ADD COLUMN row_mac BYTEA;
+CREATE TABLE groups_prior (LIKE groups);
+CREATE INDEX groups_marked ON groups (row_mac) WHERE octet_length(row_mac) = 16;
+CREATE TRIGGER groups_row_changed BEFORE INSERT OR UPDATE OR DELETE ON groups
+    FOR EACH ROW EXECUTE FUNCTION appliance_row_changed();
+
+ALTER TABLE actions ADD COLUMN row_mac BYTEA;
+CREATE TABLE actions_prior (LIKE actions);
+CREATE INDEX actions_marked ON actions (row_mac) WHERE octet_length(row_mac) = 16;
+CREATE TRIGGER actions_row_changed BEFORE INSERT OR UPDATE OR DELETE ON actions
+    FOR EACH ROW EXECUTE FUNCTION appliance_row_changed();
+
+ALTER TABLE group_wallets ADD COLUMN row_mac BYTEA;
+CREATE TABLE group_wallets_prior (LIKE group_wallets);
+CREATE INDEX group_wallets_marked ON group_wallets (row_mac) WHERE octet_length(row_mac) = 16;
+CREATE TRIGGER group_wallets_row_changed BEFORE INSERT OR UPDATE OR DELETE ON group_wallets
+    FOR EACH ROW EXECUTE FUNCTION appliance_row_changed();
+
+ALTER TABLE group_actions ADD COLUMN row_mac BYTEA;
+CREATE TABLE group_actions_prior (LIKE group_actions);
+CREATE INDEX group_actions_marked ON group_actions (row_mac) WHERE octet_length(row_mac) = 16;
+CREATE TRIGGER group_actions_row_changed BEFORE INSERT OR UPDATE OR DELETE ON group_actions
+    FOR EACH ROW EXECUTE FUNCTION appliance_row_changed();
+
+ALTER TABLE credit_ledger ADD COLUMN row_mac BYTEA;
+CREATE TABLE credit_ledger_prior (LIKE credit_ledger);
+CREATE INDEX credit_ledger_marked ON credit_ledger (row_mac) WHERE octet_length(row_mac) = 16;
+CREATE TRIGGER credit_ledger_row_changed BEFORE INSERT OR UPDATE OR DELETE ON credit_ledger
+    FOR EACH ROW EXECUTE FUNCTION appliance_row_changed();
+
+ALTER TABLE credit_balances ADD COLUMN row_mac BYTEA;
+CREATE TABLE credit_balances_prior (LIKE credit_balances);
+CREATE INDEX credit_balances_marked ON credit_balances (row_mac) WHERE octet_length(row_mac) = 16;
+CREATE TRIGGER credit_balances_row_changed BEFORE INSERT OR UPDATE OR DELETE ON credit_balances
+    FOR EACH ROW EXECUTE FUNCTION appliance_row_changed();
+
+ALTER TABLE accepted_signatures ADD COLUMN row_mac BYTEA;
+CREATE TABLE accepted_signatures_prior (LIKE accepted_signatures);
+CREATE INDEX accepted_signatures_marked ON accepted_signatures (row_mac) WHERE octet_length(row_mac) = 16;
+CREATE TRIGGER accepted_signatures_row_changed BEFORE INSERT OR UPDATE OR DELETE ON accepted_signatures
+    FOR EACH ROW EXECUTE FUNCTION appliance_row_changed();
+
+ALTER TABLE minted_usage_keys ADD COLUMN row_mac BYTEA;
+CREATE TABLE minted_usage_keys_prior (LIKE minted_usage_keys);
+CREATE INDEX minted_usage_keys_marked ON minted_usage_keys (row_mac) WHERE octet_length(row_mac) = 16;
+CREATE TRIGGER minted_usage_keys_row_changed BEFORE INSERT OR UPDATE OR DELETE ON minted_usage_keys
+    FOR EACH ROW EXECUTE FUNCTION appliance_row_changed();
+
+ALTER TABLE chain_outbox ADD COLUMN row_mac BYTEA;
+CREATE TABLE chain_outbox_prior (LIKE chain_outbox);
+CREATE INDEX chain_outbox_marked ON chain_outbox (row_mac) WHERE octet_length(row_mac) = 16;
+CREATE TRIGGER chain_outbox_row_changed BEFORE INSERT OR UPDATE OR DELETE ON chain_outbox
+    FOR EACH ROW EXECUTE FUNCTION appliance_row_changed();
+
+ALTER TABLE chain_batches ADD COLUMN row_mac BYTEA;
+CREATE TABLE chain_batches_prior (LIKE chain_batches);
+CREATE INDEX chain_batches_marked ON chain_batches (row_mac) WHERE octet_length(row_mac) = 16;
+CREATE TRIGGER chain_batches_row_changed BEFORE INSERT OR UPDATE OR DELETE ON chain_batches
+    FOR EACH ROW EXECUTE FUNCTION appliance_row_changed();
+
+ALTER TABLE chain_cursors ADD COLUMN row_mac BYTEA;
+CREATE TABLE chain_cursors_prior (LIKE chain_cursors);
+CREATE INDEX chain_cursors_marked ON chain_cursors (row_mac) WHERE octet_length(row_mac) = 16;
+CREATE TRIGGER chain_cursors_row_changed BEFORE INSERT OR UPDATE OR DELETE ON chain_cursors
+    FOR EACH ROW EXECUTE FUNCTION appliance_row_changed();
+
+ALTER TABLE id_sequences ADD COLUMN row_mac BYTEA;
+CREATE TABLE id_sequences_prior (LIKE id_sequences);
+CREATE INDEX id_sequences_marked ON id_sequences (row_mac) WHERE octet_length(row_mac) = 16;
+CREATE TRIGGER id_sequences_row_changed BEFORE INSERT OR UPDATE OR DELETE ON id_sequences
+    FOR EACH ROW EXECUTE FUNCTION appliance_row_changed();
+"#,
+    },
 ];
+
+/// The migration to `version` (tests).
+#[cfg(test)]
+pub(super) fn migration(version: i64) -> &'static Migration {
+    &MIGRATIONS[usize::try_from(version - 1).unwrap_or(usize::MAX)]
+}
 
 pub(super) fn latest_version() -> i64 {
     MIGRATIONS.last().map_or(0, |m| m.version)
@@ -676,6 +826,7 @@ mod tests {
                         "SELECT table_name::text, column_name::text, is_nullable = 'NO'
                          FROM information_schema.columns
                          WHERE table_schema = current_schema() AND table_name <> 'schema_version'
+                           AND table_name <> 'row_dirty' AND table_name NOT LIKE '%\\_prior'
                          ORDER BY 1, 2"
                     }
                 };

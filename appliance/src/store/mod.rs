@@ -31,6 +31,7 @@ mod chain_apply;
 mod chain_secured;
 mod execution;
 mod groups;
+mod integrity;
 mod key_cache;
 mod ledger;
 mod migrations;
@@ -56,6 +57,7 @@ pub use chain_apply::{ChainChange, ChainEvent};
 pub use chain_secured::{ChainSecuredAccount, Conversion, MasterKeyAccount};
 pub use execution::WalletScope;
 pub use groups::{GroupRecord, GroupSpec, Permitted};
+pub use integrity::{IntegrityFailure, IntegrityReport, RowAuthenticator};
 pub use ledger::{Charge, Credited, InitialCredit, LedgerEntry, LedgerKind};
 pub use postgres::PgOptions;
 pub use sql::{Conn, Engine, SqlError};
@@ -115,6 +117,10 @@ pub enum StoreError {
     },
     #[error("stored data is corrupt: {0}")]
     Corrupt(String),
+    /// A row failed its MAC: it was changed outside the appliance (`store::integrity`).
+    /// Never used; logged and counted for `/health`.
+    #[error("a row of {table} ({row}) failed its integrity check and was refused")]
+    Tampered { table: &'static str, row: String },
     #[error("database error: {0}")]
     Database(SqlError),
     #[error("store task failed: {0}")]
@@ -170,6 +176,8 @@ struct Inner {
     backend: Backend,
     writer: writer::Writer,
     keys: Arc<key_cache::KeyCache>,
+    /// PostgreSQL: row MACs (`store::integrity`).
+    integrity: Option<Arc<integrity::Integrity>>,
 }
 
 /// Where reads go.
@@ -206,6 +214,7 @@ impl Store {
             },
             writer::WriterDb::Sqlite(writer),
             keys,
+            None,
         )?;
         // Fail at start, not on the first request, if readers cannot be opened.
         let reader = store.open_reader()?;
@@ -235,13 +244,16 @@ impl Store {
         let keys = Arc::new(key_cache::KeyCache::with_ttl(key_cache::REPLICA_TTL));
         postgres::follow_changes(Arc::clone(&pool), Arc::downgrade(&keys))
             .map_err(|e| StoreError::Task(format!("cannot start the store's change feed: {e}")))?;
+        let integrity = Arc::new(integrity::Integrity::new());
         Self::assemble(
             Backend::Postgres(Arc::clone(&pool)),
             writer::WriterDb::Postgres {
                 pool,
                 session: Some(Box::new(writer_session)),
+                integrity: Arc::clone(&integrity),
             },
             keys,
+            Some(integrity),
         )
     }
 
@@ -249,6 +261,7 @@ impl Store {
         backend: Backend,
         writer: writer::WriterDb,
         keys: Arc<key_cache::KeyCache>,
+        integrity: Option<Arc<integrity::Integrity>>,
     ) -> Result<Self> {
         let after_batch = {
             let keys = Arc::clone(&keys);
@@ -261,8 +274,24 @@ impl Store {
                     |e| StoreError::Task(format!("cannot start the store's writer thread: {e}")),
                 )?,
                 keys,
+                integrity,
             }),
         })
+    }
+
+    /// Gives a PostgreSQL store the holder of its row keys (keyservice, once it has its
+    /// root). Until then protected rows can be neither read nor written (503). `false`
+    /// if the store needs none (SQLite) or has one already.
+    pub fn set_row_authenticator(&self, auth: Arc<dyn RowAuthenticator>) -> bool {
+        self.inner
+            .integrity
+            .as_ref()
+            .is_some_and(|i| i.set_authenticator(auth))
+    }
+
+    /// Rows refused for failing their MAC (PostgreSQL; `None` for SQLite).
+    pub fn integrity_report(&self) -> Option<Arc<IntegrityReport>> {
+        self.inner.integrity.as_ref().map(|i| Arc::clone(&i.report))
     }
 
     /// The engine behind this store.
@@ -324,7 +353,22 @@ impl Store {
                 self.return_reader(conn);
                 out
             }
-            Backend::Postgres(pool) => pool.run(move |session| f(Conn::postgres(session))).await,
+            Backend::Postgres(pool) => {
+                let integrity = self.inner.integrity.clone();
+                pool.run(move |session| {
+                    let conn = Conn::postgres(session);
+                    match integrity {
+                        Some(integrity) => {
+                            let checks = integrity::Checks::for_read();
+                            let out = f(conn.with_checks(&checks))?;
+                            integrity.verify(&checks)?;
+                            Ok(out)
+                        }
+                        None => f(conn),
+                    }
+                })
+                .await
+            }
         }
     }
 

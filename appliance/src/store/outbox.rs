@@ -12,6 +12,7 @@ use alloy::primitives::B256;
 use chain_contracts::ops::MirrorOp;
 
 use super::base::{AccountId, AccountMode, account_head};
+use super::integrity::{CHAIN_BATCHES, CHAIN_CURSORS, CHAIN_OUTBOX};
 use super::sql::{Conn, SqlResult, params};
 use super::{Result, Store, StoreError, now_unix};
 
@@ -85,10 +86,14 @@ impl Store {
                 let mut out = Vec::new();
                 let mut broken = Vec::new();
                 let rows = conn.query_map(
-                    "SELECT seq, api_key_hash, format, op, solo FROM chain_outbox
-                     WHERE state = 'pending' ORDER BY seq LIMIT ?1 + 0",
+                    &format!(
+                        "SELECT seq, api_key_hash, format, op, solo, {} FROM chain_outbox
+                         WHERE state = 'pending' ORDER BY seq LIMIT ?1 + 0",
+                        CHAIN_OUTBOX.select("")
+                    ),
                     params![limit as i64],
                     |r| {
+                        r.seal(5, &CHAIN_OUTBOX)?;
                         Ok((
                             r.get::<i64>(0)?,
                             b256(r.get(1)?)?,
@@ -207,9 +212,15 @@ impl Store {
     pub async fn outbox_in_flight(&self) -> Result<Option<SentBatch>> {
         self.read(|conn| {
             let id: Option<i64> = conn.query_opt(
-                "SELECT id FROM chain_batches WHERE state = 'sent' ORDER BY id LIMIT 1",
+                &format!(
+                    "SELECT id, {} FROM chain_batches WHERE state = 'sent' ORDER BY id LIMIT 1",
+                    CHAIN_BATCHES.select("")
+                ),
                 params![],
-                |r| r.get(0),
+                |r| {
+                    r.seal(1, &CHAIN_BATCHES)?;
+                    r.get(0)
+                },
             )?;
             match id {
                 Some(id) => load_batch(conn, id),
@@ -269,10 +280,17 @@ impl Store {
     /// The highest nonce the relayer used for `payer`, if any.
     pub async fn outbox_last_nonce(&self, payer: u32) -> Result<Option<u64>> {
         self.read(move |conn| {
-            let n: Option<i64> = conn.query_row(
-                "SELECT max(nonce) FROM chain_batches WHERE payer = ?1",
+            // The row itself, not `max(nonce)`: its MAC is checked.
+            let n: Option<i64> = conn.query_opt(
+                &format!(
+                    "SELECT nonce, {} FROM chain_batches WHERE payer = ?1 ORDER BY nonce DESC LIMIT 1",
+                    CHAIN_BATCHES.select("")
+                ),
                 params![payer],
-                |r| r.get(0),
+                |r| {
+                    r.seal(1, &CHAIN_BATCHES)?;
+                    r.get(0)
+                },
             )?;
             Ok(n.map(|n| n as u64))
         })
@@ -306,9 +324,15 @@ impl Store {
         self.read(move |conn| {
             Ok(conn
                 .query_opt(
-                    "SELECT block FROM chain_cursors WHERE name = ?1",
+                    &format!(
+                        "SELECT block, {} FROM chain_cursors WHERE name = ?1",
+                        CHAIN_CURSORS.select("")
+                    ),
                     params![name],
-                    |r| r.get::<i64>(0),
+                    |r| {
+                        r.seal(1, &CHAIN_CURSORS)?;
+                        r.get::<i64>(0)
+                    },
                 )?
                 .map(|b| b as u64))
         })
@@ -326,10 +350,14 @@ fn undo_refused_conversions(tx: Conn<'_>, just_failed: &str, id: i64) -> Result<
     // differ).
     let failed = tx.query_map(
         &format!(
-            "SELECT api_key_hash, op FROM chain_outbox WHERE {just_failed} AND state = 'failed'"
+            "SELECT api_key_hash, op, {} FROM chain_outbox WHERE {just_failed} AND state = 'failed'",
+            CHAIN_OUTBOX.select("")
         ),
         params![id],
-        |r| Ok((r.get::<Vec<u8>>(0)?, r.get::<String>(1)?)),
+        |r| {
+            r.seal(2, &CHAIN_OUTBOX)?;
+            Ok((r.get::<Vec<u8>>(0)?, r.get::<String>(1)?))
+        },
     )?;
     let mut undone = 0;
     for (api_key_hash, json) in failed {
@@ -365,9 +393,13 @@ pub(super) fn set_cursor(tx: Conn<'_>, name: &str, block: u64) -> Result<()> {
 
 fn load_batch(conn: Conn<'_>, id: i64) -> Result<Option<SentBatch>> {
     let row = conn.query_opt(
-        "SELECT id, nonce, raw_tx, tx_hashes, first_seq, last_seq, created_at FROM chain_batches WHERE id = ?1",
+        &format!(
+            "SELECT id, nonce, raw_tx, tx_hashes, first_seq, last_seq, created_at, {} FROM chain_batches WHERE id = ?1",
+            CHAIN_BATCHES.select("")
+        ),
         params![id],
         |r| {
+            r.seal(7, &CHAIN_BATCHES)?;
             Ok((
                 r.get::<i64>(0)?,
                 r.get::<i64>(1)?,

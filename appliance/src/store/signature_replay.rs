@@ -5,6 +5,7 @@
 //! pruned afterwards.
 
 use super::base::{WalletIdentity, is_unique_violation};
+use super::integrity::ACCEPTED_SIGNATURES;
 use super::sql::{Conn, params};
 use super::{Result, Store, StoreError, now_unix, wallets};
 use crate::api_keys::KeyHash;
@@ -40,9 +41,12 @@ impl Store {
         self.read(move |conn| {
             Ok(conn
                 .query_opt(
-                    "SELECT 1 FROM accepted_signatures WHERE digest = ?1",
+                    &format!(
+                        "SELECT {} FROM accepted_signatures WHERE digest = ?1",
+                        ACCEPTED_SIGNATURES.select("")
+                    ),
                     params![digest.as_slice()],
-                    |_| Ok(()),
+                    |r| r.seal(0, &ACCEPTED_SIGNATURES),
                 )?
                 .is_some())
         })

@@ -29,6 +29,8 @@ use std::fmt;
 
 use postgres::types::{IsNull, Type, to_sql_checked};
 
+use super::integrity::{Checks, Table};
+
 /// Which engine a connection belongs to.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Engine {
@@ -437,6 +439,7 @@ impl<'a> postgres::types::FromSql<'a> for PgCell<'a> {
 /// One row of a result.
 pub struct Row<'r> {
     inner: RowRef<'r>,
+    checks: Option<&'r Checks>,
 }
 
 enum RowRef<'r> {
@@ -445,6 +448,15 @@ enum RowRef<'r> {
 }
 
 impl Row<'_> {
+    /// Queues the integrity check of the protected row whose columns start at `offset`
+    /// (the query appended [`Table::select`] there). Nothing on SQLite.
+    pub(crate) fn seal(&self, offset: usize, table: &'static Table) -> SqlResult<()> {
+        match self.checks {
+            Some(checks) => checks.queue(self, offset, table),
+            None => Ok(()),
+        }
+    }
+
     /// Column `idx` (0-based) as `T`.
     pub fn get<T: FromSql>(&self, idx: usize) -> SqlResult<T> {
         let decode = |reason: String| SqlError::Decode {
@@ -673,10 +685,12 @@ fn utf8_len(first: u8) -> usize {
     }
 }
 
-/// A connection of either engine, borrowed for one read or one write.
+/// A connection of either engine, borrowed for one read or one write; on a store that
+/// checks row integrity, with the operation's [`Checks`].
 #[derive(Clone, Copy)]
 pub struct Conn<'c> {
     db: Db<'c>,
+    checks: Option<&'c Checks>,
 }
 
 #[derive(Clone, Copy)]
@@ -689,12 +703,22 @@ impl<'c> Conn<'c> {
     pub fn sqlite(conn: &'c rusqlite::Connection) -> Self {
         Self {
             db: Db::Sqlite(conn),
+            checks: None,
         }
     }
 
     pub fn postgres(session: &'c PgSession) -> Self {
         Self {
             db: Db::Postgres(session),
+            checks: None,
+        }
+    }
+
+    /// This connection, queueing the rows it reads for `checks`.
+    pub(crate) fn with_checks(self, checks: &'c Checks) -> Self {
+        Self {
+            checks: Some(checks),
+            ..self
         }
     }
 
@@ -744,6 +768,7 @@ impl<'c> Conn<'c> {
                 while let Some(row) = rows.next()? {
                     out.push(f(&Row {
                         inner: RowRef::Sqlite(row),
+                        checks: self.checks,
                     })?);
                 }
                 Ok(out)
@@ -754,6 +779,7 @@ impl<'c> Conn<'c> {
                     .map(|row| {
                         f(&Row {
                             inner: RowRef::Postgres(row),
+                            checks: self.checks,
                         })
                     })
                     .collect()
@@ -776,6 +802,7 @@ impl<'c> Conn<'c> {
                 match rows.next()? {
                     Some(row) => Ok(Some(f(&Row {
                         inner: RowRef::Sqlite(row),
+                        checks: self.checks,
                     })?)),
                     None => Ok(None),
                 }
@@ -785,6 +812,7 @@ impl<'c> Conn<'c> {
                 match rows.first() {
                     Some(row) => Ok(Some(f(&Row {
                         inner: RowRef::Postgres(row),
+                        checks: self.checks,
                     })?)),
                     None => Ok(None),
                 }
@@ -810,7 +838,10 @@ impl<'c> Conn<'c> {
         match self.db {
             Db::Sqlite(c) => {
                 let tx = c.unchecked_transaction().map_err(SqlError::from)?;
-                let out = f(Conn::sqlite(&tx))?;
+                let out = f(Conn {
+                    db: Db::Sqlite(&tx),
+                    checks: self.checks,
+                })?;
                 tx.commit().map_err(SqlError::from)?;
                 Ok(out)
             }

@@ -56,9 +56,13 @@ impl TestDb {
             Kind::Sqlite(dir) => {
                 Store::open(&dir.path().join("state.db")).expect("the store opens")
             }
-            Kind::Postgres(url) => Store::open_postgres(PgOptions::new(url.clone()))
-                .await
-                .expect("the store opens on PostgreSQL"),
+            Kind::Postgres(url) => {
+                let store = Store::open_postgres(PgOptions::new(url.clone()))
+                    .await
+                    .expect("the store opens on PostgreSQL");
+                store.set_row_authenticator(std::sync::Arc::new(LocalRowKey::new(b"test")));
+                store
+            }
         }
     }
 
@@ -100,6 +104,29 @@ impl TestDb {
             Kind::Sqlite(_) => None,
             Kind::Postgres(url) => Some(url),
         }
+    }
+}
+
+/// Row MACs with a key held in memory (tests only; production asks keyservice).
+pub(crate) struct LocalRowKey(ring::hmac::Key);
+
+impl LocalRowKey {
+    pub(crate) fn new(seed: &[u8]) -> Self {
+        Self(ring::hmac::Key::new(ring::hmac::HMAC_SHA256, seed))
+    }
+}
+
+impl super::RowAuthenticator for LocalRowKey {
+    fn tags(&self, items: &[Vec<u8>]) -> Result<Vec<[u8; 32]>, String> {
+        Ok(items
+            .iter()
+            .map(|item| {
+                let tag = ring::hmac::sign(&self.0, item);
+                let mut out = [0u8; 32];
+                out.copy_from_slice(tag.as_ref());
+                out
+            })
+            .collect())
     }
 }
 

@@ -5,6 +5,7 @@ use keyservice_api::{Address, DerivationPath, PkpId};
 use chain_contracts::ops::MirrorOp;
 
 use super::base::{AccountId, WalletIdentity, is_unique_violation};
+use super::integrity::WALLETS;
 use super::ledger::Charge;
 use super::sql::{Conn, Row, SqlResult, params};
 use super::{Page, Result, Store, StoreError, now_unix, outbox};
@@ -36,10 +37,20 @@ pub struct WalletRecord {
     pub description: String,
 }
 
-pub(super) const WALLET_COLUMNS: &str =
-    "w.id, w.pkp_id, w.address, w.derivation_path, w.name, w.description";
+/// What [`wallet_from`] reads: the record's columns of `wallets w`, then the row for its
+/// integrity check.
+pub(super) fn wallet_columns() -> String {
+    format!(
+        "w.id, w.pkp_id, w.address, w.derivation_path, w.name, w.description, {}",
+        WALLETS.select("w")
+    )
+}
+
+/// Columns [`wallet_columns`] selects.
+pub(super) const WALLET_WIDTH: usize = 6 + WALLETS.columns.len() + 1;
 
 pub(super) fn wallet_from(row: &Row<'_>) -> SqlResult<WalletRecord> {
+    row.seal(6, &WALLETS)?;
     Ok(WalletRecord {
         row: row.get(0)?,
         pkp_id: PkpId(row.get(1)?),
@@ -92,7 +103,10 @@ pub(super) fn find(
         WalletRef::Address(a) => ("address", a.0.as_slice()),
     };
     Ok(conn.query_opt(
-        &format!("SELECT {WALLET_COLUMNS} FROM wallets w WHERE w.account_id = ?1 AND w.{sql} = ?2"),
+        &format!(
+            "SELECT {} FROM wallets w WHERE w.account_id = ?1 AND w.{sql} = ?2",
+            wallet_columns()
+        ),
         params![account.0, key],
         wallet_from,
     )?)
@@ -151,7 +165,8 @@ impl Store {
         self.read(move |conn| {
             Ok(conn.query_map(
                 &format!(
-                    "SELECT {WALLET_COLUMNS} FROM wallets w WHERE w.account_id = ?1 ORDER BY w.id LIMIT ?2 + 0 OFFSET ?3 + 0"
+                    "SELECT {} FROM wallets w WHERE w.account_id = ?1 ORDER BY w.id LIMIT ?2 + 0 OFFSET ?3 + 0",
+                    wallet_columns()
                 ),
                 params![account.0, limit, offset],
                 wallet_from,

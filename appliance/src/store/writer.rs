@@ -23,6 +23,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::mpsc::{Receiver, SyncSender, TrySendError};
 use std::time::Duration;
 
+use super::integrity::{self, Checks, Integrity};
 use super::postgres::{CHANGES_CHANNEL, PgPool};
 use super::sql::{Conn, PgSession};
 use super::{Result, StoreError};
@@ -38,8 +39,9 @@ pub(super) const MAX_QUEUED: usize = 4096;
 pub(super) const WRITE_LOCK_KEY: i64 = 0x6170_706c_0001; // "appl" 1
 
 /// What a job leaves for after the commit: called with `None` when the batch was
-/// committed, or with why it was not.
-type Completion = Box<dyn FnOnce(Option<&StoreError>) + Send>;
+/// committed, or with why it was not; and with why the store refused the job after it
+/// ran (its rows failed their integrity check), if it did.
+type Completion = Box<dyn FnOnce(Option<&StoreError>, Option<StoreError>) + Send>;
 
 /// One write: runs on the writer thread inside the batch's transaction and returns
 /// whether it succeeded (else its savepoint is rolled back) and its completion. Called
@@ -57,6 +59,7 @@ pub(super) enum WriterDb {
     Postgres {
         pool: Arc<PgPool>,
         session: Option<Box<PgSession>>,
+        integrity: Arc<Integrity>,
     },
 }
 
@@ -66,7 +69,7 @@ impl WriterDb {
     fn begin(&mut self) -> Result<()> {
         match self {
             Self::Sqlite(conn) => Ok(conn.execute_batch("BEGIN IMMEDIATE")?),
-            Self::Postgres { pool, session } => {
+            Self::Postgres { pool, session, .. } => {
                 if session.as_ref().is_none_or(|s| s.is_closed()) {
                     *session = None;
                     *session = Some(Box::new(pool.connect()?));
@@ -88,6 +91,13 @@ impl WriterDb {
                 }
                 Ok(())
             }
+        }
+    }
+
+    fn integrity(&self) -> Option<&Integrity> {
+        match self {
+            Self::Sqlite(_) => None,
+            Self::Postgres { integrity, .. } => Some(integrity),
         }
     }
 
@@ -209,7 +219,7 @@ impl Writer {
         let job: Job = Box::new(move |tx| {
             let Some(tx) = tx else {
                 // The batch never began: the completion reports why.
-                let completion: Completion = Box::new(move |why| {
+                let completion: Completion = Box::new(move |why, _| {
                     let err = why.map_or_else(
                         || StoreError::Unavailable("the write was not run".into()),
                         not_committed,
@@ -227,10 +237,11 @@ impl Writer {
                 out => out,
             };
             let ok = out.is_ok();
-            let completion: Completion = Box::new(move |batch_failed| {
-                let out = match (out, batch_failed) {
-                    (Ok(_), Some(why)) => Err(not_committed(why)),
-                    (out, _) => out,
+            let completion: Completion = Box::new(move |batch_failed, refused| {
+                let out = match (out, batch_failed, refused) {
+                    (Ok(_), _, Some(refused)) => Err(refused),
+                    (Ok(_), Some(why), None) => Err(not_committed(why)),
+                    (out, _, _) => out,
                 };
                 let _ = answer.send(out);
             });
@@ -300,11 +311,11 @@ fn commit_batch(
         let why = StoreError::Unavailable(format!("the store cannot write right now: {err}"));
         for job in batch {
             let (_, completion) = job(None);
-            completion(Some(&why));
+            completion(Some(&why), None);
         }
         return false;
     }
-    let mut completions: Vec<Completion> = Vec::with_capacity(batch.len());
+    let mut completions: Vec<(Completion, Option<StoreError>)> = Vec::with_capacity(batch.len());
     let mut broken: Option<StoreError> = None;
     for job in batch {
         if let Err(err) = db.run("SAVEPOINT job") {
@@ -317,10 +328,36 @@ fn commit_batch(
             ));
             break;
         };
-        let ran = std::panic::catch_unwind(AssertUnwindSafe(|| job(Some(tx))));
+        // PostgreSQL: the job's rows are checked and sealed before its savepoint is
+        // released (`store::integrity`).
+        let checks = match db.integrity() {
+            Some(_) => match integrity::new_mark().and_then(|mark| {
+                integrity::set_mark(tx, &mark)?;
+                Ok(Checks::for_write(mark))
+            }) {
+                Ok(checks) => Some(checks),
+                Err(err) => {
+                    broken = Some(err);
+                    break;
+                }
+            },
+            None => None,
+        };
+        let job_tx = match &checks {
+            Some(checks) => tx.with_checks(checks),
+            None => tx,
+        };
+        let ran = std::panic::catch_unwind(AssertUnwindSafe(|| job(Some(job_tx))));
         let ok = match ran {
             Ok((ok, completion)) => {
-                completions.push(completion);
+                let refused = match (ok, db.integrity(), &checks) {
+                    (true, Some(integrity), Some(checks)) if !tx.failed() => {
+                        integrity.seal(tx, checks).err()
+                    }
+                    _ => None,
+                };
+                let ok = ok && refused.is_none();
+                completions.push((completion, refused));
                 ok
             }
             Err(_) => {
@@ -362,8 +399,8 @@ fn commit_batch(
         }
     }
     after_batch();
-    for completion in completions {
-        completion(failure.as_ref());
+    for (completion, refused) in completions {
+        completion(failure.as_ref(), refused);
     }
     true
 }
