@@ -378,7 +378,7 @@ fn start_chain_followers(
         client,
         contract,
         chain,
-    )))
+    )?))
 }
 
 /// Development: starts `worker-launcher` as a supervised child when

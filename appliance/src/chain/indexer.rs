@@ -65,7 +65,7 @@ fn ids(list: &[U256]) -> Vec<u64> {
 }
 
 impl Indexer {
-    pub async fn run(self) {
+    pub async fn run(&self) {
         let mut backoff = self.poll;
         loop {
             match self.step().await {
@@ -87,12 +87,12 @@ impl Indexer {
     pub async fn step(&self) -> Result<bool, ChainError> {
         let store_err =
             |e: crate::store::StoreError| ChainError::Unavailable(format!("store: {e}"));
-        let from = self
+        let read_at = self
             .store
             .chain_cursor(cursor_name(self.contract))
             .await
-            .map_err(store_err)?
-            .unwrap_or(self.deploy_block);
+            .map_err(store_err)?;
+        let from = read_at.unwrap_or(self.deploy_block);
         let head = self.client.block_number().await?;
         let Some(safe) = head.checked_sub(self.confirmations) else {
             return Ok(false);
@@ -118,10 +118,20 @@ impl Indexer {
             }
         }
         let applied = events.len();
-        self.store
-            .apply_chain_events(events, cursor_name(self.contract), to + 1)
+        match self
+            .store
+            .apply_chain_events(events, cursor_name(self.contract), read_at, to + 1)
             .await
-            .map_err(store_err)?;
+        {
+            Ok(()) => {}
+            // Another replica applied this range first (it led while this one was
+            // reading): read again from where it left the cursor.
+            Err(crate::store::StoreError::Conflict(why)) => {
+                tracing::info!(%why, "chain events already applied elsewhere");
+                return Ok(true);
+            }
+            Err(err) => return Err(store_err(err)),
+        }
         if applied > 0 {
             tracing::debug!(from, to, events = applied, "chain events applied");
         }

@@ -60,12 +60,31 @@ impl Drop for Followers {
 
 /// Starts the relayer and the indexer for `AccountConfig` at `contract`. Both persist
 /// every step before acting on it, so aborting them at any point is safe.
+/// Runs `work` while this replica leads, stops it when it no longer does, and starts it
+/// again when it leads again. `work` must be safe to stop at any point (both followers
+/// persist every state change before its side effect).
+async fn led<F>(mut leadership: crate::store::Leadership, work: impl Fn() -> F)
+where
+    F: std::future::Future<Output = ()>,
+{
+    loop {
+        leadership.wait_to_lead().await;
+        tracing::info!(singleton = leadership.name(), "this replica leads");
+        tokio::select! {
+            () = work() => return,
+            () = leadership.lost() => {
+                tracing::warn!(singleton = leadership.name(), "this replica no longer leads; stopped");
+            }
+        }
+    }
+}
+
 pub fn spawn_followers(
     store: crate::store::Store,
     client: ChainClient,
     contract: alloy::primitives::Address,
     config: &crate::config::ChainConfig,
-) -> Followers {
+) -> Result<Followers, crate::store::StoreError> {
     let poll = std::time::Duration::from_millis(config.poll_interval_ms);
     let relayer = relayer::Relayer::new(
         store.clone(),
@@ -75,14 +94,24 @@ pub fn spawn_followers(
         poll,
     );
     let indexer = indexer::Indexer {
-        store,
+        store: store.clone(),
         client,
         contract,
         deploy_block: config.deploy_block,
         confirmations: config.confirmations,
         poll,
     };
-    Followers {
-        tasks: vec![tokio::spawn(relayer.run()), tokio::spawn(indexer.run())],
-    }
+    // Each runs on one replica at a time (`store::leadership`).
+    Ok(Followers {
+        tasks: vec![
+            tokio::spawn({
+                let lead = store.leadership("chain-relayer")?;
+                async move { led(lead, || relayer.run()).await }
+            }),
+            tokio::spawn({
+                let lead = store.leadership("chain-indexer")?;
+                async move { led(lead, || indexer.run()).await }
+            }),
+        ],
+    })
 }

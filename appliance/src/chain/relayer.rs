@@ -246,7 +246,7 @@ impl Relayer {
 
     /// Runs until the task is dropped. Every state change is persisted before its side
     /// effect, so stopping at any point is safe.
-    pub async fn run(self) {
+    pub async fn run(&self) {
         let mut backoff = self.poll;
         loop {
             match self.step().await {

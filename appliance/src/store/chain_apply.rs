@@ -12,7 +12,7 @@ use chain_contracts::ops::{MirrorOp, MirrorPermissions};
 use super::actions::{self, CidHash};
 use super::base::{AccountId, AccountMode, WalletIdentity};
 use super::integrity::{ACCOUNTS, ACTIONS, GROUPS, MINTED_USAGE_KEYS, WALLETS};
-use super::outbox::set_cursor;
+use super::outbox::{cursor_at, set_cursor};
 use super::sql::{Conn, params};
 use super::wallets::{self, WalletRef};
 use super::{Result, Store, now_unix, usage_keys};
@@ -512,14 +512,23 @@ fn apply(tx: Conn<'_>, event: &ChainEvent) -> Result<()> {
 
 impl Store {
     /// Applies `events` (in chain order) and moves the cursor `name` to `next_block`, in
-    /// one transaction.
+    /// one transaction, if the cursor is still where the caller read it (`read_at`; `None`
+    /// when it had none): a replica that read the same range before another replica
+    /// applied it gets `Conflict` and changes nothing, so no event is applied twice.
     pub async fn apply_chain_events(
         &self,
         events: Vec<ChainEvent>,
         cursor: String,
+        read_at: Option<u64>,
         next_block: u64,
     ) -> Result<()> {
         self.write(move |tx| {
+            let now = cursor_at(tx, &cursor)?;
+            if now != read_at {
+                return Err(super::StoreError::Conflict(format!(
+                    "the chain cursor {cursor} moved from {read_at:?} to {now:?}: these events were applied already"
+                )));
+            }
             for event in &events {
                 apply(tx, event)?;
             }
@@ -534,6 +543,7 @@ mod tests {
     use super::*;
     use crate::api_keys::KeyHash;
     use crate::authz::{GroupId, GroupSet, Permissions};
+    use crate::store::StoreError;
     use crate::store::outbox::OutboxEntry;
     use crate::store::testing::store_test;
     use crate::store::{
@@ -813,15 +823,15 @@ mod tests {
             },
         ];
         store
-            .apply_chain_events(events.clone(), "test".into(), 7)
+            .apply_chain_events(events.clone(), "test".into(), None, 7)
             .await
             .unwrap();
-        // Applying the same range again (a crash before the cursor moved cannot happen,
-        // but a replay must be harmless) changes nothing.
-        store
-            .apply_chain_events(events, "test".into(), 7)
-            .await
-            .unwrap();
+        // Applying the same range again (another replica that read it before this one
+        // applied it) is refused and changes nothing.
+        let replay = store
+            .apply_chain_events(events, "test".into(), None, 7)
+            .await;
+        assert!(matches!(replay, Err(StoreError::Conflict(_))), "{replay:?}");
         assert_eq!(store.chain_cursor("test".into()).await.unwrap(), Some(7));
 
         let Some(ResolvedKey::Usage {
@@ -904,6 +914,7 @@ mod tests {
                     chain_secured(attacker, attacker_admin),
                 ],
                 "t".into(),
+                None,
                 2,
             )
             .await
@@ -934,6 +945,7 @@ mod tests {
                     wallet(attacker, 8),
                 ],
                 "t".into(),
+                Some(2),
                 3,
             )
             .await
@@ -972,6 +984,7 @@ mod tests {
                     wallet(victim, 8),
                 ],
                 "t".into(),
+                Some(3),
                 4,
             )
             .await
@@ -983,6 +996,7 @@ mod tests {
             .apply_chain_events(
                 vec![wallet(attacker, 7), usage_key(attacker, minted_key, None)],
                 "t".into(),
+                Some(4),
                 5,
             )
             .await
@@ -992,7 +1006,7 @@ mod tests {
         // Positive control: a key hash nobody minted here is the registering account's.
         let own = KeyHash([0x78; 32]);
         store
-            .apply_chain_events(vec![usage_key(attacker, own, None)], "t".into(), 6)
+            .apply_chain_events(vec![usage_key(attacker, own, None)], "t".into(), Some(5), 6)
             .await
             .unwrap();
         assert_eq!(account_of(&store, own).await, Some(attacker_id));
@@ -1012,6 +1026,7 @@ mod tests {
                     usage_key(account, key, Some(now + 3600)),
                 ],
                 "t".into(),
+                None,
                 2,
             )
             .await
@@ -1021,7 +1036,7 @@ mod tests {
             "refused before expiry"
         );
         store
-            .apply_chain_events(vec![usage_key(account, key, Some(now - 1))], "t".into(), 3)
+            .apply_chain_events(vec![usage_key(account, key, Some(now - 1))], "t".into(), Some(2), 3)
             .await
             .unwrap();
         assert_eq!(
@@ -1030,7 +1045,7 @@ mod tests {
             "accepted after expiry"
         );
         store
-            .apply_chain_events(vec![usage_key(account, key, None)], "t".into(), 4)
+            .apply_chain_events(vec![usage_key(account, key, None)], "t".into(), Some(3), 4)
             .await
             .unwrap();
         assert!(account_of(&store, key).await.is_some());

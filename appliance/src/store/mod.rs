@@ -33,10 +33,13 @@ mod execution;
 mod groups;
 mod integrity;
 mod key_cache;
+mod leadership;
 mod ledger;
 mod migrations;
 pub mod outbox;
 mod postgres;
+#[cfg(test)]
+mod replica_tests;
 mod signature_replay;
 pub(crate) mod sql;
 #[cfg(test)]
@@ -58,6 +61,7 @@ pub use chain_secured::{ChainSecuredAccount, Conversion, MasterKeyAccount};
 pub use execution::WalletScope;
 pub use groups::{GroupRecord, GroupSpec, Permitted};
 pub use integrity::{IntegrityFailure, IntegrityReport, RowAuthenticator};
+pub use leadership::Leadership;
 pub use ledger::{Charge, Credited, InitialCredit, LedgerEntry, LedgerKind};
 pub use postgres::PgOptions;
 pub use sql::{Conn, Engine, SqlError};
@@ -287,6 +291,17 @@ impl Store {
             .integrity
             .as_ref()
             .is_some_and(|i| i.set_authenticator(auth))
+    }
+
+    /// Whether this replica leads the singleton `name` (the chain relayer, the indexer):
+    /// always on SQLite; on PostgreSQL while it holds that advisory lock
+    /// (`store::leadership`).
+    pub fn leadership(&self, name: &'static str) -> Result<Leadership> {
+        match &self.inner.backend {
+            Backend::Sqlite { .. } => Ok(Leadership::always(name)),
+            Backend::Postgres(pool) => Leadership::contend(Arc::clone(pool), name)
+                .map_err(|e| StoreError::Task(format!("cannot contend for {name}: {e}"))),
+        }
     }
 
     /// Rows refused for failing their MAC (PostgreSQL; `None` for SQLite).

@@ -158,6 +158,23 @@ impl Store {
                 return Err(StoreError::Task("an empty batch".into()));
             };
             let now = now_unix();
+            // At most one batch in flight, whichever replica relays.
+            let in_flight = tx.query_opt(
+                &format!(
+                    "SELECT id, {} FROM chain_batches WHERE state = 'sent' LIMIT 1",
+                    CHAIN_BATCHES.select("")
+                ),
+                params![],
+                |r| {
+                    r.seal(1, &CHAIN_BATCHES)?;
+                    r.get::<i64>(0)
+                },
+            )?;
+            if let Some(other) = in_flight {
+                return Err(StoreError::Conflict(format!(
+                    "batch {other} is still in flight"
+                )));
+            }
             let id: i64 = tx.query_row(
                 "INSERT INTO chain_batches (first_seq, last_seq, payer, nonce, raw_tx, tx_hashes, state, created_at)
                  VALUES (?1, ?2, ?3, ?4, ?5, ?6, 'sent', ?7) RETURNING id",
@@ -242,7 +259,7 @@ impl Store {
     ) -> Result<()> {
         self.write(move |tx| {
             let now = now_unix();
-            tx.execute(
+            let settled = tx.execute(
                 "UPDATE chain_batches SET state = ?2, mined_hash = ?3, block_number = ?4, gas_used = ?5, mined_at = ?6
                  WHERE id = ?1 AND state = 'sent'",
                 params![
@@ -254,6 +271,10 @@ impl Store {
                     now
                 ],
             )?;
+            if settled == 0 {
+                // Settled already (by another replica's relayer): its entries too.
+                return Ok(());
+            }
             if success {
                 tx.execute(
                     "UPDATE chain_outbox SET state = 'mined' WHERE batch_id = ?1",
@@ -321,22 +342,7 @@ impl Store {
 
     /// The indexer's position: the next block to read, if it has started.
     pub async fn chain_cursor(&self, name: String) -> Result<Option<u64>> {
-        self.read(move |conn| {
-            Ok(conn
-                .query_opt(
-                    &format!(
-                        "SELECT block, {} FROM chain_cursors WHERE name = ?1",
-                        CHAIN_CURSORS.select("")
-                    ),
-                    params![name],
-                    |r| {
-                        r.seal(1, &CHAIN_CURSORS)?;
-                        r.get::<i64>(0)
-                    },
-                )?
-                .map(|b| b as u64))
-        })
-        .await
+        self.read(move |conn| cursor_at(conn, &name)).await
     }
 }
 
@@ -380,6 +386,23 @@ fn undo_refused_conversions(tx: Conn<'_>, just_failed: &str, id: i64) -> Result<
         );
     }
     Ok(())
+}
+
+/// The cursor `name`, checked.
+pub(super) fn cursor_at(conn: Conn<'_>, name: &str) -> Result<Option<u64>> {
+    Ok(conn
+        .query_opt(
+            &format!(
+                "SELECT block, {} FROM chain_cursors WHERE name = ?1",
+                CHAIN_CURSORS.select("")
+            ),
+            params![name],
+            |r| {
+                r.seal(1, &CHAIN_CURSORS)?;
+                r.get::<i64>(0)
+            },
+        )?
+        .map(|b| b as u64))
 }
 
 pub(super) fn set_cursor(tx: Conn<'_>, name: &str, block: u64) -> Result<()> {
