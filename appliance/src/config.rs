@@ -24,6 +24,7 @@ pub struct Config {
     pub listen: SocketAddr,
     /// Directory for the database and generated TLS material. Created if missing.
     pub data_dir: PathBuf,
+    pub store: StoreConfig,
     pub tls: TlsConfig,
     pub acme: AcmeConfig,
     pub attestation: AttestationConfig,
@@ -41,6 +42,7 @@ impl Default for Config {
         Self {
             listen: SocketAddr::from(([0, 0, 0, 0], 8443)),
             data_dir: PathBuf::from("/var/lib/appliance"),
+            store: StoreConfig::default(),
             tls: TlsConfig::default(),
             acme: AcmeConfig::default(),
             attestation: AttestationConfig::default(),
@@ -51,6 +53,70 @@ impl Default for Config {
             billing: BillingConfig::default(),
             rate_limits: RateLimitsConfig::default(),
             log: LogConfig::default(),
+        }
+    }
+}
+
+/// Which database holds the appliance's state.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum StoreEngine {
+    /// SQLite at `<data_dir>/state.db`, on the CVM's own (encrypted) volume: one replica.
+    Sqlite,
+    /// PostgreSQL at `store.url`, shared by every replica of the app; outside the TEE, so
+    /// every authorizing row carries a MAC (`docs/operators.md`, "Replicas").
+    Postgres,
+}
+
+/// The store. The engine is part of the measured configuration (keyservice reads it too:
+/// with PostgreSQL it takes its root from the database instead of creating one); the
+/// URL, which holds the database password, comes from the encrypted environment
+/// (`APPLIANCE_STORE__URL`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct StoreConfig {
+    pub engine: StoreEngine,
+    /// postgres: `postgres://user:password@host:5432/database?sslmode=require`. Anything
+    /// but a loopback host must use `sslmode=require` (verified TLS). Never logged.
+    pub url: Option<SecretString>,
+    /// postgres: PEM of the CA that signs the server's certificate (default: the public
+    /// web PKI).
+    pub ca_pem: Option<String>,
+    /// postgres: most read connections open at once (the writer, the change feed and
+    /// each singleton hold one more each).
+    pub max_connections: usize,
+    /// postgres: how long a read waits for a free connection before answering 503.
+    pub acquire_timeout_ms: u64,
+    /// postgres: the server-side limit of any one statement (and of lock waits).
+    pub statement_timeout_ms: u64,
+}
+
+impl Default for StoreConfig {
+    fn default() -> Self {
+        Self {
+            engine: StoreEngine::Sqlite,
+            url: None,
+            ca_pem: None,
+            max_connections: 16,
+            acquire_timeout_ms: 5_000,
+            statement_timeout_ms: 30_000,
+        }
+    }
+}
+
+impl StoreConfig {
+    fn validate(&self) -> Result<(), ConfigError> {
+        match (self.engine, &self.url) {
+            (StoreEngine::Postgres, None) => Err(ConfigError::Invalid(
+                "store.engine = \"postgres\" needs store.url (set APPLIANCE_STORE__URL in the encrypted environment)".into(),
+            )),
+            (StoreEngine::Sqlite, Some(_)) => Err(ConfigError::Invalid(
+                "store.url is set but store.engine is \"sqlite\"; set store.engine = \"postgres\" in the (measured) configuration".into(),
+            )),
+            _ if self.max_connections == 0 => Err(ConfigError::Invalid(
+                "store.max_connections must be at least 1".into(),
+            )),
+            _ => Ok(()),
         }
     }
 }
@@ -73,6 +139,9 @@ pub struct KeyserviceConfig {
     /// spawn: where keyservice keeps its sealed root and dev secret.
     /// Default: `<data_dir>/keyservice`.
     pub state_dir: Option<PathBuf>,
+    /// spawn: the dev platform's secret (default: `<state_dir>/dev-secret`). Replicas
+    /// of one dev deployment share it, as dstack replicas share the KMS's app key.
+    pub dev_secret: Option<PathBuf>,
     /// Time allowed for one key operation.
     pub request_timeout_ms: u64,
 }
@@ -85,6 +154,7 @@ impl Default for KeyserviceConfig {
             binary: None,
             compose_file: None,
             state_dir: None,
+            dev_secret: None,
             request_timeout_ms: 10_000,
         }
     }
@@ -882,10 +952,14 @@ impl Config {
         if out.billing.stripe_secret_key.is_some() {
             out.billing.stripe_secret_key = Some(SecretString::new("<redacted>"));
         }
+        if out.store.url.is_some() {
+            out.store.url = Some(SecretString::new("<redacted>"));
+        }
         out
     }
 
     fn validate(&self) -> Result<(), ConfigError> {
+        self.store.validate()?;
         self.billing.validate()?;
         self.actions.validate()?;
         self.rate_limits.validate()?;

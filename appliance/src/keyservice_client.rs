@@ -5,7 +5,10 @@
 use std::path::Path;
 use std::time::Duration;
 
-use keyservice_api::{ClientConfig, DerivationPath, KeyClient, KeyError, WalletInfo};
+use keyservice_api::{
+    ClientConfig, DerivationPath, KeyClient, KeyError, NewSealedRoot, RootId, RootStatus,
+    WalletInfo,
+};
 
 /// A cheap, clonable handle. Calls multiplex over one connection, which is re-dialled
 /// by itself after keyservice restarts.
@@ -33,6 +36,33 @@ impl Keys {
     /// The public identity of the wallet at `path`.
     pub async fn wallet(&self, path: &DerivationPath) -> Result<WalletInfo, KeyError> {
         self.client.wallet(path).await
+    }
+
+    /// Whether keyservice holds its root (`root_id` is `None` while a shared-root
+    /// keyservice awaits it) and the compose hash it runs; answered in every state, so the
+    /// appliance can record which root it runs on.
+    pub async fn root_status(&self) -> Result<RootStatus, KeyError> {
+        self.client.root_status().await
+    }
+
+    /// Shared-root mode, before adoption: a fresh root sealed to keyservice's compose
+    /// hash (not kept by keyservice). Store it in the shared database if no root is there
+    /// yet (first writer wins), then adopt whichever blob won.
+    pub async fn create_sealed_root(&self) -> Result<NewSealedRoot, KeyError> {
+        self.client.create_sealed_root().await
+    }
+
+    /// Shared-root mode: hands keyservice the shared sealed root; returns its root id. A
+    /// blob that does not open there is refused and keyservice exits (it never makes a
+    /// second root); a second adoption is refused.
+    pub async fn adopt_root(&self, sealed: &[u8]) -> Result<RootId, KeyError> {
+        self.client.adopt_root(sealed).await
+    }
+
+    /// HMAC-SHA256 tags of store rows, in order, under keyservice's row-MAC key (any
+    /// number of rows; split into as many requests as needed).
+    pub async fn row_macs(&self, items: &[&[u8]]) -> Result<Vec<[u8; 32]>, KeyError> {
+        self.client.row_macs(items).await
     }
 
     pub fn client(&self) -> &KeyClient {

@@ -33,6 +33,7 @@ pub mod keyservice_client;
 pub mod log_output;
 pub mod openapi;
 pub mod server;
+pub mod shared_root;
 pub mod state;
 pub mod store;
 pub mod tls;
@@ -73,6 +74,8 @@ pub enum StartError {
     },
     #[error("keyservice did not become ready at {socket}: {reason}")]
     KeyserviceNotReady { socket: PathBuf, reason: String },
+    #[error("the shared root: {0}")]
+    Root(#[from] shared_root::RootError),
     #[error("settlement chain: {0}")]
     Chain(String),
     #[error("cannot start the action runtime: {0}")]
@@ -110,6 +113,17 @@ pub struct Running {
     _followers: Option<chain::Followers>,
     /// `appliance dev`'s local chain (anvil).
     dev_chain: Option<dev::chain::DevChain>,
+    /// Hands the shared root back to a keyservice that restarted (`shared_root::keep`).
+    _root_keeper: AbortOnDrop,
+}
+
+/// A task aborted when its handle is dropped.
+struct AbortOnDrop(JoinHandle<()>);
+
+impl Drop for AbortOnDrop {
+    fn drop(&mut self) {
+        self.0.abort();
+    }
 }
 
 impl Running {
@@ -191,8 +205,11 @@ async fn start_with(mut config: Config, dev_anvil: Option<PathBuf>) -> Result<Ru
         path: config.data_dir.clone(),
         source,
     })?;
-    let store = Store::open(&config.data_dir.join("state.db"))?;
+    let store = open_store(&config).await?;
     let (keys, supervisor) = start_keyservice(&config).await?;
+    // One root for every replica (`shared_root`): adopted (or made) before anything
+    // asks keyservice for a key, and the store's row key with it.
+    shared_root::establish(&store, &keys).await?;
     let told = keyservice_chain_args(&config);
     let dev_chain = match dev_anvil {
         Some(anvil) => Some(
@@ -213,6 +230,10 @@ async fn start_with(mut config: Config, dev_anvil: Option<PathBuf>) -> Result<Ru
         }
         other => (keys, other),
     };
+    // Again: a dev keyservice restarted above waits for the shared root once more.
+    let root_id = shared_root::establish(&store, &keys).await?;
+    tracing::info!(%root_id, engine = %store.engine(), "keyservice holds the app's root");
+    let root_keeper = tokio::spawn(shared_root::keep(store.clone(), keys.clone()));
     let worker_cwd = config.data_dir.join("worker-cwd");
     std::fs::create_dir_all(&worker_cwd).map_err(|source| StartError::DataDir {
         path: worker_cwd.clone(),
@@ -319,8 +340,28 @@ async fn start_with(mut config: Config, dev_anvil: Option<PathBuf>) -> Result<Ru
         supervisor,
         launcher,
         _followers: followers,
+        _root_keeper: AbortOnDrop(root_keeper),
         dev_chain,
     })
+}
+
+/// The store the configuration names: SQLite in the data directory, or PostgreSQL.
+async fn open_store(config: &Config) -> Result<Store, StartError> {
+    let store_config = &config.store;
+    match (store_config.engine, &store_config.url) {
+        (config::StoreEngine::Postgres, Some(url)) => {
+            let options = store::PgOptions {
+                url: url.expose().to_owned(),
+                ca_pem: store_config.ca_pem.clone(),
+                max_connections: store_config.max_connections,
+                acquire_timeout: Duration::from_millis(store_config.acquire_timeout_ms),
+                statement_timeout: Duration::from_millis(store_config.statement_timeout_ms),
+            };
+            tracing::info!(database = %store::postgres_target(&options.url), "store: PostgreSQL");
+            Ok(Store::open_postgres(options).await?)
+        }
+        _ => Ok(Store::open(&config.data_dir.join("state.db"))?),
+    }
 }
 
 /// Starts the ACME task (and the HTTP-01 listener) when a directory is configured; the
@@ -466,8 +507,8 @@ pub(crate) async fn start_keyservice(
         tsm_dir: config.attestation.tsm_dir.clone(),
         app_id: keyservice_chain_args(config).0,
         account_configs: keyservice_chain_args(config).1,
-        shared_root: false,
-        dev_secret: None,
+        shared_root: config.store.engine == config::StoreEngine::Postgres,
+        dev_secret: ks.dev_secret.clone(),
     };
     let supervisor = dev::keyservice_child::Supervisor::start(spec)
         .map_err(|source| StartError::KeyserviceSpawn { binary, source })?;

@@ -45,6 +45,7 @@ pub const DEV_IMAGE: &str =
 pub const ALLOWED_ENVS: &[&str] = &[
     "APPLIANCE_CHAIN__RPC_URL",
     "APPLIANCE_BILLING__STRIPE_SECRET_KEY",
+    "APPLIANCE_STORE__URL",
 ];
 
 /// The placeholder in [`TEMPLATE`] (alone on its line) replaced by the appliance's

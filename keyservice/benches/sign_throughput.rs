@@ -1,9 +1,10 @@
 //! Signatures per second through the keyservice socket (pipelined, one connection) versus
-//! in-process k256 signing on the same machine.
+//! in-process k256 signing on the same machine; then `RowMac` requests of 1 and of 64 rows.
 //!
 //! ```text
 //! cargo bench -p keyservice --bench sign_throughput
 //! KS_BENCH_SIGNATURES=20000 KS_BENCH_IN_FLIGHT=64 cargo bench -p keyservice --bench sign_throughput
+//! KS_BENCH_ROW_MAC_REQUESTS=100000 cargo bench -p keyservice --bench sign_throughput
 //! ```
 //!
 //! It starts the real `keyservice` binary (release build, dev platform, temp dir), so the
@@ -29,6 +30,36 @@ fn digest(i: usize) -> [u8; 32] {
     Sha256::digest((i as u64).to_be_bytes()).into()
 }
 
+/// A row of about the size of an authorization row (ids, a scope, flags).
+fn row(i: usize) -> Vec<u8> {
+    let mut r = format!("account {i}|group {}|wallet {}|", i % 97, i % 13).into_bytes();
+    r.resize(96, b'.');
+    r
+}
+
+/// `RowMac` requests per second with `rows` rows each, `in_flight` requests at once on
+/// one connection.
+async fn row_mac_rate(client: &KeyClient, rows: usize, requests: usize, in_flight: usize) -> f64 {
+    let per_task = requests / in_flight;
+    let t = Instant::now();
+    let mut tasks = tokio::task::JoinSet::new();
+    for w in 0..in_flight {
+        let client = client.clone();
+        tasks.spawn(async move {
+            let owned: Vec<Vec<u8>> = (0..rows).map(|i| row(w * rows + i)).collect();
+            let items: Vec<&[u8]> = owned.iter().map(Vec::as_slice).collect();
+            for _ in 0..per_task {
+                let tags = client.row_macs(&items).await.unwrap();
+                assert_eq!(tags.len(), rows);
+            }
+        });
+    }
+    while let Some(r) = tasks.join_next().await {
+        r.unwrap();
+    }
+    (per_task * in_flight) as f64 / t.elapsed().as_secs_f64()
+}
+
 fn median(mut v: Vec<f64>) -> f64 {
     v.sort_by(|a, b| a.total_cmp(b));
     v[v.len() / 2]
@@ -38,6 +69,7 @@ fn main() {
     let total = env_usize("KS_BENCH_SIGNATURES", 20_000);
     let in_flight = env_usize("KS_BENCH_IN_FLIGHT", 64).max(1);
     let rounds = env_usize("KS_BENCH_ROUNDS", 3).max(1);
+    let row_mac_requests = env_usize("KS_BENCH_ROW_MAC_REQUESTS", 100_000);
 
     let dir = tempfile::tempdir().unwrap();
     let socket = dir.path().join("ks.sock");
@@ -66,7 +98,7 @@ fn main() {
         .enable_all()
         .build()
         .unwrap();
-    let (socket_rates, latency_us) = rt.block_on(async {
+    let (socket_rates, latency_us, row_mac_rows) = rt.block_on(async {
         let client = KeyClient::connect(&socket).await.unwrap();
         let wallet = client.create_wallet().await.unwrap();
         let path = wallet.derivation_path;
@@ -119,7 +151,29 @@ fn main() {
             }
             rates.push((per_task * in_flight) as f64 / t.elapsed().as_secs_f64());
         }
-        (rates, latency_us)
+
+        // RowMac: a batch's tags equal its rows' single tags (what we are about to time).
+        let owned: Vec<Vec<u8>> = (0..64).map(row).collect();
+        let items: Vec<&[u8]> = owned.iter().map(Vec::as_slice).collect();
+        let batch = client.row_macs(&items).await.unwrap();
+        for (i, item) in items.iter().enumerate() {
+            assert_eq!(client.row_macs(&[*item]).await.unwrap(), vec![batch[i]]);
+        }
+        let n_lat = 2000;
+        let t = Instant::now();
+        for i in 0..n_lat {
+            client.row_macs(&[row(i).as_slice()]).await.unwrap();
+        }
+        let row_mac_latency_us = t.elapsed().as_secs_f64() * 1e6 / n_lat as f64;
+        let mut row_mac_rows = Vec::new();
+        for rows in [1usize, 64] {
+            let mut r = Vec::new();
+            for _ in 0..rounds {
+                r.push(row_mac_rate(&client, rows, row_mac_requests, in_flight).await);
+            }
+            row_mac_rows.push((rows, median(r)));
+        }
+        (rates, latency_us, (row_mac_rows, row_mac_latency_us))
     });
     let _ = child.kill();
     let _ = child.wait();
@@ -195,4 +249,24 @@ fn main() {
         "target (socket ≥ 0.70 × in-process 1 thread): {}",
         if ratio >= 0.7 { "met" } else { "NOT met" }
     );
+
+    let (row_mac_rates, row_mac_latency_us) = row_mac_rows;
+    let row3 = |name: &str, a: String, b: String| println!("| {name:<40} | {a:>12} | {b:>12} |");
+    let rule3 = || println!("+{}+{}+{}+", "-".repeat(42), "-".repeat(14), "-".repeat(14));
+    println!();
+    println!(
+        "keyservice RowMac (HMAC-SHA256 of 96-byte rows; {row_mac_requests} requests/round, median of {rounds} rounds)"
+    );
+    rule3();
+    row3("path", "requests/s".into(), "rows/s".into());
+    rule3();
+    for (rows, rate) in row_mac_rates {
+        row3(
+            &format!("RowMac, {rows} row(s)/request, {in_flight} in flight"),
+            format!("{rate:.0}"),
+            format!("{:.0}", rate * rows as f64),
+        );
+    }
+    rule3();
+    println!("RowMac round-trip latency, 1 row, 1 request in flight: {row_mac_latency_us:.1} µs");
 }

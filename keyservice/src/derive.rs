@@ -13,11 +13,14 @@
 //!                               info = "keyservice/v1/wallet-aes-256-gcm", 32 bytes)
 //! service seal    = okm("keyservice/v1/service-seal", purpose name, 0)   (AES-256-GCM key)
 //! state MAC       = okm("keyservice/v1/state-mac",    file name, 0)     (HMAC-SHA256 key)
+//! store row MAC   = okm("keyservice/v1/store-row-mac", empty, 0)       (HMAC-SHA256 key)
+//! root id         = okm("keyservice/v1/root-id",      empty, 0)        (public fingerprint)
 //! ```
 //!
-//! The service-seal and state-MAC labels differ from the wallet label, so no wallet path
-//! (any 32 bytes) reaches them: they are usable only through their purpose-named
-//! operations.
+//! The service-seal, state-MAC and store-row-MAC labels differ from the wallet label, so no
+//! wallet path (any 32 bytes) reaches them: they are usable only through their
+//! purpose-named operations. The root id is an HKDF output under its own label: it
+//! identifies the root and reveals nothing about it or about any other derived key.
 //!
 //! Labels contain no 0x00 and the counter is a fixed 4 bytes at the end, so `info` parses
 //! back uniquely into (label, data, counter): different purposes never share an input.
@@ -28,7 +31,7 @@ use k256::ecdsa::hazmat::SignPrimitive;
 use k256::elliptic_curve::PrimeField;
 use k256::elliptic_curve::sec1::ToEncodedPoint;
 use k256::{FieldBytes, NonZeroScalar};
-use keyservice_api::{DerivationPath, PublicKey, Signature};
+use keyservice_api::{DerivationPath, PublicKey, RootId, Signature};
 use sha2::Sha256;
 use zeroize::{Zeroize, Zeroizing};
 
@@ -43,6 +46,8 @@ pub const LABEL_ADMIN_PAYER: &[u8] = b"keyservice/v1/admin-payer";
 pub const INFO_WALLET_AES: &[u8] = b"keyservice/v1/wallet-aes-256-gcm";
 pub const LABEL_SERVICE_SEAL: &[u8] = b"keyservice/v1/service-seal";
 pub const LABEL_STATE_MAC: &[u8] = b"keyservice/v1/state-mac";
+pub const LABEL_STORE_ROW_MAC: &[u8] = b"keyservice/v1/store-row-mac";
+pub const LABEL_ROOT_ID: &[u8] = b"keyservice/v1/root-id";
 /// Retry counter limit of [`KeyDeriver::scalar`].
 pub const MAX_COUNTER: u32 = 16;
 
@@ -125,6 +130,16 @@ impl KeyDeriver {
     /// The HMAC-SHA256 key authenticating one of the keyservice's own state files.
     pub fn state_mac_key(&self, file: &str) -> Result<Zeroizing<[u8; 32]>, DeriveError> {
         self.okm(LABEL_STATE_MAC, file.as_bytes(), 0)
+    }
+
+    /// The HMAC-SHA256 key of `RowMac` (the front end's store rows). Never exported.
+    pub fn store_row_mac_key(&self) -> Result<Zeroizing<[u8; 32]>, DeriveError> {
+        self.okm(LABEL_STORE_ROW_MAC, &[], 0)
+    }
+
+    /// The root's public fingerprint.
+    pub fn root_id(&self) -> Result<RootId, DeriveError> {
+        Ok(RootId(*self.okm(LABEL_ROOT_ID, &[], 0)?))
     }
 }
 
@@ -243,6 +258,25 @@ mod tests {
             *c,
             *secret_bytes(&other.wallet_key(&DerivationPath([0; 32])).unwrap())
         );
+        // The row-MAC key and the root id: apart from each other and from every other key,
+        // and functions of the root only.
+        let row = d.store_row_mac_key().unwrap();
+        let id = d.root_id().unwrap();
+        for other_key in [
+            &*a,
+            &*b,
+            &*c,
+            &*seal,
+            &*seal2,
+            &*d.state_mac_key("").unwrap(),
+        ] {
+            assert_ne!(&*row, other_key);
+            assert_ne!(&id.0, other_key);
+        }
+        assert_ne!(*row, id.0);
+        assert_eq!(deriver(1).root_id().unwrap(), id);
+        assert_ne!(other.root_id().unwrap(), id);
+        assert_ne!(*other.store_row_mac_key().unwrap(), *row);
     }
 
     #[test]

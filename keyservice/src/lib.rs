@@ -18,5 +18,6 @@ pub mod root;
 pub mod sealing;
 pub mod secret;
 pub mod server;
+pub mod service;
 
 pub use keyservice_api as api;

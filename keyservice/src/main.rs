@@ -1,5 +1,6 @@
 //! `keyservice` — run the key process, or reseal / inspect its sealed root.
 
+use std::os::unix::fs::DirBuilderExt;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::sync::Arc;
@@ -14,8 +15,10 @@ use keyservice::platform::dstack::{DEFAULT_AGENT_SOCKET, DstackPlatform};
 use keyservice::policy::{AllowListFile, ComposeHashPolicy, GovernanceContract};
 use keyservice::root::{self, SEALED_FILE_NAME};
 use keyservice::sealing::SealedRoot;
+use keyservice::secret::{RootSecret, SealingKey};
 use keyservice::server::{self, ServerConfig};
-use keyservice_api::ComposeHash;
+use keyservice::service::{BuildOps, Service};
+use keyservice_api::{ComposeHash, PROTOCOL_VERSION, ServiceStatus};
 
 #[derive(Parser)]
 #[command(
@@ -30,7 +33,8 @@ struct Cli {
 
 #[derive(Subcommand)]
 enum Command {
-    /// Unseal (or, on the very first run, create) the root and serve the socket.
+    /// Unseal (or, on the very first run, create) the root and serve the socket; or, with
+    /// --shared-root, serve and wait for the appliance to hand over the shared root.
     Run(RunArgs),
     /// Rewrap the root for another compose hash, if the policy allows it.
     Reseal(ResealArgs),
@@ -76,8 +80,20 @@ struct RunArgs {
     #[arg(long, env = "KEYSERVICE_STATE_DIR")]
     state_dir: PathBuf,
     /// Use exactly this sealed-root file instead of looking in the state directory.
-    #[arg(long)]
+    #[arg(long, conflicts_with = "shared_root")]
     sealed_file: Option<PathBuf>,
+    /// Replicas of one app sharing one root: look for and create no root.sealed* file;
+    /// serve at once, answering only Status, RootStatus, CreateSealedRoot and AdoptRoot
+    /// until the appliance hands over the shared sealed root (AdoptRoot); exit with an
+    /// error if that root does not open here (never make a second one). Only for platforms
+    /// whose sealing key is the same on every replica of the app: dstack (the KMS app key)
+    /// and dev (every replica given the same --dev-secret file).
+    #[arg(
+        long,
+        env = "KEYSERVICE_SHARED_ROOT",
+        value_parser = clap::builder::BoolishValueParser::new()
+    )]
+    shared_root: bool,
     /// Number of API payer (gas) wallets, index 0..N.
     #[arg(long, default_value_t = 4, env = "KEYSERVICE_PAYERS")]
     payers: u32,
@@ -200,6 +216,28 @@ struct PayerArgs {
     payer_max_fee_wei: Option<u128>,
 }
 
+/// Whether the appliance configuration at `path` puts the store in PostgreSQL
+/// (`[store] engine = "postgres"`): then the replicas share one root.
+fn store_is_shared(path: Option<&Path>) -> Result<bool, String> {
+    let Some(path) = path else {
+        return Ok(false);
+    };
+    let text = std::fs::read_to_string(path)
+        .map_err(|e| format!("cannot read --chain-config {}: {e}", path.display()))?;
+    let root: toml::Table = text
+        .parse()
+        .map_err(|e: toml::de::Error| format!("--chain-config {}: {e}", path.display()))?;
+    match root.get("store").and_then(|s| s.get("engine")) {
+        None => Ok(false),
+        Some(toml::Value::String(engine)) if engine == "postgres" => Ok(true),
+        Some(toml::Value::String(engine)) if engine == "sqlite" => Ok(false),
+        Some(other) => Err(format!(
+            "--chain-config {}: store.engine must be \"sqlite\" or \"postgres\", not {other}",
+            path.display()
+        )),
+    }
+}
+
 fn payer_policy_config(args: &PayerArgs, state_dir: &Path) -> Result<PayerPolicyConfig, String> {
     let mut config = PayerPolicyConfig {
         chain_id: args.chain_id,
@@ -298,6 +336,13 @@ fn main() -> ExitCode {
     }
 }
 
+/// Where the root comes from: the state directory's file, unsealed at start, or (shared
+/// root) the appliance, later.
+enum RootSource {
+    Unsealed(RootSecret),
+    Shared(SealingKey),
+}
+
 fn run(args: RunArgs) -> Result<(), String> {
     // Before anything slow: the parent to watch for `--exit-with-parent`.
     let parent = args
@@ -307,13 +352,32 @@ fn run(args: RunArgs) -> Result<(), String> {
         return Err(format!("--payers is at most {MAX_API_PAYERS}"));
     }
     let platform = build_platform(&args.platform, Some(&args.state_dir))?;
-    let unsealed = root::open_or_create(
-        platform.as_ref(),
-        &args.state_dir,
-        args.sealed_file.as_deref(),
-    )
-    .map_err(|e| e.to_string())?;
-    let compose_hash = unsealed.compose_hash;
+    // The measured configuration decides too: with `[store] engine = "postgres"` every
+    // replica shares the root kept in the database.
+    let shared_root = args.shared_root || store_is_shared(args.payer.chain_config.as_deref())?;
+    let (source, compose_hash) = if shared_root {
+        // No root file is looked for or written; the state directory still holds
+        // payer-contracts.json. The sealing key is fetched now, so a platform that cannot
+        // give one stops the start-up instead of the adoption.
+        std::fs::DirBuilder::new()
+            .recursive(true)
+            .mode(0o700)
+            .create(&args.state_dir)
+            .map_err(|e| format!("{}: {e}", args.state_dir.display()))?;
+        let measured = platform
+            .measured_compose_hash()
+            .map_err(|e| e.to_string())?;
+        let key = platform.sealing_key(&measured).map_err(|e| e.to_string())?;
+        (RootSource::Shared(key), measured)
+    } else {
+        let unsealed = root::open_or_create(
+            platform.as_ref(),
+            &args.state_dir,
+            args.sealed_file.as_deref(),
+        )
+        .map_err(|e| e.to_string())?;
+        (RootSource::Unsealed(unsealed.root), unsealed.compose_hash)
+    };
     let payer_config = payer_policy_config(&args.payer, &args.state_dir)?;
     let quotes = quote_config(&args)?;
     let quoter = Quoter::new(quotes.build()?);
@@ -323,12 +387,27 @@ fn run(args: RunArgs) -> Result<(), String> {
         );
     }
     let quote_source = quoter.source();
-    let ops = KeyOps::new(unsealed.root, platform.kind(), compose_hash, args.payers)
-        .and_then(|ops| ops.with_payer_policy(payer_config))
-        .map_err(|e| e.to_string())?
-        .with_quotes(quoter);
+    let kind = platform.kind();
+    let api_payers = args.payers;
+    let build: BuildOps = Box::new(move |root| {
+        Ok(KeyOps::new(root, kind, compose_hash, api_payers)?
+            .with_payer_policy(payer_config)?
+            .with_quotes(quoter))
+    });
+    let service = match source {
+        RootSource::Unsealed(root) => Service::ready(build(root).map_err(|e| e.to_string())?),
+        RootSource::Shared(key) => {
+            let status = ServiceStatus {
+                protocol_version: PROTOCOL_VERSION,
+                platform: kind,
+                compose_hash,
+                api_payers,
+            };
+            Service::awaiting_root(status, key, build)
+        }
+    };
     drop(platform);
-    let ops = Arc::new(ops);
+    let service = Arc::new(service);
     let config = ServerConfig {
         max_connections: args.max_connections.max(1),
         max_in_flight: args.max_in_flight.max(1),
@@ -346,15 +425,26 @@ fn run(args: RunArgs) -> Result<(), String> {
         };
         let listener = server::bind_with_mode(&args.socket, mode)
             .map_err(|e| format!("cannot bind {}: {e}", args.socket.display()))?;
-        tracing::info!(
-            socket = %args.socket.display(),
-            %compose_hash,
-            api_payers = args.payers,
-            admin_payer = %ops.payers().admin,
-            chain_id = ?ops.payer_policy().chain_id(),
-            quote_provider = %quote_source,
-            "keyservice ready"
-        );
+        match service.ops() {
+            Some(ops) => tracing::info!(
+                socket = %args.socket.display(),
+                %compose_hash,
+                root_id = %ops.root_id(),
+                api_payers = args.payers,
+                admin_payer = %ops.payers().admin,
+                chain_id = ?ops.payer_policy().chain_id(),
+                quote_provider = %quote_source,
+                "keyservice ready"
+            ),
+            None => tracing::info!(
+                socket = %args.socket.display(),
+                %compose_hash,
+                api_payers = args.payers,
+                quote_provider = %quote_source,
+                "shared-root mode: awaiting the shared sealed root from the appliance (AdoptRoot); \
+                 until then only Status, RootStatus, CreateSealedRoot and AdoptRoot are answered"
+            ),
+        }
         // Remember which socket file is ours: at exit, a successor may already have
         // replaced it, and its socket must not be removed.
         let bound = socket_file::BoundSocket::at(&args.socket);
@@ -362,11 +452,17 @@ fn run(args: RunArgs) -> Result<(), String> {
             tokio::select! {
                 () = shutdown_signal() => {}
                 () = parent_exit(args.exit_with_parent.then_some(parent)) => {}
+                // A refused shared root: stop serving (the answer saying why still goes
+                // out: in-flight answers are written before the server returns).
+                _ = service.failed() => {}
             }
         };
-        server::serve(listener, ops, config, stop).await;
+        server::serve(listener, Arc::clone(&service), config, stop).await;
         if let Some(bound) = bound {
             bound.remove(&args.socket);
+        }
+        if let Some(reason) = service.failure() {
+            return Err(format!("exiting: {reason}"));
         }
         tracing::info!("stopped");
         Ok(())

@@ -5,13 +5,15 @@
 //! quote provider behind the three quote operations ([`crate::attest`]).
 
 use keyservice_api::protocol::{
-    ErrorCode, MAX_RANDOM_BYTES, NONCE_LEN, Request, Response, TAG_LEN,
+    ErrorCode, MAX_RANDOM_BYTES, MAX_ROW_MAC_ITEMS, NONCE_LEN, ROW_MAC_LEN, Request, Response,
+    TAG_LEN,
 };
 use keyservice_api::{
-    ComposeHash, DerivationPath, PROTOCOL_VERSION, Payer, PayerList, PlatformKind, SecretBytes,
-    SecretKey32, ServiceStatus, keccak256,
+    ComposeHash, DerivationPath, PROTOCOL_VERSION, Payer, PayerList, PlatformKind, RootId,
+    RootStatus, SecretBytes, SecretKey32, ServiceStatus, keccak256,
 };
 use ring::aead::{AES_256_GCM, Aad, LessSafeKey, Nonce, UnboundKey};
+use ring::hmac;
 use ring::rand::SystemRandom;
 use zeroize::Zeroizing;
 
@@ -55,6 +57,13 @@ pub enum OpError {
     /// The quote provider failed or is saturated (no key material: provider messages).
     #[error("{0}")]
     QuoteUnavailable(String),
+    /// Shared-root mode: no root adopted yet.
+    #[error("{0}")]
+    NoRoot(&'static str),
+    /// Shared-root mode: the sealed root handed over does not open here (the reason names
+    /// no key material: lengths, compose hashes, "failed authentication").
+    #[error("{0}")]
+    RootRefused(String),
 }
 
 impl OpError {
@@ -65,6 +74,8 @@ impl OpError {
             Self::Internal(_) => ErrorCode::Internal,
             Self::Refused(_) => ErrorCode::Refused,
             Self::QuoteUnavailable(_) => ErrorCode::QuoteUnavailable,
+            Self::NoRoot(_) => ErrorCode::NoRoot,
+            Self::RootRefused(_) => ErrorCode::Refused,
         }
     }
 }
@@ -99,6 +110,9 @@ pub struct KeyOps {
     payers: PayerList,
     payer_policy: PayerPolicy,
     quotes: Option<crate::attest::Quoter>,
+    /// `RowMac`'s HMAC-SHA256 key (`derive::LABEL_STORE_ROW_MAC`).
+    row_mac_key: hmac::Key,
+    root_id: RootId,
 }
 
 impl KeyOps {
@@ -117,6 +131,8 @@ impl KeyOps {
         }
         let deriver = KeyDeriver::new(&root);
         drop(root);
+        let root_id = deriver.root_id()?;
+        let row_mac_key = hmac::Key::new(hmac::HMAC_SHA256, &deriver.store_row_mac_key()?[..]);
         let mut api = Vec::with_capacity(api_payers as usize);
         for i in 0..api_payers {
             api.push(derive::public_key(&deriver.api_payer_key(i)?)?.address());
@@ -140,6 +156,8 @@ impl KeyOps {
             payers: PayerList { api, admin },
             payer_policy,
             quotes: None,
+            row_mac_key,
+            root_id,
         })
     }
 
@@ -183,6 +201,11 @@ impl KeyOps {
 
     pub fn payers(&self) -> &PayerList {
         &self.payers
+    }
+
+    /// The public fingerprint of the root these operations use.
+    pub fn root_id(&self) -> RootId {
+        self.root_id
     }
 
     fn payer_key(&self, payer: Payer) -> Result<SecretScalar, OpError> {
@@ -338,6 +361,33 @@ impl KeyOps {
                 let mut bytes = Zeroizing::new(vec![0u8; n]);
                 fill_random(&self.rng, &mut bytes).map_err(|_| OpError::Internal("RNG failed"))?;
                 Response::Random(SecretBytes::new(bytes))
+            }
+            Request::RootStatus => Response::RootStatus(RootStatus {
+                compose_hash: self.status.compose_hash,
+                root_id: Some(self.root_id),
+            }),
+            Request::CreateSealedRoot | Request::AdoptRoot { .. } => {
+                return Err(OpError::Refused(
+                    "this keyservice already holds its root: a root is adopted at most once \
+                     per process, and no other root is ever created beside it",
+                ));
+            }
+            Request::RowMac { items } => {
+                if items.is_empty() || items.len() > MAX_ROW_MAC_ITEMS {
+                    return Err(OpError::InvalidArgument(
+                        "a row MAC request carries 1..=1024 items",
+                    ));
+                }
+                Response::RowMacs(
+                    items
+                        .iter()
+                        .map(|item| {
+                            let mut tag = [0u8; ROW_MAC_LEN];
+                            tag.copy_from_slice(hmac::sign(&self.row_mac_key, item).as_ref());
+                            tag
+                        })
+                        .collect(),
+                )
             }
             _ => return Err(OpError::InvalidArgument("unsupported request")),
         })

@@ -8,6 +8,10 @@
 //! At start the keyservice opens `root.sealed.<its hash prefix>` if present, else
 //! `root.sealed`. It creates a new root only when no `root.sealed*` file exists at all:
 //! a root that does not open (wrong hash, tampered, truncated) stops the start-up.
+//!
+//! Shared-root mode (`run --shared-root`, replicas of one app) uses no file here: the same
+//! sealed format travels as bytes through the front end's shared database
+//! ([`create_sealed`], [`open_shared`]; the state machine is [`crate::service`]).
 
 use std::fs;
 use std::os::unix::fs::DirBuilderExt;
@@ -19,7 +23,7 @@ use ring::rand::SystemRandom;
 use crate::platform::Platform;
 use crate::policy::ComposeHashPolicy;
 use crate::sealing::{SealError, SealedRoot, write_new_file};
-use crate::secret::RootSecret;
+use crate::secret::{RootSecret, SealingKey};
 
 /// Name of the first sealed root in the state directory.
 pub const SEALED_FILE_NAME: &str = "root.sealed";
@@ -165,6 +169,42 @@ pub fn open_or_create(
             })
         }
     }
+}
+
+/// What error messages call a sealed root handed over as bytes (it has no file name).
+pub const SHARED_ROOT_NAME: &str = "<shared sealed root>";
+
+/// Shared-root mode: a new root from the OS CSPRNG sealed to `measured` with `key` (the
+/// platform's sealing key for `measured`), exactly as a first run seals its file, but
+/// written nowhere: the caller hands the bytes out and keeps nothing.
+pub fn create_sealed(
+    key: &SealingKey,
+    measured: ComposeHash,
+) -> Result<(RootSecret, SealedRoot), SealError> {
+    let rng = SystemRandom::new();
+    let root = RootSecret::generate(&rng)?;
+    let sealed = SealedRoot::seal(&root, measured, key, &rng)?;
+    Ok((root, sealed))
+}
+
+/// Shared-root mode: opens a sealed root handed over as bytes, as [`open`] opens a file:
+/// the layout must parse, its compose hash must equal `measured`, and it must authenticate
+/// under `key` (the platform's sealing key for `measured`).
+pub fn open_shared(
+    bytes: &[u8],
+    key: &SealingKey,
+    measured: &ComposeHash,
+) -> Result<RootSecret, SealError> {
+    let name = Path::new(SHARED_ROOT_NAME);
+    let sealed = SealedRoot::parse(bytes, name)?;
+    if sealed.compose_hash != *measured {
+        return Err(SealError::ComposeHashMismatch {
+            path: name.to_path_buf(),
+            expected: *measured,
+            found: sealed.compose_hash,
+        });
+    }
+    sealed.unseal(key, name)
 }
 
 /// Rewraps the root in `source` (which must open under the measured compose hash) for

@@ -28,8 +28,8 @@ use tokio::sync::{Semaphore, mpsc, watch};
 use tokio::task::JoinSet;
 use zeroize::{Zeroize, Zeroizing};
 
-use crate::ops::KeyOps;
 use crate::secret::fill_random;
+use crate::service::Service;
 
 /// Server limits. Defaults are generous for one appliance and tight for an attacker.
 #[derive(Clone, Debug)]
@@ -126,7 +126,7 @@ pub fn bind_with_mode(path: &Path, mode: u32) -> io::Result<UnixListener> {
 /// socket file.
 pub async fn serve(
     listener: UnixListener,
-    ops: Arc<KeyOps>,
+    service: Arc<Service>,
     config: ServerConfig,
     shutdown: impl std::future::Future<Output = ()>,
 ) {
@@ -154,11 +154,11 @@ pub async fn serve(
                     reject(stream, ErrorCode::Busy, "too many connections");
                     continue;
                 };
-                let ops = Arc::clone(&ops);
+                let service = Arc::clone(&service);
                 let config = Arc::clone(&config);
                 let stop = stop_rx.clone();
                 conns.spawn(async move {
-                    handle_connection(stream, ops, config, stop).await;
+                    handle_connection(stream, service, config, stop).await;
                     drop(permit);
                 });
             }
@@ -189,7 +189,7 @@ fn reject(stream: UnixStream, code: ErrorCode, message: &str) {
 
 async fn handle_connection(
     stream: UnixStream,
-    ops: Arc<KeyOps>,
+    service: Arc<Service>,
     config: Arc<ServerConfig>,
     stop: watch::Receiver<bool>,
 ) {
@@ -197,7 +197,7 @@ async fn handle_connection(
     let (tx, rx) = mpsc::channel::<Vec<u8>>(config.max_in_flight.max(1));
     let mut writer = tokio::spawn(write_answers(wr, rx, config.write_timeout));
     tokio::select! {
-        reason = read_requests(rd, tx, ops, Arc::clone(&config), stop) => {
+        reason = read_requests(rd, tx, service, Arc::clone(&config), stop) => {
             tracing::debug!(%reason, "connection reader finished");
             // Let the answers already being computed go out, then close.
             if tokio::time::timeout(config.write_timeout, &mut writer).await.is_err() {
@@ -214,7 +214,7 @@ async fn handle_connection(
 async fn read_requests(
     rd: OwnedReadHalf,
     tx: mpsc::Sender<Vec<u8>>,
-    ops: Arc<KeyOps>,
+    service: Arc<Service>,
     config: Arc<ServerConfig>,
     mut stop: watch::Receiver<bool>,
 ) -> &'static str {
@@ -289,19 +289,19 @@ async fn read_requests(
         let Ok(permit) = Arc::clone(&in_flight).acquire_owned().await else {
             return "semaphore closed";
         };
-        let ops = Arc::clone(&ops);
+        let service = Arc::clone(&service);
         let tx = tx.clone();
         tokio::spawn(async move {
-            let frame = answer(&ops, op, header.id, request).await;
+            let frame = answer(&service, op, header.id, request).await;
             let _ = tx.send(frame).await;
             drop(permit);
         });
     }
 }
 
-async fn answer(ops: &KeyOps, op: Op, id: u64, request: Request) -> Vec<u8> {
+async fn answer(service: &Service, op: Op, id: u64, request: Request) -> Vec<u8> {
     let mut buf = Vec::with_capacity(HEADER_LEN + 4 + 96);
-    match ops.handle(request).await {
+    match service.handle(request).await {
         Ok(response) => {
             codec::encode_frame(&mut buf, FrameHeader::new(op as u8, 0, id), |b| {
                 response.encode_payload(b)

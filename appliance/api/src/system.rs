@@ -5,7 +5,8 @@ use utoipa::ToSchema;
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
 pub struct Health {
-    /// `ok`, or `degraded` when a dependency is down.
+    /// `ok`; `degraded` (HTTP 503) when a dependency is down; `alert` (HTTP 200) when
+    /// the store has refused rows that failed their integrity check (see `store`).
     #[schema(example = "ok")]
     pub status: String,
     /// Each dependency and its state.
@@ -15,6 +16,35 @@ pub struct Health {
     /// certificate is still served).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub acme: Option<AcmeHealth>,
+    /// The store's engine and, on PostgreSQL, the rows refused for failing their MAC
+    /// (changed outside the appliance). Refused rows are never used; the service keeps
+    /// serving everything else, and `status` is `alert` until the process restarts.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub store: Option<StoreHealth>,
+}
+
+/// The store on `/health`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+pub struct StoreHealth {
+    /// `sqlite` or `postgres`.
+    #[schema(example = "postgres")]
+    pub engine: String,
+    /// Rows refused since start because their MAC did not verify (PostgreSQL; always 0
+    /// on SQLite, whose file is inside the TEE).
+    pub refused_rows: u64,
+    /// The last refused row: its table, its key columns, when (Unix seconds).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_refused: Option<RefusedRow>,
+}
+
+/// A row refused for failing its MAC.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+pub struct RefusedRow {
+    #[schema(example = "usage_keys")]
+    pub table: String,
+    #[schema(example = "id=42")]
+    pub row: String,
+    pub at_unix: i64,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]

@@ -1,6 +1,6 @@
 //! Service health and version, at the root.
 
-use appliance_api::system::{Health, HealthChecks, Version};
+use appliance_api::system::{Health, HealthChecks, RefusedRow, StoreHealth, Version};
 use axum::Json;
 use axum::extract::State;
 use axum::response::{IntoResponse, Response};
@@ -36,8 +36,25 @@ pub async fn health(State(state): State<AppState>) -> Response {
     };
     let healthy = store == "ok" && keyservice == "ok";
     let acme = state.acme.as_ref().map(crate::acme::AcmeHandle::health);
+    let integrity = state.store.integrity_report();
+    let refused_rows = integrity.as_ref().map_or(0, |r| r.failures());
+    let store_health = StoreHealth {
+        engine: state.store.engine().to_string(),
+        refused_rows,
+        last_refused: integrity.and_then(|r| r.last()).map(|last| RefusedRow {
+            table: last.table,
+            row: last.row,
+            at_unix: last.at_unix,
+        }),
+    };
+    let status = match (healthy, refused_rows) {
+        (false, _) => "degraded",
+        (true, 0) => "ok",
+        (true, _) => "alert",
+    };
     let body = Health {
-        status: if healthy { "ok" } else { "degraded" }.to_owned(),
+        status: status.to_owned(),
+        store: Some(store_health),
         checks: HealthChecks {
             store: store.to_owned(),
             keyservice: keyservice.to_owned(),

@@ -608,6 +608,28 @@ CREATE TRIGGER id_sequences_row_changed BEFORE INSERT OR UPDATE OR DELETE ON id_
     FOR EACH ROW EXECUTE FUNCTION appliance_row_changed();
 "#,
     },
+    Migration {
+        version: 11,
+        name: "the shared sealed root",
+        sql: r#"
+-- keyservice's root, sealed to each compose hash it was sealed for (101-byte sealed-root
+-- format). Shared by the replicas of one app; opens only inside a TEE of that app.
+CREATE TABLE sealed_roots (
+    compose_hash BLOB    PRIMARY KEY CHECK (length(compose_hash) = 32),
+    sealed       BLOB    NOT NULL CHECK (length(sealed) = 101),
+    root_id      BLOB    NOT NULL CHECK (length(root_id) = 32),
+    created_at   INTEGER NOT NULL
+);
+"#,
+        postgres: r#"
+CREATE TABLE sealed_roots (
+    compose_hash BYTEA  PRIMARY KEY CHECK (octet_length(compose_hash) = 32),
+    sealed       BYTEA  NOT NULL CHECK (octet_length(sealed) = 101),
+    root_id      BYTEA  NOT NULL CHECK (octet_length(root_id) = 32),
+    created_at   BIGINT NOT NULL
+);
+"#,
+    },
 ];
 
 /// The migration to `version` (tests).

@@ -40,6 +40,7 @@ pub mod outbox;
 mod postgres;
 #[cfg(test)]
 mod replica_tests;
+mod sealed_roots;
 mod signature_replay;
 pub(crate) mod sql;
 #[cfg(test)]
@@ -63,7 +64,8 @@ pub use groups::{GroupRecord, GroupSpec, Permitted};
 pub use integrity::{IntegrityFailure, IntegrityReport, RowAuthenticator};
 pub use leadership::Leadership;
 pub use ledger::{Charge, Credited, InitialCredit, LedgerEntry, LedgerKind};
-pub use postgres::PgOptions;
+pub use postgres::{PgOptions, redact as postgres_target};
+pub use sealed_roots::SealedRootRow;
 pub use sql::{Conn, Engine, SqlError};
 pub use usage_keys::{NewUsageKey, UsageKeyRecord};
 pub use wallets::{WalletRecord, WalletRef};

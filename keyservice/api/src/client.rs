@@ -25,12 +25,13 @@ use crate::codec::{self, FrameHeader};
 use crate::error::KeyError;
 use crate::protocol::{
     ErrorCode, HEADER_LEN, MAX_CID_LEN, MAX_EVIDENCE_SUMS_LEN, MAX_FRAME_LEN, MAX_PLAINTEXT_LEN,
-    MAX_RANDOM_BYTES, MAX_SERVICE_PLAINTEXT_LEN, MAX_UNSIGNED_TX_LEN, NONCE_LEN, Op,
-    PROTOCOL_VERSION, Request, Response, TAG_LEN,
+    MAX_RANDOM_BYTES, MAX_ROW_MAC_ITEM_LEN, MAX_ROW_MAC_ITEMS, MAX_SERVICE_PLAINTEXT_LEN,
+    MAX_UNSIGNED_TX_LEN, NONCE_LEN, Op, PROTOCOL_VERSION, Request, Response, TAG_LEN,
 };
 use crate::types::{
-    Address, DeploymentInfo, DerivationPath, NewWallet, Payer, PayerList, QuoteBundle, SecretBytes,
-    SecretKey32, ServicePurpose, ServiceStatus, Signature, WalletInfo,
+    Address, DeploymentInfo, DerivationPath, NewSealedRoot, NewWallet, Payer, PayerList,
+    QuoteBundle, RootId, RootStatus, SecretBytes, SecretKey32, ServicePurpose, ServiceStatus,
+    Signature, WalletInfo,
 };
 
 /// Client tuning. The defaults suit an appliance on the same host.
@@ -134,15 +135,55 @@ impl std::fmt::Debug for KeyClient {
     }
 }
 
-/// Removes a pending entry if the call is abandoned (timeout or a dropped future).
-struct PendingGuard<'a> {
-    pending: &'a Pending,
+/// A request handed to the connection's writer, waiting for its answer. Dropping it
+/// (timeout, error, a dropped future) removes its pending entry.
+struct InFlight {
+    op: Op,
     id: u64,
+    /// When the answer is due: the request's timeout, counted from its sending.
+    deadline: tokio::time::Instant,
+    timeout: Duration,
+    reply: oneshot::Receiver<Reply>,
+    conn: Arc<Connection>,
 }
 
-impl Drop for PendingGuard<'_> {
+impl Drop for InFlight {
     fn drop(&mut self) {
-        self.pending.remove(self.id);
+        self.conn.pending.remove(self.id);
+    }
+}
+
+impl InFlight {
+    /// Waits for the answer (until the deadline) and decodes it.
+    async fn answer(mut self) -> Result<Response, KeyError> {
+        let (header, body) = match tokio::time::timeout_at(self.deadline, &mut self.reply).await {
+            Err(_) => return Err(KeyError::Timeout(self.timeout)),
+            Ok(Err(_)) => {
+                return Err(KeyError::Unavailable {
+                    path: self.conn.pending.path.clone(),
+                    reason: "connection closed".to_owned(),
+                });
+            }
+            Ok(Ok(reply)) => reply?,
+        };
+        let (op, id) = (self.op, self.id);
+        if header.op != op as u8 {
+            return Err(KeyError::Protocol(format!(
+                "answer to request {id} has op {:#04x}, expected {:#04x}",
+                header.op, op as u8
+            )));
+        }
+        let payload = &body[HEADER_LEN..];
+        if header.status != 0 {
+            let message = String::from_utf8_lossy(payload).into_owned();
+            return Err(match ErrorCode::from_u8(header.status) {
+                ErrorCode::DecryptFailed => KeyError::DecryptFailed,
+                ErrorCode::InvalidArgument => KeyError::InvalidArgument(message),
+                ErrorCode::NoRoot => KeyError::NoRoot(message),
+                code => KeyError::Rejected { code, message },
+            });
+        }
+        Response::decode(op, payload).map_err(|e| KeyError::Protocol(e.to_string()))
     }
 }
 
@@ -471,6 +512,87 @@ impl KeyClient {
         }
     }
 
+    /// Whether the keyservice holds its root yet (`root_id` is `None` while a shared-root
+    /// keyservice awaits it), and the compose hash it is measured as running. Answered in
+    /// every state.
+    pub async fn root_status(&self) -> Result<RootStatus, KeyError> {
+        match self.call(Request::RootStatus).await? {
+            Response::RootStatus(s) => Ok(s),
+            other => Err(unexpected(Op::RootStatus, &other)),
+        }
+    }
+
+    /// Shared-root mode, before a root is adopted: a fresh root sealed to the measured
+    /// compose hash, and its future root id. The keyservice keeps nothing: store the blob
+    /// (first writer wins), then hand the winning blob to every replica with
+    /// [`Self::adopt_root`]. Refused once a root is adopted.
+    pub async fn create_sealed_root(&self) -> Result<NewSealedRoot, KeyError> {
+        match self.call(Request::CreateSealedRoot).await? {
+            Response::SealedRoot(s) => Ok(s),
+            other => Err(unexpected(Op::CreateSealedRoot, &other)),
+        }
+    }
+
+    /// Shared-root mode: hands the shared sealed root to the keyservice, which unseals it
+    /// and from then on answers every operation with it; returns its root id. At most once
+    /// per keyservice process (later calls are refused). The bytes are sent as they are: the
+    /// keyservice alone judges them, and a blob that does not open there (another sealing
+    /// key, another compose hash, damaged) is refused and the keyservice then exits rather
+    /// than ever create a second root.
+    pub async fn adopt_root(&self, sealed: &[u8]) -> Result<RootId, KeyError> {
+        let req = Request::AdoptRoot {
+            sealed: sealed.to_vec(),
+        };
+        match self.call(req).await? {
+            Response::RootId(id) => Ok(id),
+            other => Err(unexpected(Op::AdoptRoot, &other)),
+        }
+    }
+
+    /// HMAC-SHA256 tags of `items`, in order, under the keyservice's store-row MAC key
+    /// (derived from the root; never exported). Any number of items: they are split into as
+    /// many requests as needed (at most [`MAX_ROW_MAC_ITEMS`] items and one frame each),
+    /// all sent before the first answer is awaited (pipelined). Each item is at most
+    /// [`MAX_ROW_MAC_ITEM_LEN`] bytes. No items, no request: an empty answer.
+    pub async fn row_macs(&self, items: &[&[u8]]) -> Result<Vec<[u8; 32]>, KeyError> {
+        let budget = MAX_FRAME_LEN - HEADER_LEN - 2;
+        let mut batches: Vec<Vec<Vec<u8>>> = Vec::new();
+        let mut batch: Vec<Vec<u8>> = Vec::new();
+        let mut used = 0usize;
+        for (i, item) in items.iter().enumerate() {
+            if item.len() > MAX_ROW_MAC_ITEM_LEN {
+                return Err(KeyError::InvalidArgument(format!(
+                    "row MAC item {i} is {} bytes; the limit is {MAX_ROW_MAC_ITEM_LEN}",
+                    item.len()
+                )));
+            }
+            let cost = 2 + item.len();
+            if !batch.is_empty() && (batch.len() == MAX_ROW_MAC_ITEMS || used + cost > budget) {
+                batches.push(std::mem::take(&mut batch));
+                used = 0;
+            }
+            batch.push(item.to_vec());
+            used += cost;
+        }
+        if !batch.is_empty() {
+            batches.push(batch);
+        }
+        let timeout = self.shared.config.request_timeout;
+        let mut in_flight = Vec::with_capacity(batches.len());
+        for items in batches {
+            let n = items.len();
+            in_flight.push((n, self.send(Request::RowMac { items }, timeout).await?));
+        }
+        let mut tags = Vec::with_capacity(items.len());
+        for (n, request) in in_flight {
+            match request.answer().await? {
+                Response::RowMacs(t) if t.len() == n => tags.extend(t),
+                other => return Err(unexpected(Op::RowMac, &other)),
+            }
+        }
+        Ok(tags)
+    }
+
     // ---- plumbing ----------------------------------------------------------------------
 
     /// Sends one request and waits for its answer.
@@ -486,6 +608,13 @@ impl KeyClient {
 
     /// As [`Self::call`], with its own answer timeout.
     async fn call_within(&self, request: Request, timeout: Duration) -> Result<Response, KeyError> {
+        self.send(request, timeout).await?.answer().await
+    }
+
+    /// Encodes `request` and hands it to the connection's writer; the answer is due within
+    /// `timeout` of now (the sending included). Await it with [`InFlight::answer`]; several
+    /// requests may be sent before any answer is awaited.
+    async fn send(&self, request: Request, timeout: Duration) -> Result<InFlight, KeyError> {
         let op = request.op();
         let id = self.shared.next_id.fetch_add(1, Ordering::Relaxed);
         let mut frame = Vec::with_capacity(64);
@@ -501,6 +630,7 @@ impl KeyClient {
         }
 
         let conn = self.connection().await?;
+        let deadline = tokio::time::Instant::now() + timeout;
         let (reply_tx, reply_rx) = oneshot::channel();
         {
             let mut table = conn.pending.lock();
@@ -511,38 +641,19 @@ impl KeyClient {
                 None => return Err(self.unavailable("connection closed")),
             }
         }
-        let _guard = PendingGuard {
-            pending: &conn.pending,
+        let in_flight = InFlight {
+            op,
             id,
+            deadline,
+            timeout,
+            reply: reply_rx,
+            conn,
         };
-        let exchange = async {
-            if conn.tx.send(frame).await.is_err() {
-                return Err(self.unavailable("connection closed"));
-            }
-            reply_rx
-                .await
-                .unwrap_or_else(|_| Err(self.unavailable("connection closed")))
-        };
-        let (header, body) = tokio::time::timeout(timeout, exchange)
-            .await
-            .map_err(|_| KeyError::Timeout(timeout))??;
-
-        if header.op != op as u8 {
-            return Err(KeyError::Protocol(format!(
-                "answer to request {id} has op {:#04x}, expected {:#04x}",
-                header.op, op as u8
-            )));
+        match tokio::time::timeout_at(deadline, in_flight.conn.tx.send(frame)).await {
+            Ok(Ok(())) => Ok(in_flight),
+            Ok(Err(_)) => Err(self.unavailable("connection closed")),
+            Err(_) => Err(KeyError::Timeout(timeout)),
         }
-        let payload = &body[HEADER_LEN..];
-        if header.status != 0 {
-            let message = String::from_utf8_lossy(payload).into_owned();
-            return Err(match ErrorCode::from_u8(header.status) {
-                ErrorCode::DecryptFailed => KeyError::DecryptFailed,
-                ErrorCode::InvalidArgument => KeyError::InvalidArgument(message),
-                code => KeyError::Rejected { code, message },
-            });
-        }
-        Response::decode(op, payload).map_err(|e| KeyError::Protocol(e.to_string()))
     }
 
     fn unavailable(&self, reason: &str) -> KeyError {

@@ -1,6 +1,6 @@
 //! The one error type of the keyservice client boundary.
 //!
-//! Who is at fault: `Unavailable`/`Timeout` — the keyservice process (map to 503);
+//! Who is at fault: `Unavailable`/`Timeout`/`NoRoot` — the keyservice process (map to 503);
 //! `InvalidArgument`/`DecryptFailed` — the caller's input (map to 400/422);
 //! `Rejected`/`Protocol` — a bug on one side (map to 500). No variant ever carries key
 //! material: server messages are fixed strings chosen by the keyservice.
@@ -27,6 +27,11 @@ pub enum KeyError {
     /// for another wallet.
     #[error("decryption failed: the ciphertext was modified or belongs to another wallet")]
     DecryptFailed,
+    /// Shared-root mode: the keyservice does not hold a root yet ([`ErrorCode::NoRoot`]):
+    /// the front end has not handed it the shared sealed root (`AdoptRoot`), e.g. because
+    /// it restarted. Nothing was done; retry once the root is adopted.
+    #[error("{0}")]
+    NoRoot(String),
     /// The server answered with another error code.
     #[error("keyservice refused the request ({code}): {message}")]
     Rejected { code: ErrorCode, message: String },
@@ -36,10 +41,20 @@ pub enum KeyError {
 }
 
 impl KeyError {
-    /// True when the keyservice could not be reached or did not answer in time: the
-    /// request was not (known to be) processed and the caller should report 503.
+    /// True when the keyservice could not be reached, did not answer in time, or has no
+    /// root yet ([`Self::NoRoot`]): the request was not (known to be) processed and the
+    /// caller should report 503.
     pub fn is_unavailable(&self) -> bool {
-        matches!(self, Self::Unavailable { .. } | Self::Timeout(_))
+        matches!(
+            self,
+            Self::Unavailable { .. } | Self::Timeout(_) | Self::NoRoot(_)
+        )
+    }
+
+    /// True when a shared-root keyservice awaits its root ([`ErrorCode::NoRoot`]): the
+    /// front end should hand it the shared sealed root (`AdoptRoot`).
+    pub fn is_no_root(&self) -> bool {
+        matches!(self, Self::NoRoot(_))
     }
 
     /// True when the keyservice understood the request and its boundary forbids it

@@ -26,10 +26,11 @@ pub use client::{ClientConfig, KeyClient};
 pub use error::KeyError;
 pub use protocol::{
     ErrorCode, MAX_EVIDENCE_SUMS_LEN, MAX_FRAME_LEN, MAX_PLAINTEXT_LEN, MAX_RANDOM_BYTES,
-    MAX_SERVICE_PLAINTEXT_LEN, MAX_UNSIGNED_TX_LEN, PROTOCOL_VERSION,
+    MAX_ROW_MAC_ITEM_LEN, MAX_ROW_MAC_ITEMS, MAX_SERVICE_PLAINTEXT_LEN, MAX_UNSIGNED_TX_LEN,
+    PROTOCOL_VERSION, SEALED_ROOT_LEN,
 };
 pub use types::{
-    Address, ComposeHash, DeploymentInfo, DerivationPath, NewWallet, ParseError, Payer, PayerList,
-    PkpId, PlatformKind, PublicKey, QuoteBundle, QuoteSource, SecretBytes, SecretKey32,
-    ServicePurpose, ServiceStatus, Signature, WalletInfo, keccak256,
+    Address, ComposeHash, DeploymentInfo, DerivationPath, NewSealedRoot, NewWallet, ParseError,
+    Payer, PayerList, PkpId, PlatformKind, PublicKey, QuoteBundle, QuoteSource, RootId, RootStatus,
+    SecretBytes, SecretKey32, ServicePurpose, ServiceStatus, Signature, WalletInfo, keccak256,
 };

@@ -116,6 +116,14 @@ hex_newtype!(
     32
 );
 
+hex_newtype!(
+    /// A public fingerprint of a keyservice root: `okm("keyservice/v1/root-id", empty, 0)`
+    /// of the root's HKDF key. Equal on every replica holding the same root; reveals nothing
+    /// about the root.
+    RootId,
+    32
+);
+
 impl ComposeHash {
     /// First 16 hex characters, used in file names (`root.sealed.<prefix>`).
     pub fn short_hex(&self) -> String {
@@ -450,6 +458,43 @@ pub struct ServiceStatus {
     /// The compose hash the running root is sealed to.
     pub compose_hash: ComposeHash,
     pub api_payers: u32,
+}
+
+/// What `RootStatus` reports: the measured compose hash, and the root in use once there
+/// is one.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub struct RootStatus {
+    /// The compose hash this instance is measured as running (its sealed roots are bound
+    /// to it).
+    pub compose_hash: ComposeHash,
+    /// `None` while a shared-root keyservice awaits its root (`AdoptRoot`); the root's
+    /// fingerprint once it holds one (always, outside shared-root mode).
+    pub root_id: Option<RootId>,
+}
+
+impl RootStatus {
+    /// Whether the keyservice holds a root (every operation works).
+    pub const fn is_ready(&self) -> bool {
+        self.root_id.is_some()
+    }
+}
+
+/// A fresh root sealed by `CreateSealedRoot`, not adopted by the keyservice that made it:
+/// the 101-byte sealed-root format (the same as a `root.sealed` file; not secret) and the
+/// fingerprint the root will have once adopted.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub struct NewSealedRoot {
+    pub sealed: [u8; crate::protocol::SEALED_ROOT_LEN],
+    pub root_id: RootId,
+}
+
+impl fmt::Debug for NewSealedRoot {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("NewSealedRoot")
+            .field("sealed", &format_args!("<{} bytes>", self.sealed.len()))
+            .field("root_id", &self.root_id)
+            .finish()
+    }
 }
 
 /// Which quote provider keyservice uses (the appliance never talks to one itself).

@@ -73,6 +73,25 @@ impl Env {
         ];
     }
 
+    /// Uses another dev secret file and compose file (a replica of another `Env`'s app).
+    pub fn use_dev_files(&mut self, dev_secret: &Path, compose_file: &Path) {
+        self.dev_secret = dev_secret.to_path_buf();
+        self.compose_file = compose_file.to_path_buf();
+        self.platform_args = vec![
+            "--platform".into(),
+            "dev".into(),
+            "--compose-file".into(),
+            compose_file.into(),
+            "--dev-secret".into(),
+            dev_secret.into(),
+        ];
+    }
+
+    /// Runs in shared-root mode (`--shared-root`).
+    pub fn shared_root(&mut self) {
+        self.run_extra.push("--shared-root".into());
+    }
+
     pub fn set_compose(&self, content: &str) -> ComposeHash {
         std::fs::write(&self.compose_file, content).unwrap();
         self.compose_hash()
@@ -238,6 +257,22 @@ impl KeyService {
 
     pub fn pid(&self) -> u32 {
         self.child.as_ref().unwrap().id()
+    }
+
+    /// Waits for the process to exit by itself; `None` if it is still running after
+    /// `within` (it is then left running, and killed on drop).
+    pub fn wait_exit(&mut self, within: Duration) -> Option<std::process::ExitStatus> {
+        let deadline = Instant::now() + within;
+        loop {
+            if let Some(status) = self.child.as_mut().unwrap().try_wait().unwrap() {
+                self.child = None;
+                return Some(status);
+            }
+            if Instant::now() > deadline {
+                return None;
+            }
+            std::thread::sleep(Duration::from_millis(5));
+        }
     }
 
     /// SIGTERM and wait; returns whether it exited successfully.

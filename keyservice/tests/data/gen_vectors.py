@@ -226,6 +226,17 @@ def main():
             "ciphertext": "0x" + (nonce + ct).hex(),
         })
 
+    # The root id (public fingerprint) and the store-row MAC key with a few tags:
+    # okm(label, empty, 0), then HMAC-SHA256 of each row.
+    root_id = hkdf_expand(prk, b"keyservice/v1/root-id" + b"\x00" + (0).to_bytes(4, "big"))
+    row_key = hkdf_expand(prk, b"keyservice/v1/store-row-mac" + b"\x00" + (0).to_bytes(4, "big"))
+    row_macs = []
+    for row in [b"", b"account 1|wallet 7|allow", bytes(range(256))]:
+        row_macs.append({
+            "row": "0x" + row.hex(),
+            "tag": "0x" + hmac.new(row_key, row, hashlib.sha256).hexdigest(),
+        })
+
     # Sealed root under the dev platform.
     dev_secret = hashlib.sha256(b"keyservice test vector dev secret").digest()
     compose = b'{"manifest_version":2,"name":"keyservice-vector"}\n'
@@ -260,6 +271,8 @@ def main():
         "api_payers": api_payers,
         "admin_payer": admin,
         "encryption": encryption,
+        "root_id": "0x" + root_id.hex(),
+        "store_row_mac": {"key": "0x" + row_key.hex(), "rows": row_macs},
         "dev_sealing": {
             "dev_secret": "0x" + dev_secret.hex(),
             "compose_file": compose.decode(),

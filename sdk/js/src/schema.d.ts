@@ -1023,13 +1023,15 @@ export interface components {
         };
         Health: {
             /**
-             * @description `ok`, or `degraded` when a dependency is down.
+             * @description `ok`; `degraded` (HTTP 503) when a dependency is down; `alert` (HTTP 200) when
+             *     the store has refused rows that failed their integrity check (see `store`).
              * @example ok
              */
             status: string;
             /** @description Each dependency and its state. */
             checks: components["schemas"]["HealthChecks"];
             acme?: components["schemas"]["AcmeHealth"] | null;
+            store?: components["schemas"]["StoreHealth"] | null;
         };
         HealthChecks: {
             /** @example ok */
@@ -1149,6 +1151,15 @@ export interface components {
              */
             initial_credit_cents: number;
         };
+        /** @description A row refused for failing its MAC. */
+        RefusedRow: {
+            /** @example usage_keys */
+            table: string;
+            /** @example id=42 */
+            row: string;
+            /** Format: int64 */
+            at_unix: number;
+        };
         RemoveActionFromGroupRequest: {
             group_id: string;
             /** @description keccak256 of the CID (from list_actions). */
@@ -1188,6 +1199,21 @@ export interface components {
             derivation_path: string;
             /** @description `0x` + keccak256 of the uncompressed public key. */
             pkp_id: string;
+        };
+        /** @description The store on `/health`. */
+        StoreHealth: {
+            /**
+             * @description `sqlite` or `postgres`.
+             * @example postgres
+             */
+            engine: string;
+            /**
+             * Format: int64
+             * @description Rows refused since start because their MAC did not verify (PostgreSQL; always 0
+             *     on SQLite, whose file is inside the TEE).
+             */
+            refused_rows: number;
+            last_refused?: components["schemas"]["RefusedRow"] | null;
         };
         StripeConfigResponse: {
             /**
