@@ -35,6 +35,8 @@ pub struct Config {
     pub billing: BillingConfig,
     pub rate_limits: RateLimitsConfig,
     pub log: LogConfig,
+    pub metrics: MetricsConfig,
+    pub traces: TracesConfig,
 }
 
 impl Default for Config {
@@ -53,6 +55,8 @@ impl Default for Config {
             billing: BillingConfig::default(),
             rate_limits: RateLimitsConfig::default(),
             log: LogConfig::default(),
+            metrics: MetricsConfig::default(),
+            traces: TracesConfig::default(),
         }
     }
 }
@@ -126,8 +130,9 @@ impl StoreConfig {
 #[serde(default, deny_unknown_fields)]
 pub struct KeyserviceConfig {
     /// The keyservice's Unix socket. In production keyservice runs as its own
-    /// container/user and the appliance connects to this socket; if it is down, key
-    /// operations answer 503 until it is back.
+    /// container/user and the appliance connects to this socket. At start the appliance
+    /// waits for it (`start_wait_ms`); if it goes down later, key operations answer 503
+    /// until it is back.
     pub socket: PathBuf,
     /// Start keyservice as a supervised child process on the `dev` platform
     /// (development only: its sealing is NOT confidential).
@@ -144,6 +149,10 @@ pub struct KeyserviceConfig {
     pub dev_secret: Option<PathBuf>,
     /// Time allowed for one key operation.
     pub request_timeout_ms: u64,
+    /// How long start waits for keyservice to answer (it may be a container that starts
+    /// after this one) before giving up with an error. The root must be confirmed before
+    /// the appliance serves anything, so it does not serve until then.
+    pub start_wait_ms: u64,
 }
 
 impl Default for KeyserviceConfig {
@@ -156,6 +165,7 @@ impl Default for KeyserviceConfig {
             state_dir: None,
             dev_secret: None,
             request_timeout_ms: 10_000,
+            start_wait_ms: 60_000,
         }
     }
 }
@@ -843,6 +853,146 @@ impl Default for LogConfig {
     }
 }
 
+/// The Prometheus metrics endpoint (`docs/operators.md`, "Metrics"): `GET /metrics` in
+/// the text exposition format, plain HTTP on a listener of its own, never on the API's
+/// TLS port and never in the OpenAPI document. Loopback by default; any other address
+/// is refused unless `bearer_token` is set, and then every scrape must present it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct MetricsConfig {
+    /// Serve the endpoint (the counters are kept either way; they cost next to nothing).
+    pub enabled: bool,
+    /// Where it listens. A non-loopback address needs `bearer_token`.
+    pub listen: SocketAddr,
+    /// A token every scrape must send as `Authorization: Bearer <token>`, at least 32
+    /// characters; required when `listen` is not a loopback address. Set it from the
+    /// encrypted environment (`APPLIANCE_METRICS__BEARER_TOKEN`), not in the measured
+    /// file. Never logged or shown.
+    pub bearer_token: Option<SecretString>,
+}
+
+/// Shortest metrics bearer token accepted.
+pub const MIN_METRICS_TOKEN_CHARS: usize = 32;
+
+impl Default for MetricsConfig {
+    fn default() -> Self {
+        Self {
+            enabled: true,
+            listen: SocketAddr::from(([127, 0, 0, 1], 9464)),
+            bearer_token: None,
+        }
+    }
+}
+
+impl MetricsConfig {
+    fn validate(&self) -> Result<(), ConfigError> {
+        if let Some(token) = &self.bearer_token
+            && token.expose().chars().count() < MIN_METRICS_TOKEN_CHARS
+        {
+            return Err(ConfigError::Invalid(format!(
+                "metrics.bearer_token must be at least {MIN_METRICS_TOKEN_CHARS} characters"
+            )));
+        }
+        let loopback = self.listen.ip().to_canonical().is_loopback();
+        if self.enabled && !loopback && self.bearer_token.is_none() {
+            return Err(ConfigError::Invalid(format!(
+                "metrics.listen = {} is not a loopback address: set metrics.bearer_token (APPLIANCE_METRICS__BEARER_TOKEN in the encrypted environment), which every scrape must then present, or listen on 127.0.0.1",
+                self.listen
+            )));
+        }
+        Ok(())
+    }
+}
+
+/// OpenTelemetry traces (`docs/operators.md`, "Traces"): one span per request with
+/// children for authorization, store transactions, the worker run and keyservice
+/// calls, exported over OTLP/HTTP (protobuf) to a collector. Off unless `endpoint` is
+/// set. The export runs on a thread of its own from a bounded queue: a slow or dead
+/// collector loses spans, never memory or request time.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct TracesConfig {
+    /// The collector's OTLP/HTTP base URL (`http://127.0.0.1:4318`); spans are POSTed
+    /// to `<endpoint>/v1/traces` (an endpoint that already ends so is used as it is).
+    /// Unset: no traces, and nothing of the exporter runs.
+    pub endpoint: Option<String>,
+    /// The `service.name` resource attribute of every span.
+    pub service_name: String,
+    /// Share of requests traced, 0 to 1 (decided at random per request).
+    pub sample_ratio: f64,
+    /// Time limit of one export, retries included.
+    pub export_timeout_ms: u64,
+    /// Finished spans held for export; beyond it new spans are dropped.
+    pub max_queue_spans: usize,
+    /// Spans sent in one export request.
+    pub max_batch_spans: usize,
+    /// Longest a finished span waits before it is sent.
+    pub batch_delay_ms: u64,
+}
+
+impl Default for TracesConfig {
+    fn default() -> Self {
+        Self {
+            endpoint: None,
+            service_name: "appliance".into(),
+            sample_ratio: 1.0,
+            export_timeout_ms: 10_000,
+            max_queue_spans: 2048,
+            max_batch_spans: 512,
+            batch_delay_ms: 5_000,
+        }
+    }
+}
+
+/// Most spans `traces.max_queue_spans` may hold (a bound on the exporter's memory).
+pub const MAX_TRACE_QUEUE_SPANS: usize = 65_536;
+
+impl TracesConfig {
+    /// The URL spans are POSTed to, when traces are on.
+    pub fn traces_url(&self) -> Option<String> {
+        let endpoint = self.endpoint.as_deref()?.trim_end_matches('/');
+        Some(if endpoint.ends_with("/v1/traces") {
+            endpoint.to_owned()
+        } else {
+            format!("{endpoint}/v1/traces")
+        })
+    }
+
+    fn validate(&self) -> Result<(), ConfigError> {
+        if let Some(url) = self.traces_url() {
+            let uri = url.parse::<http::Uri>().ok();
+            let usable = uri.as_ref().is_some_and(|u| {
+                matches!(u.scheme_str(), Some("http" | "https")) && u.authority().is_some()
+            });
+            if !usable {
+                return Err(ConfigError::Invalid(
+                    "traces.endpoint must be an http or https URL (the collector's OTLP/HTTP endpoint, e.g. http://127.0.0.1:4318)".into(),
+                ));
+            }
+        }
+        if !(self.sample_ratio.is_finite() && (0.0..=1.0).contains(&self.sample_ratio)) {
+            return Err(ConfigError::Invalid(
+                "traces.sample_ratio must be between 0 and 1".into(),
+            ));
+        }
+        if self.max_queue_spans == 0
+            || self.max_queue_spans > MAX_TRACE_QUEUE_SPANS
+            || self.max_batch_spans == 0
+            || self.max_batch_spans > self.max_queue_spans
+        {
+            return Err(ConfigError::Invalid(format!(
+                "traces.max_queue_spans must be 1 to {MAX_TRACE_QUEUE_SPANS}, and traces.max_batch_spans 1 to traces.max_queue_spans"
+            )));
+        }
+        if self.export_timeout_ms == 0 || self.batch_delay_ms == 0 {
+            return Err(ConfigError::Invalid(
+                "traces.export_timeout_ms and traces.batch_delay_ms must be positive".into(),
+            ));
+        }
+        Ok(())
+    }
+}
+
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum ConfigError {
@@ -885,6 +1035,12 @@ impl Config {
             spawn_worker_launcher: true,
             ..ActionsConfig::default()
         };
+        // Metrics on a free loopback port (printed at start): several dev appliances
+        // (the tests run many at once) never compete for one port.
+        let metrics = MetricsConfig {
+            listen: SocketAddr::from(([127, 0, 0, 1], 0)),
+            ..MetricsConfig::default()
+        };
         Self {
             listen,
             data_dir,
@@ -892,6 +1048,7 @@ impl Config {
             chain,
             attestation,
             actions,
+            metrics,
             ..Self::default()
         }
     }
@@ -955,6 +1112,9 @@ impl Config {
         if out.store.url.is_some() {
             out.store.url = Some(SecretString::new("<redacted>"));
         }
+        if out.metrics.bearer_token.is_some() {
+            out.metrics.bearer_token = Some(SecretString::new("<redacted>"));
+        }
         out
     }
 
@@ -963,6 +1123,8 @@ impl Config {
         self.billing.validate()?;
         self.actions.validate()?;
         self.rate_limits.validate()?;
+        self.metrics.validate()?;
+        self.traces.validate()?;
         if self.tls.mode == TlsMode::Files
             && (self.tls.cert_file.is_none() || self.tls.key_file.is_none())
         {
@@ -1272,6 +1434,108 @@ mod tests {
         let c = Config::load_with_env(None, env(&[("APPLIANCE_ACTIONS__MEMORY_LIMIT_MB", "32")]))
             .unwrap();
         assert_eq!(c.actions.worker_retire_heap_bytes(), 8 << 20);
+    }
+
+    #[test]
+    fn a_metrics_listener_off_loopback_needs_a_token() {
+        let c = Config::load_with_env(None, env(&[])).unwrap();
+        assert_eq!(c.metrics.listen, "127.0.0.1:9464".parse().unwrap());
+        assert!(c.metrics.enabled && c.metrics.bearer_token.is_none());
+        for public in ["0.0.0.0:9464", "[::]:9464", "192.0.2.7:9464"] {
+            let err = Config::load_with_env(None, env(&[("APPLIANCE_METRICS__LISTEN", public)]))
+                .unwrap_err();
+            assert!(err.to_string().contains("metrics.bearer_token"), "{err}");
+        }
+        let token = "k".repeat(MIN_METRICS_TOKEN_CHARS);
+        let c = Config::load_with_env(
+            None,
+            env(&[
+                ("APPLIANCE_METRICS__LISTEN", "0.0.0.0:9464"),
+                ("APPLIANCE_METRICS__BEARER_TOKEN", &token),
+            ]),
+        )
+        .unwrap();
+        assert_eq!(
+            c.metrics.bearer_token,
+            Some(SecretString::new(token.clone()))
+        );
+        let printed = toml::to_string(&c.redacted()).unwrap();
+        assert!(!printed.contains(&token), "{printed}");
+        let err = Config::load_with_env(None, env(&[("APPLIANCE_METRICS__BEARER_TOKEN", "short")]))
+            .unwrap_err();
+        assert!(err.to_string().contains("at least 32"), "{err}");
+        // Loopback in any spelling is loopback; a disabled endpoint listens nowhere.
+        for ok in [
+            vec![("APPLIANCE_METRICS__LISTEN", "[::1]:9464")],
+            vec![("APPLIANCE_METRICS__LISTEN", "[::ffff:127.0.0.1]:9464")],
+            vec![
+                ("APPLIANCE_METRICS__LISTEN", "0.0.0.0:9464"),
+                ("APPLIANCE_METRICS__ENABLED", "false"),
+            ],
+        ] {
+            Config::load_with_env(None, env(&ok)).unwrap();
+        }
+        let dev = Config::dev(
+            "127.0.0.1:0".parse().unwrap(),
+            "/tmp/d".into(),
+            "/tmp/d/c.json".into(),
+        );
+        assert_eq!(dev.metrics.listen.port(), 0, "dev picks a free port");
+    }
+
+    #[test]
+    fn trace_settings_are_checked() {
+        let c = Config::load_with_env(None, env(&[])).unwrap();
+        assert_eq!(c.traces.traces_url(), None, "off by default");
+        let c = Config::load_with_env(
+            None,
+            env(&[("APPLIANCE_TRACES__ENDPOINT", "http://127.0.0.1:4318/")]),
+        )
+        .unwrap();
+        assert_eq!(
+            c.traces.traces_url().as_deref(),
+            Some("http://127.0.0.1:4318/v1/traces")
+        );
+        let c = Config::load_with_env(
+            None,
+            env(&[(
+                "APPLIANCE_TRACES__ENDPOINT",
+                "https://otel.example/v1/traces",
+            )]),
+        )
+        .unwrap();
+        assert_eq!(
+            c.traces.traces_url().as_deref(),
+            Some("https://otel.example/v1/traces")
+        );
+        for (key, value, says) in [
+            ("APPLIANCE_TRACES__ENDPOINT", "ftp://x", "traces.endpoint"),
+            (
+                "APPLIANCE_TRACES__ENDPOINT",
+                "localhost:4318",
+                "traces.endpoint",
+            ),
+            ("APPLIANCE_TRACES__SAMPLE_RATIO", "1.5", "sample_ratio"),
+            ("APPLIANCE_TRACES__MAX_QUEUE_SPANS", "0", "max_queue_spans"),
+            (
+                "APPLIANCE_TRACES__MAX_QUEUE_SPANS",
+                "10000000",
+                "max_queue_spans",
+            ),
+            (
+                "APPLIANCE_TRACES__MAX_BATCH_SPANS",
+                "4096",
+                "max_batch_spans",
+            ),
+            (
+                "APPLIANCE_TRACES__EXPORT_TIMEOUT_MS",
+                "0",
+                "export_timeout_ms",
+            ),
+        ] {
+            let err = Config::load_with_env(None, env(&[(key, value)])).unwrap_err();
+            assert!(err.to_string().contains(says), "{key}={value}: {err}");
+        }
     }
 
     #[test]

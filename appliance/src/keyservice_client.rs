@@ -3,12 +3,30 @@
 //! root secret or a wallet key it did not ask for.
 
 use std::path::Path;
+use std::sync::Arc;
 use std::time::Duration;
 
+use keyservice_api::protocol::Op;
 use keyservice_api::{
-    ClientConfig, DerivationPath, KeyClient, KeyError, NewSealedRoot, RootId, RootStatus,
-    WalletInfo,
+    CallObserver, CallOutcome, ClientConfig, DerivationPath, KeyClient, KeyError, NewSealedRoot,
+    Observer, RootId, RootStatus, WalletInfo,
 };
+
+use crate::telemetry::{metrics, request_span};
+
+/// Every keyservice call is timed (`appliance_keyservice_request_duration_seconds`), moves
+/// `appliance_keyservice_up`, and inside a request runs in a `keyservice.call` span.
+struct Telemetry;
+
+impl CallObserver for Telemetry {
+    fn span(&self, op: Op) -> tracing::Span {
+        request_span!("keyservice.call", op = op.name())
+    }
+
+    fn finished(&self, op: Op, elapsed: Duration, outcome: CallOutcome) {
+        metrics::global().keyservice_call(op.name(), outcome.as_str(), elapsed);
+    }
+}
 
 /// A cheap, clonable handle. Calls multiplex over one connection, which is re-dialled
 /// by itself after keyservice restarts.
@@ -21,6 +39,7 @@ impl Keys {
     pub fn new(socket: &Path, request_timeout: Duration) -> Self {
         let config = ClientConfig {
             request_timeout,
+            observer: Some(Observer(Arc::new(Telemetry))),
             ..ClientConfig::default()
         };
         Self {

@@ -12,7 +12,8 @@
 //!   `typed_data` (EIP-712), `cid`, `api_keys` (account and usage keys), `wallet`
 //!   (the account wallet's path, wallet references);
 //! * keys: `keyservice_client` (the connection to the keyservice process);
-//! * commands and modes: `config`, `deploy_command` (`appliance deploy`), `dev`
+//! * commands and modes: `config`, `deploy_command` (`appliance deploy`), `backup_command`
+//!   (`appliance backup`, `appliance restore`), `dev`
 //!   (development mode only: the keyservice child, the local chain, the child guard).
 
 pub mod acme;
@@ -20,6 +21,7 @@ pub mod api;
 pub mod api_keys;
 pub mod attest;
 pub mod authz;
+pub mod backup_command;
 pub mod billing;
 pub mod chain;
 pub mod cid;
@@ -32,10 +34,12 @@ pub mod http;
 pub mod keyservice_client;
 pub mod log_output;
 pub mod openapi;
+pub mod root_command;
 pub mod server;
 pub mod shared_root;
 pub mod state;
 pub mod store;
+pub mod telemetry;
 pub mod tls;
 /// The EIP-712 envelope (its own crate, `appliance/typed-data`, so it can be fuzzed alone).
 pub use typed_data;
@@ -90,6 +94,14 @@ pub enum StartError {
         #[source]
         source: std::io::Error,
     },
+    #[error(
+        "cannot serve metrics on {addr} (metrics.listen; choose another address, or set metrics.enabled = false): {source}"
+    )]
+    MetricsBind {
+        addr: SocketAddr,
+        #[source]
+        source: std::io::Error,
+    },
 }
 
 /// A running appliance.
@@ -115,6 +127,10 @@ pub struct Running {
     dev_chain: Option<dev::chain::DevChain>,
     /// Hands the shared root back to a keyservice that restarted (`shared_root::keep`).
     _root_keeper: AbortOnDrop,
+    /// Where the metrics endpoint listens (`GET /metrics`), when enabled.
+    pub metrics_addr: Option<SocketAddr>,
+    /// The metrics endpoint's task.
+    _metrics: Option<AbortOnDrop>,
 }
 
 /// A task aborted when its handle is dropped.
@@ -206,10 +222,24 @@ async fn start_with(mut config: Config, dev_anvil: Option<PathBuf>) -> Result<Ru
         source,
     })?;
     let store = open_store(&config).await?;
+    // The ports first: a port that is taken is the commonest misconfiguration, and is
+    // reported before anything slower starts. Nothing is accepted until `serve`.
+    let listener = TcpListener::bind(config.listen)
+        .await
+        .map_err(|source| StartError::Bind {
+            addr: config.listen,
+            source,
+        })?;
+    let local_addr = listener.local_addr().map_err(|source| StartError::Bind {
+        addr: config.listen,
+        source,
+    })?;
+    let metrics_listener = bind_metrics(&config.metrics).await?;
     let (keys, supervisor) = start_keyservice(&config).await?;
+    let start_wait = Duration::from_millis(config.keyservice.start_wait_ms);
     // One root for every replica (`shared_root`): adopted (or made) before anything
     // asks keyservice for a key, and the store's row key with it.
-    shared_root::establish(&store, &keys).await?;
+    shared_root::establish_waiting(&store, &keys, start_wait).await?;
     let told = keyservice_chain_args(&config);
     let dev_chain = match dev_anvil {
         Some(anvil) => Some(
@@ -231,7 +261,7 @@ async fn start_with(mut config: Config, dev_anvil: Option<PathBuf>) -> Result<Ru
         other => (keys, other),
     };
     // Again: a dev keyservice restarted above waits for the shared root once more.
-    let root_id = shared_root::establish(&store, &keys).await?;
+    let root_id = shared_root::establish_waiting(&store, &keys, start_wait).await?;
     tracing::info!(%root_id, engine = %store.engine(), "keyservice holds the app's root");
     let root_keeper = tokio::spawn(shared_root::keep(store.clone(), keys.clone()));
     let worker_cwd = config.data_dir.join("worker-cwd");
@@ -269,18 +299,10 @@ async fn start_with(mut config: Config, dev_anvil: Option<PathBuf>) -> Result<Ru
     let certs = tls::CertResolver::new(certified);
     let tls_config = tls::server_config(Arc::clone(&certs))?;
 
-    let listener = TcpListener::bind(config.listen)
-        .await
-        .map_err(|source| StartError::Bind {
-            addr: config.listen,
-            source,
-        })?;
-    let local_addr = listener.local_addr().map_err(|source| StartError::Bind {
-        addr: config.listen,
-        source,
-    })?;
-
-    let acme = start_acme(&config, &keys, &certs).await?;
+    let (acme, acme_leadership) = match start_acme(&config, &store, &keys, &certs).await? {
+        Some((service, leadership)) => (Some(service), leadership),
+        None => (None, None),
+    };
     let attestation = attest::Attestation::new(
         keys.clone(),
         Duration::from_secs(config.attestation.quote_refresh_secs),
@@ -309,6 +331,13 @@ async fn start_with(mut config: Config, dev_anvil: Option<PathBuf>) -> Result<Ru
     let rate_limiter = Arc::new(http::rate_limit::RateLimiter::new(&config.rate_limits));
     let state = state::AppState::new(state::Services {
         rate_limiter,
+        singletons: followers
+            .as_ref()
+            .map(|f| f.leadership.clone())
+            .unwrap_or_default()
+            .into_iter()
+            .chain(acme_leadership)
+            .collect(),
         store,
         keys,
         executor,
@@ -317,6 +346,19 @@ async fn start_with(mut config: Config, dev_anvil: Option<PathBuf>) -> Result<Ru
         acme: acme.as_ref().map(|a| a.handle.clone()),
         attestation,
     });
+    let (metrics_addr, metrics_task) = match metrics_listener {
+        Some((listener, addr)) => {
+            let sources = telemetry::endpoint::Sources {
+                state: state.clone(),
+                certs: Arc::clone(&certs),
+            };
+            let token = state.config.metrics.bearer_token.clone();
+            let task = tokio::spawn(telemetry::endpoint::serve(listener, token, sources));
+            tracing::info!(%addr, "serving metrics at /metrics");
+            (Some(addr), Some(AbortOnDrop(task)))
+        }
+        None => (None, None),
+    };
     let app = http::app(state, api::routes());
     let (stop, stopped) = oneshot::channel::<()>();
     let task = tokio::spawn(server::serve(
@@ -342,7 +384,24 @@ async fn start_with(mut config: Config, dev_anvil: Option<PathBuf>) -> Result<Ru
         _followers: followers,
         _root_keeper: AbortOnDrop(root_keeper),
         dev_chain,
+        metrics_addr,
+        _metrics: metrics_task,
     })
+}
+
+/// Binds the metrics listener when the endpoint is enabled (a failure to bind stops the
+/// start, like the API's own listener: a scraper must not silently reach nothing).
+async fn bind_metrics(
+    config: &config::MetricsConfig,
+) -> Result<Option<(TcpListener, SocketAddr)>, StartError> {
+    if !config.enabled {
+        return Ok(None);
+    }
+    let addr = config.listen;
+    let bind_err = |source| StartError::MetricsBind { addr, source };
+    let listener = TcpListener::bind(addr).await.map_err(bind_err)?;
+    let local = listener.local_addr().map_err(bind_err)?;
+    Ok(Some((listener, local)))
 }
 
 /// The store the configuration names: SQLite in the data directory, or PostgreSQL.
@@ -368,12 +427,22 @@ async fn open_store(config: &Config) -> Result<Store, StartError> {
 /// certificate set up above is served until the first issuance.
 async fn start_acme(
     config: &Config,
+    store: &Store,
     keys: &keyservice_client::Keys,
     certs: &Arc<tls::CertResolver>,
-) -> Result<Option<acme::AcmeService>, StartError> {
+) -> Result<Option<(acme::AcmeService, Option<store::Leadership>)>, StartError> {
     if !config.acme.enabled() {
         return Ok(None);
     }
+    // Replicas share one account and one certificate (`acme`: one of them orders).
+    let shared = match store.engine() {
+        store::Engine::Postgres => Some(acme::Shared {
+            store: store.clone(),
+            leadership: store.leadership("acme")?,
+        }),
+        store::Engine::Sqlite => None,
+    };
+    let leadership = shared.as_ref().map(|s| s.leadership.clone());
     let http01 = match config.acme.challenge {
         config::AcmeChallenge::Http01 => {
             let addr = config.acme.http01_listen;
@@ -391,8 +460,9 @@ async fn start_acme(
         keys.clone(),
         Arc::clone(certs),
         http01,
+        shared,
     )?;
-    Ok(Some(service))
+    Ok(Some((service, leadership)))
 }
 
 /// Starts the chain relayer and indexer when a chain and the `AccountConfig` contract are
@@ -475,7 +545,7 @@ pub(crate) async fn start_keyservice(
         keyservice_client::Keys::new(&ks.socket, Duration::from_millis(ks.request_timeout_ms));
     if !ks.spawn {
         if let Err(err) = keys.check().await {
-            tracing::warn!(error = %err, "keyservice is not reachable yet; key operations answer 503 until it is");
+            tracing::warn!(error = %err, "keyservice is not reachable yet; waiting for it (keyservice.start_wait_ms)");
         }
         return Ok((keys, None));
     }

@@ -89,6 +89,8 @@ pub struct BatchedLog {
 pub struct LogGuard {
     shared: Arc<Shared>,
     thread: Option<JoinHandle<()>>,
+    /// Dropped first, while the log still takes lines (the trace exporter's guard).
+    kept: Vec<Box<dyn Send>>,
 }
 
 impl LogGuard {
@@ -96,6 +98,11 @@ impl LogGuard {
     pub fn flush(&self) {
         let mut out = relock(&self.shared.out);
         self.shared.write_pending(&mut out, &mut Vec::new());
+    }
+
+    /// Keeps `item` alive until the log closes, and drops it just before.
+    pub fn keep_until_closed(&mut self, item: Box<dyn Send>) {
+        self.kept.push(item);
     }
 }
 
@@ -141,6 +148,7 @@ pub fn start<W: Write + Send + 'static>(
         LogGuard {
             shared,
             thread: Some(thread),
+            kept: Vec::new(),
         },
     ))
 }
@@ -173,6 +181,7 @@ fn write_loop(shared: &Shared) {
 
 impl Drop for LogGuard {
     fn drop(&mut self) {
+        self.kept.clear();
         {
             let _pending = relock(&self.shared.pending);
             self.shared.stop.store(true, Ordering::Release);

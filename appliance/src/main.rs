@@ -5,9 +5,8 @@ use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-use appliance::config::{Config, LogFormat};
+use appliance::config::Config;
 use clap::{Parser, Subcommand};
-use tracing_subscriber::EnvFilter;
 
 #[derive(Parser)]
 #[command(
@@ -53,6 +52,49 @@ enum Command {
         #[arg(long)]
         config: Option<PathBuf>,
     },
+    /// Copy DATA_DIR/state.db into a new file while the appliance serves (SQLite's online
+    /// backup API: one consistent snapshot, with the metadata restore judges it by), and
+    /// print a one-line summary. Exit status 3: refused (FILE exists, or the store is
+    /// PostgreSQL: use pg_dump, docs/operators.md section 8).
+    Backup {
+        /// The configuration `appliance serve` runs with (it names the data directory).
+        #[arg(long)]
+        config: Option<PathBuf>,
+        /// The data directory (default: data_dir of the configuration).
+        #[arg(long)]
+        data_dir: Option<PathBuf>,
+        /// The backup file to write (it must not exist).
+        #[arg(long, value_name = "FILE")]
+        out: PathBuf,
+        /// Replace FILE if it exists.
+        #[arg(long)]
+        force: bool,
+    },
+    /// Put a backup written by `appliance backup` in place of DATA_DIR/state.db, with the
+    /// appliance stopped; the database it replaces is kept as
+    /// state.db.before-restore-<time>. Exit status 3: refused, nothing changed (the
+    /// database is in use, or newer than the backup without --force; the backup is
+    /// damaged or from a newer build).
+    Restore {
+        /// The configuration `appliance serve` runs with (it names the data directory).
+        #[arg(long)]
+        config: Option<PathBuf>,
+        /// The data directory (default: data_dir of the configuration).
+        #[arg(long)]
+        data_dir: Option<PathBuf>,
+        /// The backup file.
+        #[arg(long, value_name = "FILE")]
+        from: PathBuf,
+        /// Restore over a database that is newer than the backup (or unreadable).
+        #[arg(long)]
+        force: bool,
+    },
+    /// The shared sealed root of replicas on PostgreSQL (upgrades: export, reseal with
+    /// `keyservice reseal`, import; docs/operators.md "Replicas").
+    Root {
+        #[command(subcommand)]
+        action: RootAction,
+    },
     /// Deploy AccountConfig and AppGovernance to a chain, make the API payers
     /// AccountConfig payers, and write the addresses (with rpc_url, chain_id and
     /// deploy_block) into the [chain] table of the configuration file, keeping the rest of
@@ -92,26 +134,25 @@ enum Command {
 }
 
 /// Sets up logging to standard error, written in batches by its own thread
-/// (`appliance::log_output`). Keep the guard until the end: dropping it writes out what
-/// is pending. Fails only when the thread cannot be started.
+/// (`appliance::log_output`), and the trace export when `traces.endpoint` is set
+/// (`appliance::telemetry::traces`). Keep the guard until the end: dropping it sends the
+/// spans still queued and writes out what is pending. Fails when the thread cannot be
+/// started or the exporter cannot be set up. Runs inside the tokio runtime.
 fn init_logging(config: &Config) -> Result<appliance::log_output::LogGuard, ExitCode> {
-    let filter =
-        EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new(&config.log.filter));
-    let (writer, guard) = appliance::log_output::to_stderr().map_err(|err| {
+    let (writer, mut guard) = appliance::log_output::to_stderr().map_err(|err| {
         let _ = writeln!(
             std::io::stderr(),
             "appliance: cannot start the log thread: {err}"
         );
         ExitCode::FAILURE
     })?;
-    let builder = tracing_subscriber::fmt()
-        .with_env_filter(filter)
-        .with_writer(writer)
-        // Colour codes only for a terminal, not in log files and collectors.
-        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()));
-    match config.log.format {
-        LogFormat::Json => builder.json().init(),
-        LogFormat::Text => builder.init(),
+    match appliance::telemetry::traces::install(&config.log, &config.traces, writer) {
+        Ok(Some(traces)) => guard.keep_until_closed(Box::new(traces)),
+        Ok(None) => {}
+        Err(err) => {
+            let _ = writeln!(std::io::stderr(), "appliance: {err}");
+            return Err(ExitCode::FAILURE);
+        }
     }
     Ok(guard)
 }
@@ -195,6 +236,13 @@ async fn run(mut config: Config, mode: Mode) -> ExitCode {
     // The one line scripts and tests read: the base URL.
     let mut out = std::io::stdout().lock();
     let _ = writeln!(out, "appliance listening on {}", running.base_url());
+    if let Some(addr) = running.metrics_addr {
+        let _ = writeln!(
+            out,
+            "metrics: {}",
+            appliance::telemetry::endpoint::describe(addr)
+        );
+    }
     if let Some(pem) = &running.self_signed_pem {
         let _ = writeln!(
             out,
@@ -321,6 +369,24 @@ async fn deploy(args: appliance::deploy_command::DeployArgs) -> ExitCode {
     }
 }
 
+/// Prints the one-line summary of `appliance backup` or `restore` on standard output,
+/// or its error on standard error with its exit status.
+fn report(
+    command: &str,
+    done: Result<String, appliance::backup_command::BackupCmdError>,
+) -> ExitCode {
+    match done {
+        Ok(line) => {
+            let _ = writeln!(std::io::stdout(), "{line}");
+            ExitCode::SUCCESS
+        }
+        Err(err) => {
+            let _ = writeln!(std::io::stderr(), "appliance {command}: {err}");
+            ExitCode::from(err.exit_code())
+        }
+    }
+}
+
 fn block_on<F: std::future::Future<Output = ExitCode>>(future: F) -> ExitCode {
     match tokio::runtime::Builder::new_current_thread()
         .enable_all()
@@ -332,6 +398,56 @@ fn block_on<F: std::future::Future<Output = ExitCode>>(future: F) -> ExitCode {
                 std::io::stderr(),
                 "appliance: cannot start the async runtime: {err}"
             );
+            ExitCode::FAILURE
+        }
+    }
+}
+
+#[derive(Subcommand)]
+enum RootAction {
+    /// Write the database's sealed root (default: the one recorded last) to a new file.
+    Export {
+        #[arg(long)]
+        config: Option<PathBuf>,
+        /// The file to write (it must not exist).
+        #[arg(long, value_name = "FILE")]
+        out: PathBuf,
+        /// The compose hash the root is sealed to (hex).
+        #[arg(long)]
+        compose_hash: Option<keyservice_api::ComposeHash>,
+    },
+    /// Record a sealed root resealed by `keyservice reseal` for a new compose hash.
+    Import {
+        #[arg(long)]
+        config: Option<PathBuf>,
+        /// The resealed file.
+        #[arg(long, value_name = "FILE")]
+        from: PathBuf,
+    },
+}
+
+async fn root(action: RootAction) -> ExitCode {
+    let (RootAction::Export { config, .. } | RootAction::Import { config, .. }) = &action;
+    let config = match Config::load(config.as_deref()) {
+        Ok(c) => c,
+        Err(err) => {
+            let _ = writeln!(std::io::stderr(), "appliance: {err}");
+            return ExitCode::from(2);
+        }
+    };
+    let outcome = match action {
+        RootAction::Export {
+            out, compose_hash, ..
+        } => appliance::root_command::export(&config, &out, compose_hash.map(|h| h.0)).await,
+        RootAction::Import { from, .. } => appliance::root_command::import(&config, &from).await,
+    };
+    match outcome {
+        Ok(line) => {
+            let _ = writeln!(std::io::stdout(), "{line}");
+            ExitCode::SUCCESS
+        }
+        Err(err) => {
+            let _ = writeln!(std::io::stderr(), "appliance root: {err}");
             ExitCode::FAILURE
         }
     }
@@ -352,6 +468,9 @@ fn main() -> ExitCode {
                 }
             });
         }
+        Command::Root { action } => {
+            return block_on(root(action));
+        }
         Command::Deploy {
             rpc,
             config,
@@ -370,6 +489,25 @@ fn main() -> ExitCode {
                 governance_owner,
                 receipt_timeout: std::time::Duration::from_secs(receipt_timeout_secs),
             }));
+        }
+        Command::Backup {
+            config,
+            data_dir,
+            out,
+            force,
+        } => {
+            let done = appliance::backup_command::backup(config.as_deref(), data_dir, &out, force);
+            return report("backup", done.map(|summary| summary.line()));
+        }
+        Command::Restore {
+            config,
+            data_dir,
+            from,
+            force,
+        } => {
+            let done =
+                appliance::backup_command::restore(config.as_deref(), data_dir, &from, force);
+            return report("restore", done.map(|summary| summary.line()));
         }
         Command::Dev {
             listen,

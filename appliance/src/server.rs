@@ -121,6 +121,7 @@ pub async fn serve(
         let Some(ip_slot) = registry.admit(peer.ip(), limits.max_connections_per_ip) else {
             tracing::debug!(%peer, cap = limits.max_connections_per_ip,
                 "connection refused: this client IP has the most connections allowed");
+            crate::telemetry::metrics::global().connection_refused("per_ip_limit");
             drop(tcp);
             continue;
         };
@@ -189,21 +190,31 @@ impl Connection {
     async fn run(self, tcp: TcpStream, permit: OwnedSemaphorePermit, ip_slot: IpSlot) {
         let _permit = permit;
         let _ip_slot = ip_slot;
+        let metrics = crate::telemetry::metrics::global();
+        let _open = metrics.connection_open();
         let peer = self.peer;
         let stream =
             match tokio::time::timeout(self.timeouts.handshake, self.acceptor.accept(tcp)).await {
                 Ok(Ok(stream)) => stream,
                 Ok(Err(err)) => {
                     tracing::debug!(%peer, error = %err, "TLS handshake failed");
+                    metrics.tls_handshake_failed("error");
                     return;
                 }
                 Err(_) => {
                     tracing::debug!(%peer, "TLS handshake timed out");
+                    metrics.tls_handshake_failed("timeout");
                     return;
                 }
             };
         let alpn = stream.get_ref().1.alpn_protocol().map(<[u8]>::to_vec);
-        if alpn.as_deref() == Some(crate::tls::ACME_TLS_ALPN) {
+        let acme_probe = alpn.as_deref() == Some(crate::tls::ACME_TLS_ALPN);
+        metrics.tls_handshake(match stream.get_ref().1.handshake_kind() {
+            _ if acme_probe => "acme_tls_alpn",
+            Some(rustls::HandshakeKind::Resumed) => "resumed",
+            _ => "full",
+        });
+        if acme_probe {
             // An ACME TLS-ALPN-01 validation: the handshake was the answer (RFC 8737).
             tracing::debug!(%peer, "answered an ACME TLS-ALPN-01 validation handshake");
             let mut stream = stream;

@@ -50,7 +50,7 @@ pub enum RootError {
         sealed_for: String,
     },
     #[error(
-        "keyservice runs root {running} but the database's replicas run root {recorded}: refusing to serve, since no row of theirs would verify here"
+        "keyservice runs root {running} but this database was written under root {recorded}: refusing to serve, since its wallets would derive other keys (restore the keyservice state, the sealed root, that goes with this database)"
     )]
     OtherRoot { running: RootId, recorded: RootId },
     #[error(
@@ -86,6 +86,15 @@ pub async fn establish(store: &Store, keys: &Keys) -> Result<RootId, RootError> 
         }
         None => adopt(store, keys, status.compose_hash, &recorded).await?,
     };
+    // Whatever the engine: a database whose wallets derive from another root (restored
+    // beside another keyservice state) would serve other keys under the same names.
+    let recorded = RootId(store.record_root_identity(root_id.0).await?);
+    if recorded != root_id {
+        return Err(RootError::OtherRoot {
+            running: root_id,
+            recorded,
+        });
+    }
     if store.engine() == Engine::Postgres {
         store.set_row_authenticator(Arc::new(KeyserviceRowKey {
             keys: keys.clone(),
@@ -165,6 +174,31 @@ async fn adopt(
     }
     tracing::info!(root_id = %adopted, %compose_hash, "keyservice adopted the shared root");
     Ok(adopted)
+}
+
+/// [`establish`], waiting up to `wait` for a keyservice that does not answer yet (a
+/// container that starts after this one); any other failure is returned at once.
+pub async fn establish_waiting(
+    store: &Store,
+    keys: &Keys,
+    wait: Duration,
+) -> Result<RootId, RootError> {
+    let started = tokio::time::Instant::now();
+    let mut warned_at: Option<tokio::time::Instant> = None;
+    loop {
+        match establish(store, keys).await {
+            Err(RootError::Keys(err)) if err.is_unavailable() && started.elapsed() < wait => {
+                if warned_at.is_none_or(|at| at.elapsed() >= Duration::from_secs(5)) {
+                    tracing::warn!(error = %err, waited_ms = started.elapsed().as_millis() as u64,
+                        limit_ms = wait.as_millis() as u64,
+                        "keyservice does not answer yet; waiting for it before serving");
+                    warned_at = Some(tokio::time::Instant::now());
+                }
+                tokio::time::sleep(Duration::from_millis(250)).await;
+            }
+            other => return other,
+        }
+    }
 }
 
 /// Hands the root again to a keyservice that restarted (and so waits for it), every

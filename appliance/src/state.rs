@@ -42,4 +42,6 @@ pub struct Services {
     pub attestation: crate::attest::Attestation,
     /// Per-client-IP buckets of the unauthenticated endpoints.
     pub rate_limiter: Arc<crate::http::rate_limit::RateLimiter>,
+    /// The singletons (chain relayer, indexer) and whether this replica leads each.
+    pub singletons: Vec<crate::store::Leadership>,
 }

@@ -86,3 +86,24 @@ fn serve_fails_cleanly_when_the_port_is_taken() {
         String::from_utf8_lossy(&out.stderr)
     );
 }
+
+#[test]
+fn serve_gives_up_on_a_keyservice_that_never_answers() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = appliance()
+        .args(["serve"])
+        .env("APPLIANCE_LISTEN", "127.0.0.1:0")
+        .env("APPLIANCE_DATA_DIR", dir.path())
+        .env(
+            "APPLIANCE_KEYSERVICE__SOCKET",
+            dir.path().join("absent.sock"),
+        )
+        .env("APPLIANCE_KEYSERVICE__START_WAIT_MS", "600")
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    // It waited (and said so) before giving up, and names what it waited for.
+    assert!(err.contains("waiting for it before serving"), "{err}");
+    assert!(err.contains("absent.sock"), "{err}");
+}

@@ -19,12 +19,20 @@
 //! time of `appliance dev` (the harness's mode: serve with self-signed TLS and a
 //! supervised keyservice) to its first answered request and first answered action.
 //!
+//! The appliance's own figures come from its metrics endpoint, as an operator's
+//! Prometheus would read them: for each row, the requests it counted, those it answered
+//! with an error status, and the p50 and p99 of `appliance_http_request_duration_seconds`
+//! for the row's route over the measured run (interpolated within the histogram's 1-2-5
+//! buckets), and its resident memory (`process_resident_memory_bytes`); the other
+//! processes' memory is read from `/proc`.
+//!
 //! Prints one markdown table, then the memory, start-up, date and machine lines. Run
 //! with `scripts/bench` (it builds the release binaries first).
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::print_stdout)]
 
 use std::io::{BufRead as _, BufReader};
+use std::net::SocketAddr;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
@@ -32,6 +40,9 @@ use e2e::Appliance;
 use e2e::flood::{memory_of, socket_addr};
 use e2e::load::{self, Connections, Outcome, Request, Target};
 use serde_json::{Value, json};
+
+#[path = "shared/metrics.rs"]
+mod metrics;
 
 const WARM_UP: Duration = Duration::from_secs(1);
 
@@ -50,7 +61,46 @@ struct Row {
 struct Measured {
     row: Row,
     appliance: Outcome,
+    /// The appliance's own view of the measured run, from its metrics endpoint.
+    server: Server,
     bare: Outcome,
+}
+
+/// What the appliance's metrics say about one measured run of one route.
+#[derive(Default)]
+struct Server {
+    /// Requests it answered.
+    requests: f64,
+    /// Of those, answered with a status other than 2xx.
+    errors: f64,
+    p50: Option<f64>,
+    p99: Option<f64>,
+}
+
+impl Server {
+    /// The figures for `route` between two scrapes.
+    fn between(route: &str, before: &metrics::Scrape, after: &metrics::Scrape) -> Self {
+        let labels = [("route", route)];
+        let total = "appliance_http_requests_total";
+        let requests = after.sum(total, &labels) - before.sum(total, &labels);
+        let ok: f64 = ["200", "201", "204"]
+            .iter()
+            .map(|s| {
+                let l = [("route", route), ("status", *s)];
+                after.sum(total, &l) - before.sum(total, &l)
+            })
+            .sum();
+        let base = "appliance_http_request_duration_seconds";
+        let latency = after
+            .histogram(base, &labels)
+            .since(&before.histogram(base, &labels));
+        Self {
+            requests,
+            errors: requests - ok,
+            p50: latency.quantile(0.5),
+            p99: latency.quantile(0.99),
+        }
+    }
 }
 
 /// What the rows send: the accounts and wallet they use.
@@ -123,9 +173,9 @@ impl Drop for BareServer {
 #[tokio::main]
 async fn main() {
     let duration = Duration::from_secs(load::env_or("BENCH_SECONDS", 5));
-    let (app, mut startup) = start_appliance().await;
+    let (app, metrics_addr, mut startup) = start_appliance().await;
     let fixture = Fixture::new(&app, &mut startup).await;
-    let idle = memory(app.pid());
+    let idle = memory(app.pid(), metrics_addr).await;
     let bare = BareServer::start();
     let pem = std::fs::read(app.data_dir.join("tls").join("self-signed.pem")).unwrap();
     let appliance = Target::new(socket_addr(&app), &pem);
@@ -134,12 +184,22 @@ async fn main() {
     let mut loaded = None;
     for row in rows(&fixture) {
         let sample = (row.name == "sign action" && row.clients == 16).then_some(app.pid());
-        let (appliance, memory) = measure(&appliance, &row, &row.appliance, duration, sample).await;
+        let route = row.appliance.path.clone();
+        let (appliance, memory, server) = measure(
+            &appliance,
+            &row,
+            &row.appliance,
+            duration,
+            sample,
+            Some((metrics_addr, route.as_str())),
+        )
+        .await;
         loaded = loaded.or(memory);
-        let (bare, _) = measure(&bare.target, &row, &row.bare, duration, None).await;
+        let (bare, _, _) = measure(&bare.target, &row, &row.bare, duration, None, None).await;
         measured.push(Measured {
             row,
             appliance,
+            server,
             bare,
         });
     }
@@ -151,8 +211,9 @@ async fn main() {
     print_machine();
 }
 
-/// Starts the appliance and times it to its first answered request.
-async fn start_appliance() -> (Appliance, StartUp) {
+/// Starts the appliance (its metrics on a free loopback port) and times it to its first
+/// answered request.
+async fn start_appliance() -> (Appliance, SocketAddr, StartUp) {
     // The harness checks the binaries are fresh before it spawns: time that apart.
     let checked = Instant::now();
     for name in ["appliance", "action-worker", "worker-launcher"] {
@@ -164,8 +225,22 @@ async fn start_appliance() -> (Appliance, StartUp) {
     // account gets half, leaving room for others; the bare server has no tenants).
     let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
     let pool = (2 * cpus).max(2).to_string();
-    let app =
-        Appliance::start_with(&[("APPLIANCE_ACTIONS__MAX_CONCURRENT_PER_ACCOUNT", &pool)]).await;
+    let (metrics_addr, (metrics_key, metrics_value)) = metrics::metrics_listen();
+    let mut env = vec![
+        (
+            "APPLIANCE_ACTIONS__MAX_CONCURRENT_PER_ACCOUNT",
+            pool.as_str(),
+        ),
+        (metrics_key, metrics_value.as_str()),
+    ];
+    // BENCH_TRACES_ENDPOINT: export traces (every request sampled) to that OTLP/HTTP
+    // collector, to measure what tracing costs.
+    let traces = std::env::var("BENCH_TRACES_ENDPOINT").ok();
+    if let Some(endpoint) = &traces {
+        env.push(("APPLIANCE_TRACES__ENDPOINT", endpoint.as_str()));
+        println!("traces: exported to {endpoint}");
+    }
+    let app = Appliance::start_with(&env).await;
     let listening = spawned.elapsed();
     loop {
         let answered = app.client.get(app.url("/version")).send().await;
@@ -182,7 +257,7 @@ async fn start_appliance() -> (Appliance, StartUp) {
         first_action: Duration::ZERO,
         new_account: Duration::ZERO,
     };
-    (app, startup)
+    (app, metrics_addr, startup)
 }
 
 impl Fixture {
@@ -267,35 +342,54 @@ fn bare_hello(request: &Request) -> Request {
 }
 
 /// One side of a row: a warm-up, then the measured run; with `sample`, the memory of
-/// that process tree halfway through.
+/// that process tree halfway through; with `metrics` (the appliance's endpoint and the
+/// row's route), what the appliance counted during the measured run.
 async fn measure(
     target: &Target,
     row: &Row,
     request: &Request,
     duration: Duration,
     sample: Option<u32>,
-) -> (Outcome, Option<Memory>) {
+    metrics: Option<(SocketAddr, &str)>,
+) -> (Outcome, Option<Memory>, Server) {
     let target = if row.full_handshakes {
         target.without_resumption()
     } else {
         target.clone()
     };
     load::run(&target, request, row.connections, row.clients, WARM_UP).await;
+    let before = match metrics {
+        Some((addr, _)) => Some(metrics::scrape(addr).await),
+        None => None,
+    };
     let halfway = async {
         let pid = sample?;
+        let (addr, _) = metrics?;
         tokio::time::sleep(duration / 2).await;
-        Some(memory(pid))
+        Some(memory(pid, addr).await)
     };
-    tokio::join!(
+    let (outcome, memory) = tokio::join!(
         load::run(&target, request, row.connections, row.clients, duration),
         halfway
-    )
+    );
+    let server = match (metrics, before) {
+        (Some((addr, route)), Some(before)) => {
+            Server::between(route, &before, &metrics::scrape(addr).await)
+        }
+        _ => Server::default(),
+    };
+    (outcome, memory, server)
 }
 
-/// `VmRSS` of `pid` and of its descendants, by command name.
-fn memory(pid: u32) -> Memory {
+/// The resident memory of the appliance (`process_resident_memory_bytes` from its
+/// metrics endpoint at `metrics`) and, from `/proc`, `VmRSS` of its descendants by
+/// command name.
+async fn memory(pid: u32, metrics: SocketAddr) -> Memory {
+    let scraped = metrics::scrape(metrics).await;
     let mut memory = Memory {
-        appliance: memory_of(pid).1,
+        appliance: scraped
+            .value("process_resident_memory_bytes")
+            .map_or(0, |bytes| bytes as u64),
         ..Memory::default()
     };
     for child in e2e::descendants_of(pid) {
@@ -321,22 +415,29 @@ fn print_table(measured: &[Measured], duration: Duration) {
         WARM_UP.as_secs()
     );
     println!(
-        "| row | clients | appliance req/s | appliance p50 | appliance p99 | bare req/s | bare p50 | ratio (req/s) |"
+        "| row | clients | appliance req/s | appliance p50 | appliance p99 | server p50 | server p99 | server errors | bare req/s | bare p50 | ratio (req/s) |"
     );
-    println!("|---|---:|---:|---:|---:|---:|---:|---:|");
+    println!("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|");
     for m in measured {
         println!(
-            "| {} | {} | {:.0} | {} | {} | {:.0} | {} | {:.2} |",
+            "| {} | {} | {:.0} | {} | {} | {} | {} | {:.0} of {:.0} | {:.0} | {} | {:.2} |",
             m.row.name,
             m.row.clients,
             m.appliance.per_second,
             ms(m.appliance.p50),
             ms(m.appliance.p99),
+            seconds_ms(m.server.p50),
+            seconds_ms(m.server.p99),
+            m.server.errors,
+            m.server.requests,
             m.bare.per_second,
             ms(m.bare.p50),
             m.appliance.per_second / m.bare.per_second,
         );
     }
+    println!(
+        "\nappliance p50/p99: the load generator's; server p50/p99 and errors: the appliance's own metrics endpoint over the same run (appliance_http_request_duration_seconds and appliance_http_requests_total for the row's route)."
+    );
     println!();
     for m in measured {
         print_notes(&m.row, "appliance", &m.appliance);
@@ -371,7 +472,7 @@ fn print_memory(when: &str, m: &Memory) {
         String::new()
     };
     println!(
-        "memory (VmRSS), {when}: appliance {}, keyservice {}, worker-launcher {}, workers {} ({} processes){other}",
+        "memory, {when}: appliance {} (process_resident_memory_bytes), keyservice {}, worker-launcher {}, workers {} ({} processes; VmRSS){other}",
         mib(m.appliance),
         mib(m.keyservice),
         mib(m.launcher),
@@ -404,6 +505,10 @@ fn print_machine() {
         .and_then(|rest| rest.split_once(':'))
         .map_or("unknown", |(_, model)| model.trim());
     println!("date: {date}; machine: {cpus} CPUs (nproc), {model}");
+}
+
+fn seconds_ms(s: Option<f64>) -> String {
+    s.map_or_else(|| "-".to_owned(), |s| format!("{:.2} ms", s * 1e3))
 }
 
 fn ms(d: Duration) -> String {

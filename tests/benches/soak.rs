@@ -5,6 +5,11 @@
 //! growth of the appliance (last minute against the first minute after the warm-up) and
 //! exits non-zero when it exceeds 10 %.
 //!
+//! The appliance's resident memory, descriptors and 5xx answers are read from its metrics
+//! endpoint (`process_resident_memory_bytes`, `process_open_fds`,
+//! `appliance_http_requests_total`), as an operator's Prometheus reads them; keyservice's
+//! from `/proc`.
+//!
 //! Run with `scripts/soak [minutes] [rate]` (it builds the release binaries first). Not in
 //! CI. Settings (environment): `SOAK_MINUTES` (default 30), `SOAK_RATE` (requests a second,
 //! default 20), `SOAK_WARMUP_MINUTES` (default 1), `SOAK_MAX_GROWTH_PERCENT` (default 10).
@@ -18,6 +23,9 @@ use e2e::rng::Rng;
 use e2e::{Appliance, children_of};
 use serde_json::{Value, json};
 use tokio::sync::Semaphore;
+
+#[path = "shared/metrics.rs"]
+mod metrics;
 
 const HELLO: &str = r#"async function main() { return "hello world"; }"#;
 const SIGN: &str = r#"async function main(p) {
@@ -254,7 +262,8 @@ async fn main() {
     );
     assert!(rate > 0.0, "SOAK_RATE must be positive");
 
-    let app = Arc::new(Appliance::start().await);
+    let (metrics_addr, (metrics_key, metrics_value)) = metrics::metrics_listen();
+    let app = Arc::new(Appliance::start_with(&[(metrics_key, &metrics_value)]).await);
     let appliance_pid = app.pid();
     println!(
         "soak: {minutes} min at {rate} requests/s against {} (appliance pid {appliance_pid}); \
@@ -299,7 +308,7 @@ async fn main() {
     };
 
     println!(
-        "{:>4} {:>10} {:>8} {:>10} {:>7} {:>9} {:>7} {:>9} {:>9} {:>7}",
+        "{:>4} {:>10} {:>8} {:>10} {:>7} {:>9} {:>7} {:>7} {:>9} {:>9} {:>7}",
         "min",
         "app RSS",
         "app fds",
@@ -307,14 +316,22 @@ async fn main() {
         "ks fds",
         "requests",
         "errors",
+        "5xx",
         "p50 (ms)",
         "p99 (ms)",
         "workers"
     );
     println!(
-        "{:>4} {:>10} {:>8} {:>10} {:>7} {:>9} {:>7} {:>9} {:>9} {:>7}",
-        "", "(MiB)", "", "(MiB)", "", "", "", "", "", ""
+        "{:>4} {:>10} {:>8} {:>10} {:>7} {:>9} {:>7} {:>7} {:>9} {:>9} {:>7}",
+        "", "(MiB)", "", "(MiB)", "", "", "", "server", "", "", ""
     );
+    let server_errors = |m: &metrics::Scrape| -> f64 {
+        m.matching("appliance_http_requests_total", &[])
+            .filter(|s| s.labels.get("status").is_some_and(|c| c.starts_with('5')))
+            .map(|s| s.value)
+            .sum()
+    };
+    let mut last_5xx = server_errors(&metrics::scrape(metrics_addr).await);
     let started = Instant::now();
     let mut rss_rows = Vec::new();
     let mut total_requests = 0;
@@ -335,20 +352,28 @@ async fn main() {
             .first()
             .copied();
         let workers = launcher.map(|l| children_of(l, "action-worker").len());
-        let rss = rss_kib(appliance_pid);
+        let scraped = metrics::scrape(metrics_addr).await;
+        let rss = scraped
+            .value("process_resident_memory_bytes")
+            .map(|bytes| bytes as u64 / 1024);
+        let app_fds = scraped.value("process_open_fds").map(|n| n as u64);
+        let total_5xx = server_errors(&scraped);
+        let minute_5xx = total_5xx - last_5xx;
+        last_5xx = total_5xx;
         rss_rows.push(rss);
         total_requests += lat.len();
         total_errors += m.errors;
         error_samples.extend(m.samples);
         println!(
-            "{:>4} {:>10} {:>8} {:>10} {:>7} {:>9} {:>7} {:>9} {:>9} {:>7}",
+            "{:>4} {:>10} {:>8} {:>10} {:>7} {:>9} {:>7} {:>7} {:>9} {:>9} {:>7}",
             minute,
             mib(rss),
-            opt(fds(appliance_pid)),
+            opt(app_fds),
             mib(keyservice.and_then(rss_kib)),
             opt(keyservice.and_then(fds)),
             lat.len(),
             m.errors,
+            minute_5xx,
             pick(0.50),
             pick(0.99),
             opt(workers),

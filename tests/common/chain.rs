@@ -32,6 +32,29 @@ pub fn wallet(anvil: &AnvilInstance, i: usize) -> DynProvider {
         .erased()
 }
 
+/// Every event `contract` emitted, decoded, oldest first.
+pub async fn account_config_events(
+    anvil: &AnvilInstance,
+    contract: Address,
+) -> Vec<IAccountConfig::IAccountConfigEvents> {
+    use alloy::sol_types::SolEventInterface as _;
+    let provider = ProviderBuilder::new().connect_http(anvil.endpoint_url());
+    let logs = provider
+        .get_logs(
+            &alloy::rpc::types::Filter::new()
+                .address(contract)
+                .from_block(0),
+        )
+        .await
+        .expect("the contract's logs");
+    logs.iter()
+        .map(|l| {
+            IAccountConfig::IAccountConfigEvents::decode_raw_log(l.topics(), &l.data().data)
+                .expect("an AccountConfig event")
+        })
+        .collect()
+}
+
 /// Anvil dev account `i`'s private key as `0x` hex (for viem scripts).
 pub fn private_key(anvil: &AnvilInstance, i: usize) -> String {
     format!("0x{}", hex::encode(anvil.keys()[i].to_bytes()))

@@ -21,6 +21,7 @@ pub mod localstripe;
 pub mod pebble;
 pub mod process;
 pub mod relay;
+pub mod replicas;
 pub mod resources;
 pub mod rng;
 pub mod viem;

@@ -8,25 +8,13 @@ use std::time::Duration;
 
 use alloy::node_bindings::AnvilInstance;
 use alloy::primitives::{Address, B256, U256, keccak256};
-use alloy::providers::{Provider, ProviderBuilder};
-use alloy::rpc::types::Filter;
+use alloy::providers::ProviderBuilder;
 use alloy::sol_types::SolEventInterface;
 use base64::Engine as _;
 use chain_contracts::IAccountConfig::{self, IAccountConfigEvents as E};
 use e2e::chain::{anvil, appliance_on, authorize_payers, deploy_account_config, key_hash, wallet};
 use e2e::{Appliance, eventually_async};
 use serde_json::json;
-
-async fn events(anvil: &AnvilInstance, contract: Address) -> Vec<E> {
-    let provider = ProviderBuilder::new().connect_http(anvil.endpoint_url());
-    let logs = provider
-        .get_logs(&Filter::new().address(contract).from_block(0))
-        .await
-        .unwrap();
-    logs.iter()
-        .map(|l| E::decode_raw_log(l.topics(), &l.data().data).unwrap())
-        .collect()
-}
 
 fn stop(anvil: &AnvilInstance, signal: &str) {
     let status = std::process::Command::new("kill")
@@ -127,7 +115,7 @@ async fn api_writes_appear_on_chain_with_their_values_and_events() {
     assert_eq!(w.apiKeyHash, account);
 
     // One event per write, in the order of the writes.
-    let kinds: Vec<&str> = events(&anvil, contract)
+    let kinds: Vec<&str> = e2e::chain::account_config_events(&anvil, contract)
         .await
         .iter()
         .filter_map(|e| match e {
@@ -154,7 +142,7 @@ async fn api_writes_appear_on_chain_with_their_values_and_events() {
 
 /// Group names on chain, in event order.
 async fn mirrored_groups(anvil: &AnvilInstance, contract: Address) -> Vec<String> {
-    events(anvil, contract)
+    e2e::chain::account_config_events(anvil, contract)
         .await
         .into_iter()
         .filter_map(|e| match e {
@@ -394,7 +382,7 @@ async fn a_transaction_the_payer_policy_refuses_fails_its_entries_with_the_reaso
         .unwrap();
     assert_eq!(batches, 0);
     assert!(
-        events(&anvil, contract)
+        e2e::chain::account_config_events(&anvil, contract)
             .await
             .iter()
             .all(|e| !matches!(e, E::AccountCreated(_) | E::WalletRegistered(_))),

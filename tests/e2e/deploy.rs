@@ -190,7 +190,12 @@ async fn deploy_writes_a_config_that_serve_mirrors_to() {
         data.path(),
         Launch::ServeConfig {
             config: config_path.clone(),
-            env: vec![],
+            // `serve` listens for metrics on 127.0.0.1:9464 by default: tests run side by
+            // side.
+            env: vec![(
+                "APPLIANCE_METRICS__LISTEN".to_owned(),
+                "127.0.0.1:0".to_owned(),
+            )],
         },
     )
     .await;

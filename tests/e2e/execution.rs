@@ -662,10 +662,17 @@ async fn dev_runs_workers_through_its_launcher_child_and_serve_without_one_direc
         &dir.path().join("compose.json"),
     )
     .await;
-    let env = vec![(
-        "APPLIANCE_KEYSERVICE__SOCKET".to_owned(),
-        socket.display().to_string(),
-    )];
+    let env = vec![
+        (
+            "APPLIANCE_KEYSERVICE__SOCKET".to_owned(),
+            socket.display().to_string(),
+        ),
+        // `serve` listens for metrics on 127.0.0.1:9464 by default: tests run side by side.
+        (
+            "APPLIANCE_METRICS__LISTEN".to_owned(),
+            "127.0.0.1:0".to_owned(),
+        ),
+    ];
     let serve = Appliance::launch(dir.path(), e2e::Launch::Serve { env }).await;
     assert!(
         e2e::eventually(Duration::from_secs(10), || !worker_children(serve.pid())
@@ -730,6 +737,11 @@ async fn serve_runs_actions_through_a_separate_launcher() {
         (
             "APPLIANCE_ACTIONS__TIMEOUT_MS".to_owned(),
             "1500".to_owned(),
+        ),
+        // `serve` listens for metrics on 127.0.0.1:9464 by default: tests run side by side.
+        (
+            "APPLIANCE_METRICS__LISTEN".to_owned(),
+            "127.0.0.1:0".to_owned(),
         ),
     ];
     let app = Appliance::launch(dir.path(), e2e::Launch::Serve { env }).await;

@@ -63,10 +63,17 @@ async fn keyservice_outage_is_503_and_heals_by_itself() {
     let mut keyservice = KeyService::start(&socket, &state, &compose).await;
 
     // Production layout: keyservice runs on its own, the appliance connects to it.
-    let env = vec![(
-        "APPLIANCE_KEYSERVICE__SOCKET".to_owned(),
-        socket.display().to_string(),
-    )];
+    let env = vec![
+        (
+            "APPLIANCE_KEYSERVICE__SOCKET".to_owned(),
+            socket.display().to_string(),
+        ),
+        // `serve` listens for metrics on 127.0.0.1:9464 by default: tests run side by side.
+        (
+            "APPLIANCE_METRICS__LISTEN".to_owned(),
+            "127.0.0.1:0".to_owned(),
+        ),
+    ];
     let app = Appliance::launch(dir.path(), Launch::Serve { env }).await;
     let (first_key, first_wallet) = app.new_account("before").await;
 

@@ -35,6 +35,10 @@ pub struct StoreHealth {
     /// The last refused row: its table, its key columns, when (Unix seconds).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub last_refused: Option<RefusedRow>,
+    /// The singletons this replica runs now (`chain-relayer`, `chain-indexer`): with
+    /// replicas, each runs on exactly one of them.
+    #[serde(default)]
+    pub leads: Vec<String>,
 }
 
 /// A row refused for failing its MAC.

@@ -7,6 +7,15 @@
 //! a forced renewal: `SIGUSR1`); on failure retry with exponential backoff. Challenges:
 //! TLS-ALPN-01 answered by the HTTPS listener's resolver, or HTTP-01 on a small
 //! plain-HTTP listener. The state is on `/health` (`acme`).
+//!
+//! Replicas on PostgreSQL ([`Shared`]) share one account and one certificate, kept in
+//! the store (`store::acme_state`): the replica that leads `acme` orders and renews, and
+//! publishes each challenge's answer in the store before telling the CA it is ready, so
+//! every replica answers it, whichever one the CA's validation reaches behind the load
+//! balancer. The other replicas follow: they install the stored certificate (and its
+//! announced next key) within [`FOLLOW_EVERY`] of its issuance. Every replica thus serves
+//! the same leaf, which its own evidence binds to its own quote, and a client pinned to
+//! that leaf reaches any replica.
 
 mod http;
 mod sealed;
@@ -34,6 +43,20 @@ use self::sealed::SealedStore;
 
 /// The longest single sleep of the renewal task (it re-checks the clock after it).
 const MAX_SLEEP: Duration = Duration::from_secs(6 * 3600);
+/// How often a replica that does not lead `acme` looks for a new certificate.
+pub const FOLLOW_EVERY: Duration = Duration::from_secs(5);
+/// How often every replica picks up the challenges the leader published.
+const CHALLENGES_EVERY: Duration = Duration::from_millis(500);
+/// How long the leader waits after publishing a challenge before the CA may validate it
+/// (longer than [`CHALLENGES_EVERY`], so every replica answers by then).
+const CHALLENGE_SPREAD: Duration = Duration::from_millis(1500);
+
+/// Replicas: the shared store and this replica's leadership of `acme`.
+#[derive(Clone)]
+pub struct Shared {
+    pub store: crate::store::Store,
+    pub leadership: crate::store::Leadership,
+}
 
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
@@ -118,6 +141,7 @@ impl AcmeService {
         keys: Keys,
         resolver: Arc<CertResolver>,
         http01: Option<TcpListener>,
+        shared: Option<Shared>,
     ) -> Result<Self, AcmeError> {
         let Some(directory_url) = config.directory_url.clone() else {
             return Err(AcmeError::Config("acme.directory_url is not set".into()));
@@ -141,8 +165,19 @@ impl AcmeService {
         if let Some(listener) = http01 {
             tasks.push(tokio::spawn(http::serve_http01(listener, tokens.clone())));
         }
+        if let Some(shared) = &shared {
+            tasks.push(tokio::spawn(follow_challenges(
+                shared.store.clone(),
+                Arc::clone(&resolver),
+                tokens.clone(),
+            )));
+        }
+        let backing = match &shared {
+            Some(shared) => sealed::Backing::Shared(shared.store.clone()),
+            None => sealed::Backing::Dir(data_dir.join("acme")),
+        };
         let manager = Manager {
-            store: SealedStore::new(data_dir.join("acme"), keys),
+            store: SealedStore::new(backing, keys),
             directory_url,
             http: Some(http),
             config,
@@ -153,6 +188,8 @@ impl AcmeService {
             account: None,
             current: None,
             next_key: None,
+            shared,
+            followed: None,
         };
         tasks.push(tokio::spawn(manager.run(Arc::clone(&trigger))));
         let handle = AcmeHandle {
@@ -200,6 +237,29 @@ struct Manager {
     /// The key the next certificate will use (PKCS#8 DER), stored sealed; its public key
     /// is announced in the current evidence.
     next_key: Option<zeroize::Zeroizing<Vec<u8>>>,
+    /// Replicas: the shared store and the `acme` leadership.
+    shared: Option<Shared>,
+    /// A follower: the digest of the stored documents (certificate, next key) it
+    /// installed last.
+    followed: Option<[u8; 32]>,
+}
+
+/// SHA-256 over stored documents (each absent, or length-prefixed), so a follower can
+/// tell whether anything changed since its last turn.
+fn documents_digest(documents: &[Option<Vec<u8>>]) -> [u8; 32] {
+    use sha2::Digest as _;
+    let mut hash = sha2::Sha256::new();
+    for document in documents {
+        match document {
+            None => hash.update([0u8]),
+            Some(bytes) => {
+                hash.update([1u8]);
+                hash.update((bytes.len() as u64).to_be_bytes());
+                hash.update(bytes);
+            }
+        }
+    }
+    hash.finalize().into()
 }
 
 /// SHA-256 (hex) of the SubjectPublicKeyInfo DER of the PKCS#8 key `key_der`: the value
@@ -238,6 +298,20 @@ impl Manager {
         let mut failures: u32 = 0;
         let mut force = false;
         loop {
+            if let Some(shared) = self.shared.clone()
+                && !shared.leadership.leads()
+            {
+                // Another replica orders and renews; serve what it stored.
+                if let Err(err) = self.follow().await {
+                    tracing::warn!(error = %err, "cannot load the shared ACME certificate");
+                }
+                let mut leadership = shared.leadership;
+                tokio::select! {
+                    () = tokio::time::sleep(FOLLOW_EVERY) => {}
+                    () = leadership.wait_to_lead() => {}
+                }
+                continue;
+            }
             let wait = match self.step(force).await {
                 Ok(renew_after) => {
                     failures = 0;
@@ -299,7 +373,7 @@ impl Manager {
                 // The CA no longer knows the account (a test CA restarted, or it was
                 // deactivated elsewhere): the next attempt registers a new one.
                 self.account = None;
-                self.store.forget_account()?;
+                self.store.forget_account().await?;
                 return Err(AcmeError::Order(format!(
                     "the CA does not know the account any more; registering a new one: {problem}"
                 )));
@@ -317,6 +391,31 @@ impl Manager {
         self.set_status(|s| s.issued += 1);
         tracing::info!(domains = ?self.config.domains, "ACME certificate issued and installed");
         Ok(renew_after)
+    }
+
+    /// A follower's turn: installs the stored certificate and announced key if another
+    /// replica stored new ones since the last turn.
+    async fn follow(&mut self) -> Result<(), AcmeError> {
+        let documents = documents_digest(&[
+            self.store.raw("certificate.json").await?,
+            self.store.raw("next-key.json").await?,
+        ]);
+        if self.followed == Some(documents) {
+            return Ok(());
+        }
+        if let Some(key) = self.store.load_next_key().await? {
+            self.next_key = Some(key);
+        }
+        self.current = None;
+        self.load_stored().await?;
+        if self.current.is_some() {
+            self.set_status(|s| {
+                s.state = "ok".to_owned();
+                s.last_error = None;
+            });
+        }
+        self.followed = Some(documents);
+        Ok(())
     }
 
     /// Serves the stored certificate, if there is one for these domains that has not
@@ -450,6 +549,7 @@ impl Manager {
             domains: Vec::new(),
             tokens_set: Vec::new(),
         };
+        let mut published: Vec<(String, String)> = Vec::new();
         let wanted = match self.config.challenge {
             AcmeChallenge::TlsAlpn01 => ChallengeType::TlsAlpn01,
             AcmeChallenge::Http01 => ChallengeType::Http01,
@@ -475,21 +575,50 @@ impl Manager {
                     ))
                 })?;
                 let key_auth = challenge.key_authorization();
-                match self.config.challenge {
+                let answer = match self.config.challenge {
                     AcmeChallenge::TlsAlpn01 => {
                         let cert = tls::acme_validation_cert(&domain, key_auth.digest().as_ref())?;
                         self.resolver.set_challenge(&domain, cert);
-                        pending.domains.push(domain);
+                        pending.domains.push(domain.clone());
+                        (
+                            "tls-alpn-01",
+                            domain,
+                            hex::encode(key_auth.digest().as_ref()),
+                        )
                     }
                     AcmeChallenge::Http01 => {
                         self.tokens.insert(&challenge.token, key_auth.as_str());
                         pending.tokens_set.push(challenge.token.clone());
+                        (
+                            "http-01",
+                            challenge.token.clone(),
+                            key_auth.as_str().to_owned(),
+                        )
                     }
+                };
+                if let Some(shared) = &self.shared {
+                    // Every replica must answer before the CA looks.
+                    let (kind, name, value) = answer;
+                    let expires = unix(SystemTime::now() + timeout_of(&self.config));
+                    shared
+                        .store
+                        .put_acme_challenge(
+                            crate::store::AcmeChallenge {
+                                kind: kind.to_owned(),
+                                name: name.clone(),
+                                value,
+                            },
+                            expires,
+                        )
+                        .await
+                        .map_err(|e| AcmeError::Storage(format!("publishing a challenge: {e}")))?;
+                    published.push((kind.to_owned(), name));
+                    tokio::time::sleep(CHALLENGE_SPREAD).await;
                 }
                 challenge.set_ready().await?;
             }
         }
-        let timeout = Duration::from_millis(self.config.order_timeout_ms);
+        let timeout = timeout_of(&self.config);
         let status = order
             .poll_ready(
                 &RetryPolicy::new()
@@ -497,8 +626,16 @@ impl Manager {
                     .backoff(1.5)
                     .timeout(timeout),
             )
-            .await?;
+            .await;
         drop(pending);
+        if let Some(shared) = &self.shared {
+            for (kind, name) in published {
+                if let Err(err) = shared.store.remove_acme_challenge(kind, name).await {
+                    tracing::warn!(error = %err, "cannot withdraw a published challenge; it expires by itself");
+                }
+            }
+        }
+        let status = status?;
         if status != OrderStatus::Ready {
             let mut reasons = Vec::new();
             let mut authorizations = order.authorizations();
@@ -553,6 +690,52 @@ impl Manager {
         let key = new_key()?;
         self.store.save_next_key(&key).await?;
         Ok(key)
+    }
+}
+
+/// How long an order may take.
+fn timeout_of(config: &AcmeConfig) -> Duration {
+    Duration::from_millis(config.order_timeout_ms)
+}
+
+/// Every replica: answers the challenges the leader of `acme` published, for as long as
+/// they stay published (polled every [`CHALLENGES_EVERY`]).
+async fn follow_challenges(
+    store: crate::store::Store,
+    resolver: Arc<CertResolver>,
+    tokens: Http01Tokens,
+) {
+    let mut installed: std::collections::HashSet<crate::store::AcmeChallenge> =
+        std::collections::HashSet::new();
+    loop {
+        match store.acme_challenges().await {
+            Ok(now) => {
+                let now: std::collections::HashSet<_> = now.into_iter().collect();
+                for c in now.difference(&installed) {
+                    match c.kind.as_str() {
+                        "tls-alpn-01" => match hex::decode(&c.value)
+                            .ok()
+                            .and_then(|digest| tls::acme_validation_cert(&c.name, &digest).ok())
+                        {
+                            Some(cert) => resolver.set_challenge(&c.name, cert),
+                            None => {
+                                tracing::warn!(domain = %c.name, "unusable published challenge")
+                            }
+                        },
+                        _ => tokens.insert(&c.name, &c.value),
+                    }
+                }
+                for c in installed.difference(&now) {
+                    match c.kind.as_str() {
+                        "tls-alpn-01" => resolver.clear_challenge(&c.name),
+                        _ => tokens.remove(&c.name),
+                    }
+                }
+                installed = now;
+            }
+            Err(err) => tracing::debug!(error = %err, "cannot read the published challenges"),
+        }
+        tokio::time::sleep(CHALLENGES_EVERY).await;
     }
 }
 

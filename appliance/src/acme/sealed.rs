@@ -1,5 +1,7 @@
-//! What ACME keeps on disk, in `<data_dir>/acme/`: the account and the current
-//! certificate. Both private keys are stored only sealed by keyservice (`ServiceSeal`:
+//! What ACME keeps: the account and the current certificate, in `<data_dir>/acme/` or,
+//! for replicas on PostgreSQL, in the shared store (`acme_files`: the same documents by
+//! name, so every replica serves the same account and certificate, whose keys its own
+//! keyservice unseals with the shared root). Both private keys are stored only sealed by keyservice (`ServiceSeal`:
 //! AES-256-GCM under a key of its own per purpose, derived apart from every wallet and
 //! reachable by no wallet operation), so the files alone reveal nothing secret.
 //!
@@ -81,15 +83,65 @@ pub(super) struct NextKeyFile {
     pub sealed_key: String,
 }
 
-/// The `acme/` directory and the keyservice handle that seals what goes in it.
+/// Where the documents live.
+pub(super) enum Backing {
+    /// One appliance: files in `<data_dir>/acme/`.
+    Dir(PathBuf),
+    /// Replicas: rows of the shared store.
+    Shared(crate::store::Store),
+}
+
+/// The documents and the keyservice handle that seals what goes in them.
 pub(super) struct SealedStore {
-    dir: PathBuf,
+    backing: Backing,
     keys: Keys,
 }
 
 impl SealedStore {
-    pub(super) fn new(dir: PathBuf, keys: Keys) -> Self {
-        Self { dir, keys }
+    pub(super) fn new(backing: Backing, keys: Keys) -> Self {
+        Self { backing, keys }
+    }
+
+    /// The raw bytes of document `name`, if any.
+    pub(super) async fn raw(&self, name: &str) -> Result<Option<Vec<u8>>, AcmeError> {
+        match &self.backing {
+            Backing::Dir(dir) => match std::fs::read(dir.join(name)) {
+                Ok(bytes) => Ok(Some(bytes)),
+                Err(err) if err.kind() == std::io::ErrorKind::NotFound => Ok(None),
+                Err(err) => Err(AcmeError::Storage(format!(
+                    "{}: {err}",
+                    dir.join(name).display()
+                ))),
+            },
+            Backing::Shared(store) => store
+                .acme_file(name.to_owned())
+                .await
+                .map_err(|e| AcmeError::Storage(format!("{name}: {e}"))),
+        }
+    }
+
+    async fn read_json<T: for<'de> Deserialize<'de>>(
+        &self,
+        name: &str,
+    ) -> Result<Option<T>, AcmeError> {
+        match self.raw(name).await? {
+            Some(bytes) => Ok(parse_json(name, &bytes)),
+            None => Ok(None),
+        }
+    }
+
+    async fn write_json(&self, name: &str, value: &impl Serialize) -> Result<(), AcmeError> {
+        match &self.backing {
+            Backing::Dir(dir) => write_json(dir, name, value),
+            Backing::Shared(store) => {
+                let text = serde_json::to_vec_pretty(value)
+                    .map_err(|e| AcmeError::Storage(format!("cannot serialize {name}: {e}")))?;
+                store
+                    .put_acme_file(name.to_owned(), text)
+                    .await
+                    .map_err(|e| AcmeError::Storage(format!("{name}: {e}")))
+            }
+        }
     }
 
     async fn seal(&self, purpose: ServicePurpose, secret: &[u8]) -> Result<String, AcmeError> {
@@ -122,7 +174,7 @@ impl SealedStore {
         &self,
         directory_url: &str,
     ) -> Result<Option<(String, Zeroizing<Vec<u8>>)>, AcmeError> {
-        let Some(file) = read_json::<AccountFile>(&self.dir.join("account.json"))? else {
+        let Some(file) = self.read_json::<AccountFile>("account.json").await? else {
             return Ok(None);
         };
         if file.version != FORMAT_VERSION || file.directory_url != directory_url {
@@ -148,15 +200,21 @@ impl SealedStore {
                 .seal(ServicePurpose::AcmeAccount, credentials_json)
                 .await?,
         };
-        write_json(&self.dir, "account.json", &file)
+        self.write_json("account.json", &file).await
     }
 
     /// Drops the stored account (the CA no longer knows it).
-    pub(super) fn forget_account(&self) -> Result<(), AcmeError> {
-        match std::fs::remove_file(self.dir.join("account.json")) {
-            Ok(()) => Ok(()),
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
-            Err(e) => Err(AcmeError::Storage(format!("account.json: {e}"))),
+    pub(super) async fn forget_account(&self) -> Result<(), AcmeError> {
+        match &self.backing {
+            Backing::Dir(dir) => match std::fs::remove_file(dir.join("account.json")) {
+                Ok(()) => Ok(()),
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
+                Err(e) => Err(AcmeError::Storage(format!("account.json: {e}"))),
+            },
+            Backing::Shared(store) => store
+                .remove_acme_file("account.json".to_owned())
+                .await
+                .map_err(|e| AcmeError::Storage(format!("account.json: {e}"))),
         }
     }
 
@@ -165,7 +223,10 @@ impl SealedStore {
         &self,
         domains: &[String],
     ) -> Result<Option<(String, Zeroizing<Vec<u8>>)>, AcmeError> {
-        let Some(file) = read_json::<CertificateFile>(&self.dir.join("certificate.json"))? else {
+        let Some(file) = self
+            .read_json::<CertificateFile>("certificate.json")
+            .await?
+        else {
             return Ok(None);
         };
         if file.version != FORMAT_VERSION || file.domains != domains {
@@ -189,14 +250,14 @@ impl SealedStore {
             chain_pem: chain_pem.to_owned(),
             sealed_key: self.seal(ServicePurpose::AcmeCertificate, key_der).await?,
         };
-        write_json(&self.dir, "certificate.json", &file)
+        self.write_json("certificate.json", &file).await
     }
 }
 
 impl SealedStore {
     /// The stored next certificate key (PKCS#8 DER), unsealed.
     pub(super) async fn load_next_key(&self) -> Result<Option<Zeroizing<Vec<u8>>>, AcmeError> {
-        let Some(file) = read_json::<NextKeyFile>(&self.dir.join("next-key.json"))? else {
+        let Some(file) = self.read_json::<NextKeyFile>("next-key.json").await? else {
             return Ok(None);
         };
         if file.version != NEXT_KEY_VERSION {
@@ -212,21 +273,17 @@ impl SealedStore {
             version: NEXT_KEY_VERSION,
             sealed_key: self.seal(ServicePurpose::AcmeCertificate, key_der).await?,
         };
-        write_json(&self.dir, "next-key.json", &file)
+        self.write_json("next-key.json", &file).await
     }
 }
 
-fn read_json<T: for<'de> Deserialize<'de>>(path: &Path) -> Result<Option<T>, AcmeError> {
-    let text = match std::fs::read(path) {
-        Ok(text) => text,
-        Err(err) if err.kind() == std::io::ErrorKind::NotFound => return Ok(None),
-        Err(err) => return Err(AcmeError::Storage(format!("{}: {err}", path.display()))),
-    };
-    match serde_json::from_slice(&text) {
-        Ok(value) => Ok(Some(value)),
+/// A document, or `None` (logged) when it does not parse: it is replaced, never misread.
+fn parse_json<T: for<'de> Deserialize<'de>>(name: &str, bytes: &[u8]) -> Option<T> {
+    match serde_json::from_slice(bytes) {
+        Ok(value) => Some(value),
         Err(err) => {
-            tracing::warn!(path = %path.display(), error = %err, "ignoring an unreadable ACME state file");
-            Ok(None)
+            tracing::warn!(name, error = %err, "ignoring an unreadable ACME state document");
+            None
         }
     }
 }
@@ -265,17 +322,28 @@ mod tests {
         assert_eq!(account_seal_path().0, account_seal_path().0);
     }
 
-    #[test]
-    fn unknown_versions_and_garbage_are_ignored() {
+    #[tokio::test]
+    async fn unknown_versions_and_garbage_are_ignored() {
         let dir = tempfile::tempdir().unwrap();
+        let store = SealedStore::new(
+            Backing::Dir(dir.path().to_owned()),
+            Keys::new(
+                &dir.path().join("no.sock"),
+                std::time::Duration::from_secs(1),
+            ),
+        );
         std::fs::write(dir.path().join("x.json"), b"not json").unwrap();
         assert!(
-            read_json::<AccountFile>(&dir.path().join("x.json"))
+            store
+                .read_json::<AccountFile>("x.json")
+                .await
                 .unwrap()
                 .is_none()
         );
         assert!(
-            read_json::<AccountFile>(&dir.path().join("missing.json"))
+            store
+                .read_json::<AccountFile>("missing.json")
+                .await
                 .unwrap()
                 .is_none()
         );
@@ -285,8 +353,10 @@ mod tests {
             account_uri: "a".into(),
             sealed_credentials: "s".into(),
         };
-        write_json(dir.path(), "a.json", &file).unwrap();
-        let back = read_json::<AccountFile>(&dir.path().join("a.json"))
+        store.write_json("a.json", &file).await.unwrap();
+        let back = store
+            .read_json::<AccountFile>("a.json")
+            .await
             .unwrap()
             .unwrap();
         assert_eq!(back.account_uri, "a");

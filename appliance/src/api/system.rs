@@ -46,6 +46,12 @@ pub async fn health(State(state): State<AppState>) -> Response {
             row: last.row,
             at_unix: last.at_unix,
         }),
+        leads: state
+            .singletons
+            .iter()
+            .filter(|l| l.leads())
+            .map(|l| l.name().to_owned())
+            .collect(),
     };
     let status = match (healthy, refused_rows) {
         (false, _) => "degraded",

@@ -94,6 +94,8 @@ impl Indexer {
             .map_err(store_err)?;
         let from = read_at.unwrap_or(self.deploy_block);
         let head = self.client.block_number().await?;
+        let metrics = crate::telemetry::metrics::global();
+        metrics.chain_indexer(head, from.saturating_sub(1));
         let Some(safe) = head.checked_sub(self.confirmations) else {
             return Ok(false);
         };
@@ -132,6 +134,7 @@ impl Indexer {
             }
             Err(err) => return Err(store_err(err)),
         }
+        metrics.chain_indexer(head, to);
         if applied > 0 {
             tracing::debug!(from, to, events = applied, "chain events applied");
         }

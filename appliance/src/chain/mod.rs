@@ -48,6 +48,8 @@ impl ChainError {
 /// The background chain followers of a running appliance; dropping this stops them.
 pub struct Followers {
     tasks: Vec<tokio::task::JoinHandle<()>>,
+    /// Who leads each follower (`/health`).
+    pub leadership: Vec<crate::store::Leadership>,
 }
 
 impl Drop for Followers {
@@ -102,16 +104,13 @@ pub fn spawn_followers(
         poll,
     };
     // Each runs on one replica at a time (`store::leadership`).
+    let relaying = store.leadership("chain-relayer")?;
+    let indexing = store.leadership("chain-indexer")?;
     Ok(Followers {
+        leadership: vec![relaying.clone(), indexing.clone()],
         tasks: vec![
-            tokio::spawn({
-                let lead = store.leadership("chain-relayer")?;
-                async move { led(lead, || relayer.run()).await }
-            }),
-            tokio::spawn({
-                let lead = store.leadership("chain-indexer")?;
-                async move { led(lead, || indexer.run()).await }
-            }),
+            tokio::spawn(async move { led(relaying, || relayer.run()).await }),
+            tokio::spawn(async move { led(indexing, || indexer.run()).await }),
         ],
     })
 }

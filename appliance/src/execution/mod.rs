@@ -33,6 +33,8 @@ use crate::cid;
 use crate::config::ActionsConfig;
 use crate::keyservice_client::Keys;
 use crate::store::{AccountId, CidHash, Store, StoreError, WalletScope};
+use crate::telemetry::metrics::{self, BillingKind};
+use crate::telemetry::{self as telemetry, request_span};
 use code::{Gateway, GatewayError};
 use fetch::{FetchLimits, Fetcher};
 use host::{HostContext, WalletRefused};
@@ -142,17 +144,107 @@ impl From<BillingError> for ExecError {
     }
 }
 
+/// The `appliance_actions_total` outcome of an execution: `ok`, the code's error kind,
+/// or why it did not run or finish (a bounded set).
+fn outcome_label(result: Result<&Outcome, &ExecError>) -> &'static str {
+    match result {
+        Ok(outcome) => match outcome.error.as_ref().map(|e| e.kind) {
+            None => "ok",
+            Some(ErrorKind::Exception) => "exception",
+            Some(ErrorKind::Timeout) => "timeout",
+            Some(ErrorKind::Memory) => "memory",
+            Some(ErrorKind::Limit) => "limit",
+        },
+        Err(err) => match err {
+            ExecError::CodeTooLarge { .. }
+            | ExecError::NoCode
+            | ExecError::CidMismatch { .. }
+            | ExecError::InvalidCid(_) => "invalid",
+            ExecError::UnknownCid(_) => "unknown_code",
+            ExecError::Gateway(_) => "gateway",
+            ExecError::ExecutionDenied(_) => "denied",
+            ExecError::WalletDenied(_) => "wallet_refused",
+            ExecError::InsufficientCredit(_) => "insufficient_credit",
+            ExecError::Busy(_) => "busy",
+            ExecError::Abandoned => "abandoned",
+            ExecError::WorkersUnavailable(_) => "unavailable",
+            ExecError::StoredCodeNotUtf8(_) | ExecError::Billing(_) | ExecError::Store(_) => {
+                "error"
+            }
+        },
+    }
+}
+
+/// Counts an execution's outcome (and a refusal for credit as a 402).
+fn record_outcome(result: Result<&Outcome, &ExecError>) {
+    let m = metrics::global();
+    m.action_finished(outcome_label(result));
+    if let Err(ExecError::InsufficientCredit(_)) = result {
+        m.payment_required(BillingKind::Action);
+    }
+}
+
 /// Runs `job` for `caller`: the whole execution path, in the order it is decided.
 pub async fn execute(
     ctx: &ExecContext<'_>,
     caller: Caller<'_>,
     job: Job,
 ) -> Result<Outcome, ExecError> {
+    let (job, host, ticket) = match prepare(ctx, caller, job).await {
+        Ok(prepared) => prepared,
+        Err(err) => {
+            record_outcome(Err(&err));
+            return Err(err);
+        }
+    };
+    // The run and its charge belong to a task the request does not own. `_attached` lives
+    // as long as this future: when the request is dropped, so is it, and the task stops
+    // the job and charges what ran. The task counts its own outcome, and belongs to the
+    // request's trace (its span and request id).
+    let (_attached, detached) = tokio::sync::oneshot::channel::<()>();
+    let abandoned = async move {
+        let _ = detached.await;
+    };
+    let paid = paid_run(
+        ctx.store.clone(),
+        Arc::clone(&ctx.executor.pool),
+        job,
+        host,
+        ticket,
+        abandoned,
+    );
+    let request = telemetry::request_id();
+    let paid = async move {
+        match request {
+            Some(id) => telemetry::in_request(id, paid).await,
+            None => paid.await,
+        }
+    };
+    match tokio::spawn(paid.in_current_span()).await {
+        Ok(result) => result,
+        Err(err) => {
+            let err = ExecError::WorkersUnavailable(format!("the action's task failed: {err}"));
+            record_outcome(Err(&err));
+            Err(err)
+        }
+    }
+}
+
+/// Everything decided before an action runs: what may run, its code, its scope and its
+/// credit.
+async fn prepare(
+    ctx: &ExecContext<'_>,
+    caller: Caller<'_>,
+    job: Job,
+) -> Result<(pool::ResolvedJob, HostContext, Option<ActionTicket>), ExecError> {
     let limits = ctx.limits;
     // Authorize before resolving: the rights are decided on the CID the job names, so
     // a caller who may not run it gets the same 403 whether or not the code is known.
     let action_cid = code::requested_cid(limits, job.code.as_deref(), job.ipfs_id.as_deref())?;
-    let scope = wallet_scope(ctx, caller, &action_cid).await?;
+    let span = request_span!("authorize", step = "execution");
+    let scope = wallet_scope(ctx, caller, &action_cid)
+        .instrument(span)
+        .await?;
     let code = code::resolve(ctx, caller.account, job.code, action_cid.clone()).await?;
 
     // Reserve the seconds the account can pay for (402 if not even one) and cap the run
@@ -179,33 +271,27 @@ pub async fn execute(
         action_cid,
         js_params: job.js_params,
     };
-    // The run and its charge belong to a task the request does not own. `_attached` lives
-    // as long as this future: when the request is dropped, so is it, and the task stops
-    // the job and charges what ran.
-    let (_attached, detached) = tokio::sync::oneshot::channel::<()>();
-    let abandoned = async move {
-        let _ = detached.await;
-    };
-    let paid = paid_run(
-        ctx.store.clone(),
-        Arc::clone(&ctx.executor.pool),
-        job,
-        host,
-        ticket,
-        abandoned,
-    );
-    match tokio::spawn(paid.in_current_span()).await {
-        Ok(result) => result,
-        Err(err) => Err(ExecError::WorkersUnavailable(format!(
-            "the action's task failed: {err}"
-        ))),
-    }
+    Ok((job, host, ticket))
 }
 
 /// Runs `job` and charges the time it ran against `ticket`, whatever ended it: its end,
 /// its limit, a refused wallet, or `abandoned` (the request went away). A job that never
 /// started is not charged; either way the reservation is released (the ticket's drop).
+/// Counts the outcome, whoever still waits for it.
 async fn paid_run(
+    store: Store,
+    pool: Arc<Pool>,
+    job: pool::ResolvedJob,
+    host: HostContext,
+    ticket: Option<ActionTicket>,
+    abandoned: impl Future<Output = ()>,
+) -> Result<Outcome, ExecError> {
+    let result = run_and_charge(store, pool, job, host, ticket, abandoned).await;
+    record_outcome(result.as_ref());
+    result
+}
+
+async fn run_and_charge(
     store: Store,
     pool: Arc<Pool>,
     job: pool::ResolvedJob,
@@ -214,12 +300,18 @@ async fn paid_run(
     abandoned: impl Future<Output = ()>,
 ) -> Result<Outcome, ExecError> {
     let credit_limit = ticket.as_ref().and_then(|t| t.deadline());
-    let run = pool.run(job, &mut host, credit_limit, abandoned).await?;
+    let span = request_span!("worker.run");
+    let run = pool
+        .run(job, &mut host, credit_limit, abandoned)
+        .instrument(span)
+        .await?;
     let run_time = run.run_time();
+    metrics::global().action_ran(run_time);
     let mut charged = None;
     if let Some(ticket) = ticket {
         let paid_seconds = ticket.seconds();
         let cents = ticket.charge(&store, run_time).await?;
+        metrics::global().charged(BillingKind::Action, cents);
         tracing::info!(
             cents,
             run_ms = run_time.as_millis() as u64,
@@ -336,6 +428,11 @@ impl Executor {
     /// The IPFS gateway, when one is configured.
     pub fn gateway(&self) -> Option<&Gateway> {
         self.gateway.as_ref()
+    }
+
+    /// The worker pool as it is now (for the metrics endpoint).
+    pub fn pool_stats(&self) -> metrics::PoolStats {
+        self.pool.stats()
     }
 }
 

@@ -185,6 +185,21 @@ enum Retirement {
     Abandoned,
 }
 
+impl Retirement {
+    /// The reason's label in `appliance_workers_retired_total`.
+    fn label(self) -> &'static str {
+        match self {
+            Self::MaxJobs => "max_jobs",
+            Self::Failed(_) => "failed",
+            Self::Heap(_) => "heap",
+            Self::Broken => "broken",
+            Self::Timeout => "timeout",
+            Self::Refused => "refused",
+            Self::Abandoned => "abandoned",
+        }
+    }
+}
+
 impl std::fmt::Display for Retirement {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
@@ -297,6 +312,11 @@ impl Pool {
         if let Ok(mut last) = self.start_error.lock() {
             *last = started.as_ref().err().cloned();
         }
+        let m = crate::telemetry::metrics::global();
+        match &started {
+            Ok(_) => m.worker_started(),
+            Err(_) => m.worker_start_failed(),
+        }
         let worker = started?;
         let id = self.started.fetch_add(1, Ordering::Relaxed) + 1;
         Ok(Pooled {
@@ -391,8 +411,20 @@ impl Pool {
                 tracing::info!(worker = worker.id, jobs = worker.jobs_done, reason = %why, "action worker retired");
             }
         }
+        crate::telemetry::metrics::global().worker_retired(why.label());
         discard(worker.worker);
         self.replenish();
+    }
+
+    /// The pool as it is now.
+    pub fn stats(&self) -> crate::telemetry::metrics::PoolStats {
+        let (busy, queued) = self.scheduler.load();
+        crate::telemetry::metrics::PoolStats {
+            size: self.size,
+            idle: self.idle.lock().map_or(0, |idle| idle.len()),
+            busy,
+            queued,
+        }
     }
 
     /// Runs `job` on a worker, answering its host calls through `host`, with the
@@ -418,6 +450,7 @@ impl Pool {
         }))
         .map_err(|e| PoolError::Unavailable(e.to_string()))?;
         tokio::pin!(abandoned);
+        let queued = Instant::now();
         let _slot = tokio::select! {
             permit = self.scheduler.acquire(host.account) => permit?,
             () = &mut abandoned => return Err(PoolError::Abandoned),
@@ -426,6 +459,7 @@ impl Pool {
             worker = self.take_or_wait() => worker?,
             () = &mut abandoned => return Err(PoolError::Abandoned),
         };
+        crate::telemetry::metrics::global().action_waited(queued.elapsed());
         // If this future is dropped mid-job (the task running it was cancelled), the
         // worker is killed with it (`kill_on_drop`) and this guard starts its replacement.
         let replace_if_cancelled = ReplaceOnDrop(Some(Arc::clone(self)));

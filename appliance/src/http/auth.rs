@@ -85,8 +85,13 @@ enum KeyIdentity {
     Unknown,
 }
 
-/// Resolves the hash of a presented key.
+/// Resolves the hash of a presented key (inside a request, in an `authorize` span).
 async fn identify(state: &AppState, hash: KeyHash) -> Result<KeyIdentity, ApiError> {
+    let span = crate::telemetry::request_span!("authorize", step = "credential");
+    tracing::Instrument::instrument(resolve(state, hash), span).await
+}
+
+async fn resolve(state: &AppState, hash: KeyHash) -> Result<KeyIdentity, ApiError> {
     Ok(match state.store.resolve_key(hash).await? {
         Some(ResolvedKey::Account(account)) => KeyIdentity::AccountKey(account),
         Some(ResolvedKey::Usage {

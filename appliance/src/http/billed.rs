@@ -60,6 +60,8 @@ impl FromRequestParts<AppState> for Billed {
             credential,
         } = Auth::from_request_parts(parts, state).await?;
         let charge = state.billing.management_write(operation(parts));
+        // Counted as charged once the write is answered with success (the middleware).
+        crate::telemetry::note_billed(charge.cents);
         Ok(Self {
             account,
             credential,

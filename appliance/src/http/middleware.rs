@@ -1,11 +1,12 @@
 //! Middleware applied to every request: request and correlation ids, the access log,
-//! the request deadline, and the rewriting of any stray non-JSON error into the
-//! standard error body.
+//! the request's metrics and trace span, the request deadline, and the rewriting of any
+//! stray non-JSON error into the standard error body.
 
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use axum::body::Body;
-use axum::extract::{Request, State};
+use axum::extract::{MatchedPath, Request, State};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use http::{HeaderValue, StatusCode, header};
@@ -13,16 +14,24 @@ use tracing::Instrument;
 
 use crate::error::error_response;
 use crate::state::AppState;
+use crate::telemetry::{self, metrics, traces};
 
 pub const REQUEST_ID: &str = "x-request-id";
 pub const CORRELATION_ID: &str = "x-correlation-id";
 
 /// Gives every response a fresh `X-Request-Id` (a client-supplied one is ignored), echoes
-/// a non-empty `X-Correlation-Id`, runs the request inside a span carrying both, enforces
-/// the request deadline, and logs one access line. Headers (which carry credentials) are
+/// a non-empty `X-Correlation-Id`, runs the request inside a span carrying both (the
+/// root of the request's trace when traces are on) and inside the request scope
+/// (`telemetry`), enforces the request deadline, logs one access line, and counts the
+/// request by its route template and status. Headers (which carry credentials) are
 /// never logged.
 pub async fn request_context(State(state): State<AppState>, req: Request, next: Next) -> Response {
     let request_id = uuid::Uuid::new_v4().to_string();
+    let scope_id: Arc<str> = Arc::from(request_id.as_str());
+    telemetry::in_request(scope_id, handle(state, request_id, req, next)).await
+}
+
+async fn handle(state: AppState, request_id: String, req: Request, next: Next) -> Response {
     let correlation = req
         .headers()
         .get(CORRELATION_ID)
@@ -30,8 +39,27 @@ pub async fn request_context(State(state): State<AppState>, req: Request, next: 
         .cloned();
     let method = req.method().clone();
     let path = req.uri().path().to_owned();
-    let span = tracing::info_span!("request", id = %request_id, %method, %path);
+    // The route template (bounded), never the path (which a caller chooses).
+    let route = req
+        .extensions()
+        .get::<MatchedPath>()
+        .map(|m| m.as_str().to_owned());
+    let span = tracing::info_span!(
+        "request",
+        id = %request_id,
+        %method,
+        %path,
+        otel.name = tracing::field::Empty,
+        otel.kind = tracing::field::Empty,
+    );
+    traces::describe_request(
+        &span,
+        &request_id,
+        method.as_str(),
+        route.as_deref().unwrap_or(metrics::UNMATCHED_ROUTE),
+    );
     let started = Instant::now();
+    let _in_flight = metrics::global().request_in_flight();
     let deadline = Duration::from_millis(state.config.http.request_timeout_ms);
 
     let mut response =
@@ -45,6 +73,21 @@ pub async fn request_context(State(state): State<AppState>, req: Request, next: 
                 ),
             ),
         };
+    let status = response.status();
+    metrics::global().observe_request(
+        route.as_deref(),
+        &method,
+        status.as_u16(),
+        started.elapsed(),
+    );
+    if let Some(cents) = telemetry::billed_cents() {
+        if status.is_success() {
+            metrics::global().charged(metrics::BillingKind::ManagementWrite, cents);
+        } else if status == StatusCode::PAYMENT_REQUIRED {
+            metrics::global().payment_required(metrics::BillingKind::ManagementWrite);
+        }
+    }
+    traces::describe_response(&span, status.as_u16());
 
     let headers = response.headers_mut();
     if let Ok(value) = HeaderValue::from_str(&request_id) {

@@ -49,6 +49,16 @@ impl Class {
         Class::Public,
     ];
 
+    /// The class's name, as in `[rate_limits]` (and the refusals metric's label).
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::NewAccount => "new_account",
+            Self::Signature => "signature",
+            Self::Code => "code",
+            Self::Public => "public",
+        }
+    }
+
     fn index(self) -> usize {
         match self {
             Self::NewAccount => 0,
@@ -250,7 +260,10 @@ pub async fn limit(State(state): State<AppState>, req: Request, next: Next) -> R
         .check(class, ClientKey::of(peer.ip()), Instant::now())
     {
         Ok(()) => next.run(req).await,
-        Err(wait) => too_many(wait),
+        Err(wait) => {
+            crate::telemetry::metrics::global().rate_limited(class.name());
+            too_many(wait)
+        }
     }
 }
 

@@ -38,41 +38,9 @@ use std::cell::RefCell;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, OnceLock, PoisonError};
 
-use super::sql::{Conn, OwnedValue, Row, SqlResult, params};
+pub(crate) use super::sql::Table;
+use super::sql::{Conn, OwnedValue, Row, RowChecks, SqlResult, params};
 use super::{Result, StoreError};
-
-/// A protected table: its name, its data columns (every column but `row_mac`, in the
-/// order they are encoded) and its key columns (for messages and sealing).
-#[derive(Debug)]
-pub(crate) struct Table {
-    pub name: &'static str,
-    pub columns: &'static [&'static str],
-    pub key: &'static [&'static str],
-}
-
-impl Table {
-    /// `a.c1, a.c2, …, a.row_mac`: what a query appends to its select list to have the
-    /// row checked.
-    pub fn select(&self, alias: &str) -> String {
-        let mut out = String::new();
-        for column in self.columns.iter().chain(std::iter::once(&"row_mac")) {
-            if !out.is_empty() {
-                out.push_str(", ");
-            }
-            if !alias.is_empty() {
-                out.push_str(alias);
-                out.push('.');
-            }
-            out.push_str(column);
-        }
-        out
-    }
-
-    /// How many columns [`Table::select`] appends.
-    pub fn width(&self) -> usize {
-        self.columns.len() + 1
-    }
-}
 
 macro_rules! table {
     ($const:ident, $name:literal, key [$($k:literal),+], [$($c:literal),+ $(,)?]) => {
@@ -357,14 +325,19 @@ impl Checks {
         }
     }
 
+    fn take(&self) -> Vec<Check> {
+        std::mem::take(&mut *self.pending.borrow_mut())
+    }
+
+    pub(super) fn is_empty(&self) -> bool {
+        self.pending.borrow().is_empty()
+    }
+}
+
+impl RowChecks for Checks {
     /// Queues the check of the row whose columns start at `offset` (the layout of
     /// [`Table::select`]).
-    pub(super) fn queue(
-        &self,
-        row: &Row<'_>,
-        offset: usize,
-        table: &'static Table,
-    ) -> SqlResult<()> {
+    fn queue(&self, row: &Row<'_>, offset: usize, table: &'static Table) -> SqlResult<()> {
         let mut values = Vec::with_capacity(table.columns.len());
         for i in 0..table.columns.len() {
             values.push(row.value(offset + i)?);
@@ -386,14 +359,6 @@ impl Checks {
             mac,
         });
         Ok(())
-    }
-
-    fn take(&self) -> Vec<Check> {
-        std::mem::take(&mut *self.pending.borrow_mut())
-    }
-
-    pub(super) fn is_empty(&self) -> bool {
-        self.pending.borrow().is_empty()
     }
 }
 

@@ -630,6 +630,60 @@ CREATE TABLE sealed_roots (
 );
 "#,
     },
+    Migration {
+        version: 12,
+        name: "ACME state shared by replicas",
+        sql: r#"
+-- The ACME account and certificate documents (their keys sealed by keyservice) and the
+-- answers to pending challenges: used by replicas on PostgreSQL (a single appliance keeps
+-- the documents in <data_dir>/acme/).
+CREATE TABLE acme_files (
+    name       TEXT    PRIMARY KEY,
+    content    BLOB    NOT NULL,
+    updated_at INTEGER NOT NULL
+);
+CREATE TABLE acme_challenges (
+    kind       TEXT    NOT NULL CHECK (kind IN ('tls-alpn-01', 'http-01')),
+    name       TEXT    NOT NULL,
+    value      TEXT    NOT NULL,
+    expires_at INTEGER NOT NULL,
+    PRIMARY KEY (kind, name)
+);
+"#,
+        postgres: r#"
+CREATE TABLE acme_files (
+    name       TEXT   PRIMARY KEY,
+    content    BYTEA  NOT NULL,
+    updated_at BIGINT NOT NULL
+);
+CREATE TABLE acme_challenges (
+    kind       TEXT   NOT NULL CHECK (kind IN ('tls-alpn-01', 'http-01')),
+    name       TEXT   NOT NULL,
+    value      TEXT   NOT NULL,
+    expires_at BIGINT NOT NULL,
+    PRIMARY KEY (kind, name)
+);
+"#,
+    },
+    Migration {
+        version: 13,
+        name: "the root this database was written under",
+        sql: r#"
+-- keyservice's public fingerprint of the root every wallet of this database derives from,
+-- recorded at the first start: a database restored beside another keyservice state
+-- (another root) is refused at start instead of deriving other wallets.
+CREATE TABLE root_identity (
+    one     INTEGER PRIMARY KEY CHECK (one = 1),
+    root_id BLOB    NOT NULL CHECK (length(root_id) = 32)
+);
+"#,
+        postgres: r#"
+CREATE TABLE root_identity (
+    one     SMALLINT PRIMARY KEY CHECK (one = 1),
+    root_id BYTEA    NOT NULL CHECK (octet_length(root_id) = 32)
+);
+"#,
+    },
 ];
 
 /// The migration to `version` (tests).

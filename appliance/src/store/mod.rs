@@ -23,9 +23,15 @@
 //! * `execution`: what a running action may use;
 //! * `chain_apply`: applying `AccountConfig` events of ChainSecured accounts;
 //! * `migrations`: the schema.
+//!
+//! Beside them, `backup`: online copies of the SQLite file and their restore
+//! (`appliance backup`, `appliance restore`), on whole files (it uses only `migrations`).
 
 mod accounts;
+mod acme_state;
 mod actions;
+mod backlog;
+pub mod backup;
 mod base;
 mod chain_apply;
 mod chain_secured;
@@ -55,7 +61,9 @@ use std::sync::{Arc, Mutex};
 use rusqlite::{Connection, OpenFlags};
 
 pub use accounts::{AccountRecord, NewAccount};
+pub use acme_state::AcmeChallenge;
 pub use actions::{ActionRecord, CidHash, CodeOwner};
+pub use backlog::OutboxBacklog;
 pub use base::{AccountId, AccountMode, ResolvedKey, UsageKeyId, WalletIdentity};
 pub use chain_apply::{ChainChange, ChainEvent};
 pub use chain_secured::{ChainSecuredAccount, Conversion, MasterKeyAccount};
@@ -358,7 +366,21 @@ impl Store {
 
     /// Runs `f` on a read connection: SQLite, an idle read-only connection (or a new
     /// one) on the calling task; PostgreSQL, a pooled session on the blocking pool.
+    /// Timed (`appliance_store_transaction_duration_seconds{kind="read"}`) and, inside a
+    /// request, a `store.read` span.
     pub async fn read<T, F>(&self, f: F) -> Result<T>
+    where
+        T: Send + 'static,
+        F: FnOnce(Conn<'_>) -> Result<T> + Send + 'static,
+    {
+        let started = std::time::Instant::now();
+        let span = crate::telemetry::request_span!("store.read");
+        let out = tracing::Instrument::instrument(self.read_untimed(f), span).await;
+        crate::telemetry::metrics::global().store_transaction("read", started.elapsed());
+        out
+    }
+
+    async fn read_untimed<T, F>(&self, f: F) -> Result<T>
     where
         T: Send + 'static,
         F: FnOnce(Conn<'_>) -> Result<T> + Send + 'static,
@@ -393,12 +415,19 @@ impl Store {
     /// and returns once it is durably committed. If `f` fails, nothing it did is kept.
     /// (A billed write goes through `write_charged`, which adds its charge to the same
     /// transaction.)
+    /// Timed from submission to durable commit
+    /// (`appliance_store_transaction_duration_seconds{kind="write"}`) and, inside a
+    /// request, a `store.write` span.
     pub async fn write<T, F>(&self, f: F) -> Result<T>
     where
         T: Send + 'static,
         F: FnOnce(Conn<'_>) -> Result<T> + Send + 'static,
     {
-        self.inner.writer.write(f).await
+        let started = std::time::Instant::now();
+        let span = crate::telemetry::request_span!("store.write");
+        let out = tracing::Instrument::instrument(self.inner.writer.write(f), span).await;
+        crate::telemetry::metrics::global().store_transaction("write", started.elapsed());
+        out
     }
 
     /// Batches and writes the writer has committed since the store was opened.

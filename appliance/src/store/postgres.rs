@@ -334,3 +334,103 @@ fn listen(pool: &PgPool, keys: &Weak<KeyCache>) -> std::result::Result<(), SqlEr
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::store::{Store, StoreError};
+
+    #[test]
+    fn a_database_over_the_network_needs_tls_and_its_password_is_never_shown() {
+        let plain = PgOptions::new("postgres://app:hunter2@db.example.com:5432/app");
+        match PgPool::new(&plain) {
+            Err(StoreError::Config(why)) => {
+                assert!(why.contains("sslmode=require"), "{why}");
+                assert!(!why.contains("hunter2"), "{why}");
+            }
+            Err(other) => panic!("unexpected {other}"),
+            Ok(_) => panic!("a remote database without TLS was accepted"),
+        }
+        let tls = PgOptions::new("postgres://app:hunter2@db.example.com:5432/app?sslmode=require");
+        assert!(PgPool::new(&tls).is_ok());
+        assert!(PgPool::new(&PgOptions::new("postgres://app:x@127.0.0.1/app")).is_ok());
+        assert!(!format!("{tls:?}").contains("hunter2"));
+        assert_eq!(redact(&tls.url), "postgres://app@db.example.com:5432/app");
+        let mut bad_ca = tls.clone();
+        bad_ca.ca_pem = Some("not a certificate".into());
+        assert!(matches!(PgPool::new(&bad_ca), Err(StoreError::Config(_))));
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn the_database_is_reached_over_tls_verified_against_its_ca_only() {
+        let server = match test_support::postgres::PgServer::start_tls() {
+            Ok(server) => server,
+            Err(unavailable) => {
+                unavailable.report();
+                return;
+            }
+        };
+        let url = server.new_database();
+        assert!(url.contains("sslmode=require"), "{url}");
+        let ca = server.tls().unwrap().ca_pem.clone();
+        let mut options = PgOptions::new(url.clone());
+        options.ca_pem = Some(ca);
+        let store = Store::open_postgres(options).await.unwrap();
+        store.check().await.unwrap();
+        // A CA that did not sign the server's certificate: no connection at all.
+        let other = rcgen::CertificateParams::new(Vec::<String>::new())
+            .unwrap()
+            .self_signed(&rcgen::KeyPair::generate().unwrap())
+            .unwrap();
+        let mut options = PgOptions::new(url);
+        options.ca_pem = Some(other.pem());
+        assert!(Store::open_postgres(options).await.is_err());
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+    async fn reads_wait_for_a_bounded_pool_and_statements_for_a_bounded_time() {
+        let Some(db) = crate::store::testing::TestDb::postgres() else {
+            return;
+        };
+        let mut options = PgOptions::new(db.postgres_url().unwrap());
+        options.max_connections = 1;
+        options.acquire_timeout = Duration::from_millis(200);
+        options.statement_timeout = Duration::from_millis(300);
+        let store = Store::open_postgres(options).await.unwrap();
+        // One read holds the only connection; the next waits, then gets 503.
+        let (release, released) = std::sync::mpsc::channel::<()>();
+        let (started, wait_started) = tokio::sync::oneshot::channel();
+        let holder = {
+            let store = store.clone();
+            tokio::spawn(async move {
+                store
+                    .read(move |_| {
+                        let _ = started.send(());
+                        let _ = released.recv();
+                        Ok(())
+                    })
+                    .await
+            })
+        };
+        wait_started.await.unwrap();
+        let refused = store.check().await;
+        assert!(
+            matches!(&refused, Err(StoreError::Unavailable(why)) if why.contains("busy")),
+            "{refused:?}"
+        );
+        release.send(()).unwrap();
+        holder.await.unwrap().unwrap();
+        store.check().await.unwrap();
+        // A statement past the server-side limit is cancelled: 503, not a stuck thread.
+        let slow = store
+            .read(|conn| {
+                conn.query_row("SELECT pg_sleep(5)", crate::store::sql::params![], |_| {
+                    Ok(())
+                })?;
+                Ok(())
+            })
+            .await;
+        assert!(matches!(slow, Err(StoreError::Unavailable(_))), "{slow:?}");
+        store.check().await.unwrap();
+    }
+}

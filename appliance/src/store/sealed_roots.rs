@@ -70,6 +70,19 @@ impl Store {
         .await
     }
 
+    /// Records `root_id` as the root this database's wallets derive from, the first time;
+    /// answers the root recorded (the first one, whatever is passed later).
+    pub async fn record_root_identity(&self, root_id: [u8; 32]) -> Result<[u8; 32]> {
+        self.write(move |tx| {
+            tx.execute(
+                "INSERT INTO root_identity (one, root_id) VALUES (1, ?1) ON CONFLICT (one) DO NOTHING",
+                params![root_id],
+            )?;
+            Ok(tx.query_row("SELECT root_id FROM root_identity", params![], |r| r.get(0))?)
+        })
+        .await
+    }
+
     /// Adds the root resealed for another compose hash (an upgrade: `appliance root
     /// import`); it must be the root the database already holds (same `root_id`).
     pub async fn import_sealed_root(&self, row: SealedRootRow) -> Result<()> {
@@ -111,6 +124,15 @@ mod tests {
     }
 
     store_test! {
+    async fn the_first_root_identity_sticks(db) {
+        let store = db.open().await;
+        assert_eq!(store.record_root_identity([1; 32]).await.unwrap(), [1; 32]);
+        assert_eq!(store.record_root_identity([2; 32]).await.unwrap(), [1; 32]);
+        drop(store);
+        let store = db.open().await;
+        assert_eq!(store.record_root_identity([3; 32]).await.unwrap(), [1; 32]);
+    }
+
     async fn the_first_root_offered_wins_and_every_later_offer_gets_it(db) {
         let store = db.open().await;
         assert!(store.sealed_roots().await.unwrap().is_empty());

@@ -29,8 +29,6 @@ use std::fmt;
 
 use postgres::types::{IsNull, Type, to_sql_checked};
 
-use super::integrity::{Checks, Table};
-
 /// Which engine a connection belongs to.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Engine {
@@ -436,10 +434,50 @@ impl<'a> postgres::types::FromSql<'a> for PgCell<'a> {
     }
 }
 
+/// A protected table: its name, its data columns (every column but `row_mac`, in the
+/// order they are encoded) and its key columns (for messages and sealing).
+#[derive(Debug)]
+pub(crate) struct Table {
+    pub name: &'static str,
+    pub columns: &'static [&'static str],
+    pub key: &'static [&'static str],
+}
+
+impl Table {
+    /// `a.c1, a.c2, …, a.row_mac`: what a query appends to its select list to have the
+    /// row checked.
+    pub fn select(&self, alias: &str) -> String {
+        let mut out = String::new();
+        for column in self.columns.iter().chain(std::iter::once(&"row_mac")) {
+            if !out.is_empty() {
+                out.push_str(", ");
+            }
+            if !alias.is_empty() {
+                out.push_str(alias);
+                out.push('.');
+            }
+            out.push_str(column);
+        }
+        out
+    }
+
+    /// How many columns [`Table::select`] appends.
+    pub fn width(&self) -> usize {
+        self.columns.len() + 1
+    }
+}
+
+/// Where a read's protected rows go to be checked (`integrity::Checks`): the rows a query
+/// returns are queued with [`Row::seal`], and checked before the result leaves the store.
+pub(crate) trait RowChecks {
+    /// Queues the row whose columns start at `offset` (the layout of [`Table::select`]).
+    fn queue(&self, row: &Row<'_>, offset: usize, table: &'static Table) -> SqlResult<()>;
+}
+
 /// One row of a result.
 pub struct Row<'r> {
     inner: RowRef<'r>,
-    checks: Option<&'r Checks>,
+    checks: Option<&'r dyn RowChecks>,
 }
 
 enum RowRef<'r> {
@@ -605,26 +643,34 @@ impl PgSession {
         Ok(stmt)
     }
 
-    fn run_query(&self, sql: &str, params: &[&dyn ToParam]) -> SqlResult<Vec<postgres::Row>> {
+    /// Runs `sql` (prepared once) with `params` through `run`: the client's `query` or
+    /// `execute`.
+    fn run<T>(
+        &self,
+        sql: &str,
+        params: &[&dyn ToParam],
+        run: impl FnOnce(
+            &mut postgres::Client,
+            &postgres::Statement,
+            &[&(dyn postgres::types::ToSql + Sync)],
+        ) -> Result<T, postgres::Error>,
+    ) -> SqlResult<T> {
         let stmt = self.statement(sql)?;
         let values: Vec<Param<'_>> = params.iter().map(|p| p.to_param()).collect();
         let refs: Vec<&(dyn postgres::types::ToSql + Sync)> = values
             .iter()
             .map(|v| v as &(dyn postgres::types::ToSql + Sync))
             .collect();
-        let out = self.client.borrow_mut().query(&stmt, &refs);
+        let out = run(&mut self.client.borrow_mut(), &stmt, &refs);
         self.note(out)
     }
 
+    fn run_query(&self, sql: &str, params: &[&dyn ToParam]) -> SqlResult<Vec<postgres::Row>> {
+        self.run(sql, params, |client, stmt, refs| client.query(stmt, refs))
+    }
+
     fn run_execute(&self, sql: &str, params: &[&dyn ToParam]) -> SqlResult<u64> {
-        let stmt = self.statement(sql)?;
-        let values: Vec<Param<'_>> = params.iter().map(|p| p.to_param()).collect();
-        let refs: Vec<&(dyn postgres::types::ToSql + Sync)> = values
-            .iter()
-            .map(|v| v as &(dyn postgres::types::ToSql + Sync))
-            .collect();
-        let out = self.client.borrow_mut().execute(&stmt, &refs);
-        self.note(out)
+        self.run(sql, params, |client, stmt, refs| client.execute(stmt, refs))
     }
 
     /// The client itself, for what the facade does not cover (`LISTEN`).
@@ -686,11 +732,11 @@ fn utf8_len(first: u8) -> usize {
 }
 
 /// A connection of either engine, borrowed for one read or one write; on a store that
-/// checks row integrity, with the operation's [`Checks`].
+/// checks row integrity, with the operation's [`RowChecks`].
 #[derive(Clone, Copy)]
 pub struct Conn<'c> {
     db: Db<'c>,
-    checks: Option<&'c Checks>,
+    checks: Option<&'c dyn RowChecks>,
 }
 
 #[derive(Clone, Copy)]
@@ -715,7 +761,7 @@ impl<'c> Conn<'c> {
     }
 
     /// This connection, queueing the rows it reads for `checks`.
-    pub(crate) fn with_checks(self, checks: &'c Checks) -> Self {
+    pub(crate) fn with_checks(self, checks: &'c dyn RowChecks) -> Self {
         Self {
             checks: Some(checks),
             ..self

@@ -47,6 +47,9 @@ pub struct ClientConfig {
     pub quote_timeout: Duration,
     /// Frames queued for the writer task before callers wait. Default 1024.
     pub write_queue: usize,
+    /// Told about every call (its operation, round trip and outcome), and asked for the
+    /// span each call runs in. Default: none.
+    pub observer: Option<Observer>,
 }
 
 impl Default for ClientConfig {
@@ -56,6 +59,69 @@ impl Default for ClientConfig {
             request_timeout: Duration::from_secs(10),
             quote_timeout: Duration::from_secs(90),
             write_queue: 1024,
+            observer: None,
+        }
+    }
+}
+
+/// What a client reports about its calls, for metrics and traces (the appliance's
+/// `keyservice_client`). Never given a request's or an answer's content.
+pub trait CallObserver: Send + Sync + 'static {
+    /// The span a call to `op` runs in (default: none).
+    fn span(&self, op: Op) -> tracing::Span {
+        let _ = op;
+        tracing::Span::none()
+    }
+
+    /// A call to `op` ended after `elapsed` (from sending, the dial included, to its
+    /// answer or failure) with `outcome`.
+    fn finished(&self, op: Op, elapsed: Duration, outcome: CallOutcome);
+}
+
+/// A [`CallObserver`] in a [`ClientConfig`].
+#[derive(Clone)]
+pub struct Observer(pub Arc<dyn CallObserver>);
+
+impl std::fmt::Debug for Observer {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Observer")
+    }
+}
+
+/// How a call ended, as far as reaching keyservice goes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CallOutcome {
+    /// Answered with success.
+    Answered,
+    /// Answered with an error, or refused before sending (keyservice is up).
+    Refused,
+    /// The socket could not be reached or the connection closed.
+    Unavailable,
+    /// No answer in time.
+    TimedOut,
+    /// The answer broke the protocol.
+    Protocol,
+}
+
+impl CallOutcome {
+    pub fn of<T>(result: &Result<T, KeyError>) -> Self {
+        match result {
+            Ok(_) => Self::Answered,
+            Err(KeyError::Unavailable { .. }) => Self::Unavailable,
+            Err(KeyError::Timeout(_)) => Self::TimedOut,
+            Err(KeyError::Protocol(_)) => Self::Protocol,
+            Err(_) => Self::Refused,
+        }
+    }
+
+    /// A short lowercase name (`ok`, `refused`, `unavailable`, `timeout`, `protocol`).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Answered => "ok",
+            Self::Refused => "refused",
+            Self::Unavailable => "unavailable",
+            Self::TimedOut => "timeout",
+            Self::Protocol => "protocol",
         }
     }
 }
@@ -577,20 +643,28 @@ impl KeyClient {
         if !batch.is_empty() {
             batches.push(batch);
         }
+        if batches.is_empty() {
+            return Ok(Vec::new());
+        }
         let timeout = self.shared.config.request_timeout;
-        let mut in_flight = Vec::with_capacity(batches.len());
-        for items in batches {
-            let n = items.len();
-            in_flight.push((n, self.send(Request::RowMac { items }, timeout).await?));
-        }
-        let mut tags = Vec::with_capacity(items.len());
-        for (n, request) in in_flight {
-            match request.answer().await? {
-                Response::RowMacs(t) if t.len() == n => tags.extend(t),
-                other => return Err(unexpected(Op::RowMac, &other)),
+        let total = items.len();
+        // Observed as one call, however many requests it takes.
+        self.observed(Op::RowMac, async move {
+            let mut in_flight = Vec::with_capacity(batches.len());
+            for items in batches {
+                let n = items.len();
+                in_flight.push((n, self.send(Request::RowMac { items }, timeout).await?));
             }
-        }
-        Ok(tags)
+            let mut tags = Vec::with_capacity(total);
+            for (n, request) in in_flight {
+                match request.answer().await? {
+                    Response::RowMacs(t) if t.len() == n => tags.extend(t),
+                    other => return Err(unexpected(Op::RowMac, &other)),
+                }
+            }
+            Ok(tags)
+        })
+        .await
     }
 
     // ---- plumbing ----------------------------------------------------------------------
@@ -608,7 +682,26 @@ impl KeyClient {
 
     /// As [`Self::call`], with its own answer timeout.
     async fn call_within(&self, request: Request, timeout: Duration) -> Result<Response, KeyError> {
-        self.send(request, timeout).await?.answer().await
+        let op = request.op();
+        self.observed(op, async {
+            self.send(request, timeout).await?.answer().await
+        })
+        .await
+    }
+
+    /// Runs one call (`call`) to `op` under the observer, if there is one.
+    async fn observed<T>(
+        &self,
+        op: Op,
+        call: impl std::future::Future<Output = Result<T, KeyError>>,
+    ) -> Result<T, KeyError> {
+        let Some(Observer(observer)) = &self.shared.config.observer else {
+            return call.await;
+        };
+        let started = tokio::time::Instant::now();
+        let result = tracing::Instrument::instrument(call, observer.span(op)).await;
+        observer.finished(op, started.elapsed(), CallOutcome::of(&result));
+        result
     }
 
     /// Encodes `request` and hands it to the connection's writer; the answer is due within

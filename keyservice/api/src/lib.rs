@@ -22,7 +22,7 @@ pub mod error;
 pub mod protocol;
 pub mod types;
 
-pub use client::{ClientConfig, KeyClient};
+pub use client::{CallObserver, CallOutcome, ClientConfig, KeyClient, Observer};
 pub use error::KeyError;
 pub use protocol::{
     ErrorCode, MAX_EVIDENCE_SUMS_LEN, MAX_FRAME_LEN, MAX_PLAINTEXT_LEN, MAX_RANDOM_BYTES,

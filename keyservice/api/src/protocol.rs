@@ -125,6 +125,34 @@ pub enum Op {
 }
 
 impl Op {
+    /// The operation's name in snake case (`wallet_sign`), for logs and metrics.
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::Status => "status",
+            Self::CreateWallet => "create_wallet",
+            Self::WalletPublicKey => "wallet_public_key",
+            Self::WalletSign => "wallet_sign",
+            Self::WalletExportKey => "wallet_export_key",
+            Self::ActionPublicKey => "action_public_key",
+            Self::ActionSign => "action_sign",
+            Self::ActionExportKey => "action_export_key",
+            Self::Encrypt => "encrypt",
+            Self::Decrypt => "decrypt",
+            Self::Payers => "payers",
+            Self::RandomBytes => "random_bytes",
+            Self::PayerSignTransaction => "payer_sign_transaction",
+            Self::ServiceSeal => "service_seal",
+            Self::ServiceUnseal => "service_unseal",
+            Self::AttestationQuote => "attestation_quote",
+            Self::EvidenceQuote => "evidence_quote",
+            Self::AttestationInfo => "attestation_info",
+            Self::RootStatus => "root_status",
+            Self::CreateSealedRoot => "create_sealed_root",
+            Self::AdoptRoot => "adopt_root",
+            Self::RowMac => "row_mac",
+        }
+    }
+
     pub fn from_u8(b: u8) -> Option<Self> {
         Some(match b {
             0x01 => Self::Status,

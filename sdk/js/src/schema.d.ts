@@ -1214,6 +1214,11 @@ export interface components {
              */
             refused_rows: number;
             last_refused?: components["schemas"]["RefusedRow"] | null;
+            /**
+             * @description The singletons this replica runs now (`chain-relayer`, `chain-indexer`): with
+             *     replicas, each runs on exactly one of them.
+             */
+            leads?: string[];
         };
         StripeConfigResponse: {
             /**
