@@ -580,6 +580,22 @@ pub(crate) async fn start_keyservice(
         shared_root: config.store.engine == config::StoreEngine::Postgres,
         dev_secret: ks.dev_secret.clone(),
     };
+    // A keyservice still answering on this socket is an orphan of an appliance that
+    // died a moment ago (it stops within a fraction of a second of noticing) or belongs
+    // to another process: the new child could not bind, and the old one would be taken
+    // for it. Wait for it to go, briefly.
+    let orphan_deadline = tokio::time::Instant::now() + Duration::from_secs(5);
+    while keys.check().await.is_ok() {
+        if tokio::time::Instant::now() >= orphan_deadline {
+            return Err(StartError::KeyserviceNotReady {
+                socket: ks.socket.clone(),
+                reason: "another keyservice already serves this socket and does not stop \
+                         (stop it, or give this appliance its own keyservice.socket)"
+                    .into(),
+            });
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
     let supervisor = dev::keyservice_child::Supervisor::start(spec)
         .map_err(|source| StartError::KeyserviceSpawn { binary, source })?;
     if let Err(err) = dev::supervise::wait_ready(Duration::from_secs(20), || keys.check()).await {
