@@ -639,3 +639,38 @@ async fn a_dead_collector_costs_spans_not_requests() {
         .await
         .assert_ok();
 }
+
+#[tokio::test]
+async fn idle_scrape_connections_are_bounded_and_the_endpoint_recovers() {
+    use tokio::io::AsyncReadExt as _;
+    let (app, addr) = start(&[]).await;
+    // 16 connections that never send a request hold every place (the bound is
+    // MAX_CONNECTIONS = 16 in appliance/src/telemetry/endpoint.rs).
+    let mut held = Vec::new();
+    for _ in 0..16 {
+        held.push(tokio::net::TcpStream::connect(addr).await.unwrap());
+    }
+    // Give the accept loop time to take them all.
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    // One more is closed at once, without an answer.
+    let mut extra = tokio::net::TcpStream::connect(addr).await.unwrap();
+    let mut buf = [0u8; 16];
+    let read = tokio::time::timeout(Duration::from_secs(5), extra.read(&mut buf))
+        .await
+        .expect("the connection over the bound is closed, not left hanging");
+    assert!(matches!(read, Ok(0) | Err(_)), "{read:?}");
+    // Freeing the places makes the endpoint answer again.
+    drop(held);
+    let deadline = Instant::now() + Duration::from_secs(5);
+    loop {
+        let client = reqwest::Client::builder().no_proxy().build().unwrap();
+        if let Ok(reply) = client.get(format!("http://{addr}/metrics")).send().await
+            && reply.status().as_u16() == 200
+        {
+            break;
+        }
+        assert!(Instant::now() < deadline, "the endpoint did not recover");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    drop(app);
+}
