@@ -239,7 +239,7 @@ async fn start_with(mut config: Config, dev_anvil: Option<PathBuf>) -> Result<Ru
     let start_wait = Duration::from_millis(config.keyservice.start_wait_ms);
     // One root for every replica (`shared_root`): adopted (or made) before anything
     // asks keyservice for a key, and the store's row key with it.
-    shared_root::establish_waiting(&store, &keys, start_wait).await?;
+    let mut root_id = shared_root::establish_waiting(&store, &keys, start_wait).await?;
     let told = keyservice_chain_args(&config);
     let dev_chain = match dev_anvil {
         Some(anvil) => Some(
@@ -256,12 +256,13 @@ async fn start_with(mut config: Config, dev_anvil: Option<PathBuf>) -> Result<Ru
         Some(running) if dev_chain.is_some() && keyservice_chain_args(&config) != told => {
             tracing::info!("restarting the dev keyservice with the dev chain's contracts");
             running.shutdown().await;
-            start_keyservice(&config).await?
+            let (keys, supervisor) = start_keyservice(&config).await?;
+            // The restarted keyservice waits for the shared root once more.
+            root_id = shared_root::establish_waiting(&store, &keys, start_wait).await?;
+            (keys, supervisor)
         }
         other => (keys, other),
     };
-    // Again: a dev keyservice restarted above waits for the shared root once more.
-    let root_id = shared_root::establish_waiting(&store, &keys, start_wait).await?;
     tracing::info!(%root_id, engine = %store.engine(), "keyservice holds the app's root");
     let root_keeper = tokio::spawn(shared_root::keep(store.clone(), keys.clone()));
     let worker_cwd = config.data_dir.join("worker-cwd");
@@ -409,17 +410,27 @@ async fn open_store(config: &Config) -> Result<Store, StartError> {
     let store_config = &config.store;
     match (store_config.engine, &store_config.url) {
         (config::StoreEngine::Postgres, Some(url)) => {
-            let options = store::PgOptions {
-                url: url.expose().to_owned(),
-                ca_pem: store_config.ca_pem.clone(),
-                max_connections: store_config.max_connections,
-                acquire_timeout: Duration::from_millis(store_config.acquire_timeout_ms),
-                statement_timeout: Duration::from_millis(store_config.statement_timeout_ms),
-            };
+            let options = pg_options(store_config, url);
             tracing::info!(database = %store::postgres_target(&options.url), "store: PostgreSQL");
             Ok(Store::open_postgres(options).await?)
         }
-        _ => Ok(Store::open(&config.data_dir.join("state.db"))?),
+        _ => Ok(Store::open(
+            &config.data_dir.join(backup_command::DATABASE_FILE),
+        )?),
+    }
+}
+
+/// The PostgreSQL session options of `[store]` (serving and the `root` commands alike).
+pub(crate) fn pg_options(
+    store_config: &config::StoreConfig,
+    url: &config::SecretString,
+) -> store::PgOptions {
+    store::PgOptions {
+        url: url.expose().to_owned(),
+        ca_pem: store_config.ca_pem.clone(),
+        max_connections: store_config.max_connections,
+        acquire_timeout: Duration::from_millis(store_config.acquire_timeout_ms),
+        statement_timeout: Duration::from_millis(store_config.statement_timeout_ms),
     }
 }
 

@@ -13,11 +13,11 @@
 use std::path::Path;
 
 use crate::config::{Config, StoreEngine};
-use crate::store::{PgOptions, SealedRootRow, Store, StoreError};
+use crate::store::{SealedRootRow, Store, StoreError};
 
 /// The sealed-root file format (keyservice/src/sealing.rs): magic, version, compose hash,
 /// nonce, ciphertext and tag.
-const SEALED_LEN: usize = 101;
+const SEALED_LEN: usize = keyservice_api::SEALED_ROOT_LEN;
 const MAGIC: &[u8; 8] = b"KSVCSEAL";
 
 #[derive(Debug, thiserror::Error)]
@@ -43,9 +43,7 @@ async fn open(config: &Config) -> Result<Store, RootCommandError> {
     let (StoreEngine::Postgres, Some(url)) = (config.store.engine, &config.store.url) else {
         return Err(RootCommandError::NotShared);
     };
-    let mut options = PgOptions::new(url.expose());
-    options.ca_pem = config.store.ca_pem.clone();
-    Ok(Store::open_postgres(options).await?)
+    Ok(Store::open_postgres(crate::pg_options(&config.store, url)).await?)
 }
 
 /// Writes the sealed root of `compose_hash` (default: the one recorded last) to `out`,

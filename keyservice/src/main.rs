@@ -1,6 +1,5 @@
 //! `keyservice` — run the key process, or reseal / inspect its sealed root.
 
-use std::os::unix::fs::DirBuilderExt;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::sync::Arc;
@@ -359,11 +358,7 @@ fn run(args: RunArgs) -> Result<(), String> {
         // No root file is looked for or written; the state directory still holds
         // payer-contracts.json. The sealing key is fetched now, so a platform that cannot
         // give one stops the start-up instead of the adoption.
-        std::fs::DirBuilder::new()
-            .recursive(true)
-            .mode(0o700)
-            .create(&args.state_dir)
-            .map_err(|e| format!("{}: {e}", args.state_dir.display()))?;
+        root::ensure_state_dir(&args.state_dir).map_err(|e| e.to_string())?;
         let measured = platform
             .measured_compose_hash()
             .map_err(|e| e.to_string())?;

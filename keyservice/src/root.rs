@@ -105,6 +105,17 @@ pub fn open(
     measured: &ComposeHash,
 ) -> Result<RootSecret, SealError> {
     let sealed = SealedRoot::read(path)?;
+    check_compose_hash(&sealed, measured, path)?;
+    let key = platform.sealing_key(measured)?;
+    sealed.unseal(&key, path)
+}
+
+/// A sealed root opens only under the compose hash it was sealed for.
+fn check_compose_hash(
+    sealed: &SealedRoot,
+    measured: &ComposeHash,
+    path: &Path,
+) -> Result<(), SealError> {
     if sealed.compose_hash != *measured {
         return Err(SealError::ComposeHashMismatch {
             path: path.to_path_buf(),
@@ -112,8 +123,7 @@ pub fn open(
             found: sealed.compose_hash,
         });
     }
-    let key = platform.sealing_key(measured)?;
-    sealed.unseal(&key, path)
+    Ok(())
 }
 
 /// The unsealed root and where it came from.
@@ -124,12 +134,8 @@ pub struct Unsealed {
     pub created: bool,
 }
 
-/// Start-up: measure, locate, then open — or create on the very first run.
-pub fn open_or_create(
-    platform: &dyn Platform,
-    state_dir: &Path,
-    explicit: Option<&Path>,
-) -> Result<Unsealed, SealError> {
+/// Creates keyservice's state directory (and its parents), readable by its owner only.
+pub fn ensure_state_dir(state_dir: &Path) -> Result<(), SealError> {
     fs::DirBuilder::new()
         .recursive(true)
         .mode(0o700)
@@ -137,7 +143,16 @@ pub fn open_or_create(
         .map_err(|source| SealError::Io {
             path: state_dir.to_path_buf(),
             source,
-        })?;
+        })
+}
+
+/// Start-up: measure, locate, then open — or create on the very first run.
+pub fn open_or_create(
+    platform: &dyn Platform,
+    state_dir: &Path,
+    explicit: Option<&Path>,
+) -> Result<Unsealed, SealError> {
+    ensure_state_dir(state_dir)?;
     let measured = platform.measured_compose_hash()?;
     match locate(state_dir, &measured, explicit)? {
         Location::Existing(path) => {
@@ -151,11 +166,9 @@ pub fn open_or_create(
             })
         }
         Location::Create(path) => {
-            let rng = SystemRandom::new();
             let key = platform.sealing_key(&measured)?;
-            let root = RootSecret::generate(&rng)?;
-            let sealed = SealedRoot::seal(&root, measured, &key, &rng)?;
-            write_new_file(&path, &sealed.to_bytes(), &rng)?;
+            let (root, sealed) = create_sealed(&key, measured)?;
+            write_new_file(&path, &sealed.to_bytes(), &SystemRandom::new())?;
             tracing::info!(
                 path = %path.display(),
                 compose_hash = %measured,
@@ -197,13 +210,7 @@ pub fn open_shared(
 ) -> Result<RootSecret, SealError> {
     let name = Path::new(SHARED_ROOT_NAME);
     let sealed = SealedRoot::parse(bytes, name)?;
-    if sealed.compose_hash != *measured {
-        return Err(SealError::ComposeHashMismatch {
-            path: name.to_path_buf(),
-            expected: *measured,
-            found: sealed.compose_hash,
-        });
-    }
+    check_compose_hash(&sealed, measured, name)?;
     sealed.unseal(key, name)
 }
 

@@ -4,7 +4,7 @@
 
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::{Child, Stdio};
 use std::sync::mpsc;
 use std::time::Duration;
 
@@ -79,12 +79,7 @@ impl Appliance {
         // itself: refuse stale ones too.
         binary("action-worker");
         binary("worker-launcher");
-        let mut cmd = Command::new(binary("appliance"));
-        for (key, _) in std::env::vars() {
-            if key.starts_with("APPLIANCE_") {
-                cmd.env_remove(key);
-            }
-        }
+        let mut cmd = crate::appliance_command();
         // Rate limits off: tests create accounts and mint keys from 127.0.0.1 far faster
         // than the production limits allow. A test of the limits turns them back on with
         // its own overrides (APPLIANCE_RATE_LIMITS__ENABLED=true, tests/e2e/abuse_quotas.rs),

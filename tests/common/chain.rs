@@ -92,14 +92,10 @@ pub async fn appliance_on(
 
 /// As [`appliance_on`], with more environment variables (for the appliance and the
 /// keyservice child it starts).
-pub async fn appliance_on_with(
-    dir: &Path,
-    anvil: &AnvilInstance,
-    contract: Address,
-    from: u64,
-    extra: &[(&str, &str)],
-) -> Appliance {
-    let env = [
+/// The `[chain]` overrides that point an appliance at `contract` on `anvil`, indexed from
+/// block `from`, with the test timings (no confirmations, 100 ms polls).
+pub fn chain_env(anvil: &AnvilInstance, contract: Address, from: u64) -> Vec<(String, String)> {
+    [
         ("APPLIANCE_CHAIN__RPC_URL", anvil.endpoint()),
         ("APPLIANCE_CHAIN__CHAIN_ID", anvil.chain_id().to_string()),
         (
@@ -110,10 +106,22 @@ pub async fn appliance_on_with(
         ("APPLIANCE_CHAIN__CONFIRMATIONS", "0".into()),
         ("APPLIANCE_CHAIN__POLL_INTERVAL_MS", "100".into()),
         ("APPLIANCE_CHAIN__REQUEST_TIMEOUT_MS", "1000".into()),
-    ];
+    ]
+    .into_iter()
+    .map(|(k, v)| (k.to_owned(), v))
+    .collect()
+}
+
+pub async fn appliance_on_with(
+    dir: &Path,
+    anvil: &AnvilInstance,
+    contract: Address,
+    from: u64,
+    extra: &[(&str, &str)],
+) -> Appliance {
+    let env = chain_env(anvil, contract, from);
     let env = env
         .into_iter()
-        .map(|(k, v)| (k.to_string(), v))
         .chain(extra.iter().map(|(k, v)| (k.to_string(), v.to_string())))
         .collect();
     Appliance::launch(dir, Launch::DevWith { env }).await

@@ -27,7 +27,7 @@ pub mod rng;
 pub mod viem;
 
 pub use appliance::{Appliance, Launch};
-pub use binaries::{bin_dir, binary, workspace_root};
+pub use binaries::{appliance_command, bin_dir, binary, workspace_root};
 pub use http::{Reply, client_trusting, json_string_body, read, streamed_body};
 pub use ids::{base32_lower, base58btc, cid_v0, cid_v1, eip55, is_lower_hex, keccak_hex, zeros};
 pub use keyservice::KeyService;

@@ -146,12 +146,8 @@ pub struct Balancer {
 }
 
 impl Balancer {
-    pub async fn start(upstreams: Vec<u16>) -> Self {
-        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-        Self::serve(listener, upstreams)
-    }
-
-    /// As [`Balancer::start`], on a listener bound by the caller (a port chosen ahead).
+    /// Balances `listener`'s connections over `upstreams` (a listener bound by the
+    /// caller, so its port can be chosen ahead).
     pub fn serve(listener: tokio::net::TcpListener, upstreams: Vec<u16>) -> Self {
         let port = listener.local_addr().unwrap().port();
         let task = tokio::spawn(async move {

@@ -17,7 +17,7 @@ use std::time::{Duration, Instant};
 
 use alloy::primitives::U256;
 use e2e::chain::key_hash;
-use e2e::{Appliance, Launch, binary};
+use e2e::{Appliance, Launch};
 use serde_json::{Value, json};
 
 const INITIAL_CREDIT: i64 = 1_000_000;
@@ -58,12 +58,7 @@ async fn start(dir: &Path) -> Appliance {
 
 /// Runs `appliance <args>` (no `APPLIANCE_*` variables of this process) to the end.
 async fn appliance_cmd(args: &[&str], env: &[(&str, &str)]) -> Output {
-    let mut cmd = tokio::process::Command::new(binary("appliance"));
-    for (key, _) in std::env::vars() {
-        if key.starts_with("APPLIANCE_") {
-            cmd.env_remove(key);
-        }
-    }
+    let mut cmd = tokio::process::Command::from(e2e::appliance_command());
     cmd.args(args).envs(env.iter().copied());
     cmd.output().await.unwrap()
 }
@@ -792,12 +787,7 @@ async fn a_database_beside_another_root_is_refused_at_start() {
     )
     .await;
     assert!(restored.status.success(), "{restored:?}");
-    let mut cmd = tokio::process::Command::new(binary("appliance"));
-    for (key, _) in std::env::vars() {
-        if key.starts_with("APPLIANCE_") {
-            cmd.env_remove(key);
-        }
-    }
+    let mut cmd = tokio::process::Command::from(e2e::appliance_command());
     let out = tokio::time::timeout(
         std::time::Duration::from_secs(60),
         cmd.args(["dev", "--listen", "127.0.0.1:0", "--data-dir"])

@@ -29,10 +29,7 @@ use scrape::{Scrape, metrics_listen};
 const HELLO: &str = r#"async function main() { return "hello"; }"#;
 const THROWS: &str = r#"async function main() { throw new Error("no"); }"#;
 /// Uses the caller's wallet through keyservice.
-const SIGN: &str = r#"async function main(p) {
-    const pk = await Lit.Actions.getPrivateKey({pkpId: p.pkpId});
-    return await new ethers.Wallet(pk).signMessage("hello world");
-}"#;
+const SIGN: &str = e2e::load::SIGN_ACTION;
 
 /// A dev appliance with its metrics on a free loopback port (and `env` on top).
 async fn start(env: &[(&str, &str)]) -> (Appliance, SocketAddr) {
@@ -51,27 +48,20 @@ async fn action(app: &Appliance, key: &str, code: &str, params: Value) -> e2e::R
     .await
 }
 
-fn appliance_command() -> std::process::Command {
-    let mut cmd = std::process::Command::new(e2e::binary("appliance"));
-    for (key, _) in std::env::vars() {
-        if key.starts_with("APPLIANCE_") {
-            cmd.env_remove(key);
-        }
-    }
-    cmd
-}
-
 #[tokio::test]
 async fn metrics_are_served_on_their_own_loopback_listener_only() {
     // The default is loopback; anything else needs a token.
-    let out = appliance_command().arg("print-config").output().unwrap();
+    let out = e2e::appliance_command()
+        .arg("print-config")
+        .output()
+        .unwrap();
     let text = String::from_utf8_lossy(&out.stdout);
     let section = text.split("[metrics]").nth(1).unwrap_or_default();
     assert!(
         section.contains("listen = \"127.0.0.1:9464\""),
         "default metrics listener: {text}"
     );
-    let out = appliance_command()
+    let out = e2e::appliance_command()
         .arg("print-config")
         .env("APPLIANCE_METRICS__LISTEN", "0.0.0.0:9464")
         .output()
@@ -138,7 +128,7 @@ async fn metrics_are_served_on_their_own_loopback_listener_only() {
     // A second appliance asked for the same metrics address does not start (rather
     // than run with its metrics silently elsewhere).
     let dir = tempfile::tempdir().unwrap();
-    let out = appliance_command()
+    let out = e2e::appliance_command()
         .args(["dev", "--listen", "127.0.0.1:0", "--data-dir"])
         .arg(dir.path())
         .env("APPLIANCE_CHAIN__DEV_ANVIL", "")
@@ -285,7 +275,8 @@ async fn requests_and_actions_move_their_metrics_and_labels_carry_no_caller_data
             }
         }
     }
-    // The route label takes no more values than there are routes (plus one).
+    // Every route label is a template or `unmatched` (that the caller's path itself never
+    // shows is checked just above, with `secret_path`).
     let routes: std::collections::BTreeSet<&String> = after
         .matching("appliance_http_requests_total", &[])
         .filter_map(|s| s.labels.get("route"))

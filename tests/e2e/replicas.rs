@@ -154,29 +154,9 @@ async fn leader(cluster: &Cluster, singleton: &str) -> Option<usize> {
 async fn killing_the_relaying_replica_hands_the_outbox_over_with_nothing_lost_or_doubled() {
     let anvil = anvil();
     let (contract, from) = deploy_account_config(&anvil).await;
-    let chain_env = vec![
-        ("APPLIANCE_CHAIN__RPC_URL".to_owned(), anvil.endpoint()),
-        (
-            "APPLIANCE_CHAIN__CHAIN_ID".to_owned(),
-            anvil.chain_id().to_string(),
-        ),
-        (
-            "APPLIANCE_CHAIN__ACCOUNT_CONFIG_ADDRESS".to_owned(),
-            contract.to_string(),
-        ),
-        ("APPLIANCE_CHAIN__DEPLOY_BLOCK".to_owned(), from.to_string()),
-        ("APPLIANCE_CHAIN__CONFIRMATIONS".to_owned(), "0".to_owned()),
-        (
-            "APPLIANCE_CHAIN__POLL_INTERVAL_MS".to_owned(),
-            "100".to_owned(),
-        ),
-        (
-            "APPLIANCE_CHAIN__REQUEST_TIMEOUT_MS".to_owned(),
-            "1000".to_owned(),
-        ),
-        // Small batches, so the queue is still being worked on when the leader dies.
-        ("APPLIANCE_CHAIN__BATCH_SIZE".to_owned(), "2".to_owned()),
-    ];
+    let mut chain_env = e2e::chain::chain_env(&anvil, contract, from);
+    // Small batches, so the queue is still being worked on when the leader dies.
+    chain_env.push(("APPLIANCE_CHAIN__BATCH_SIZE".to_owned(), "2".to_owned()));
     let Some(mut cluster) = Cluster::start(chain_env).await else {
         return;
     };
@@ -337,7 +317,7 @@ async fn the_shared_root_exports_and_imports_for_an_upgrade() {
     };
     let dir = tempfile::tempdir().unwrap();
     let root = |args: &[&str]| {
-        std::process::Command::new(e2e::binary("appliance"))
+        e2e::appliance_command()
             .arg("root")
             .args(args)
             .env("APPLIANCE_STORE__ENGINE", "postgres")
@@ -482,8 +462,6 @@ async fn replicas_behind_a_balancer_share_one_acme_account_and_certificate() {
     assert!(leads_acme(&ha) ^ leads_acme(&hb), "{ha}\n{hb}");
     // Both replicas' evidence announce the same next key (the attested client recognises
     // a renewal on any replica); the evidence is served over the ACME certificate now.
-    // Both replicas' evidence announce the same next key (the attested client recognises
-    // a renewal on any replica).
     let mut announced = Vec::new();
     for port in ports {
         let body: Value = via(port)

@@ -303,6 +303,18 @@ pub enum ErrorKind {
     Limit,
 }
 
+impl ErrorKind {
+    /// The lowercase name (the serialized form, the API's wire name, the metric label).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Exception => "exception",
+            Self::Timeout => "timeout",
+            Self::Memory => "memory",
+            Self::Limit => "limit",
+        }
+    }
+}
+
 // ---------------------------------------------------------------------------------------------
 // Codec
 

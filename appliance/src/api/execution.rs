@@ -13,7 +13,6 @@ use crate::execution::{self, Caller, ExecContext, Job, Outcome};
 use crate::http::auth::Auth;
 use crate::http::extract::{self, JsonBody, limit};
 use crate::state::AppState;
-use action_runtime::protocol::ErrorKind;
 
 /// Runs an action. Failures of the code itself (exception, timeout, memory, a limit)
 /// are a 200 with `has_error: true`; authentication, permission (including using a
@@ -78,7 +77,7 @@ fn lit_action_response(outcome: Outcome) -> LitActionResponse {
         logs: outcome.logs,
         has_error,
         error: outcome.error.map(|f| ActionError {
-            kind: kind_name(f.kind).to_owned(),
+            kind: f.kind.as_str().to_owned(),
             message: f.message,
         }),
     }
@@ -102,14 +101,4 @@ pub async fn get_lit_action_client_config(State(state): State<AppState>) -> Json
         max_fetch_count: a.max_fetches,
         max_js_params_length: a.max_js_params_bytes,
     })
-}
-
-/// The wire name of an error kind (`docs/compatibility.md`, "Action runtime contract").
-fn kind_name(kind: ErrorKind) -> &'static str {
-    match kind {
-        ErrorKind::Exception => "exception",
-        ErrorKind::Timeout => "timeout",
-        ErrorKind::Memory => "memory",
-        ErrorKind::Limit => "limit",
-    }
 }

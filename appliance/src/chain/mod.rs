@@ -60,8 +60,6 @@ impl Drop for Followers {
     }
 }
 
-/// Starts the relayer and the indexer for `AccountConfig` at `contract`. Both persist
-/// every step before acting on it, so aborting them at any point is safe.
 /// Runs `work` while this replica leads, stops it when it no longer does, and starts it
 /// again when it leads again. `work` must be safe to stop at any point (both followers
 /// persist every state change before its side effect).
@@ -81,6 +79,8 @@ where
     }
 }
 
+/// Starts the relayer and the indexer for `AccountConfig` at `contract`. Both persist
+/// every step before acting on it, so aborting them at any point is safe.
 pub fn spawn_followers(
     store: crate::store::Store,
     client: ChainClient,

@@ -148,13 +148,7 @@ impl From<BillingError> for ExecError {
 /// or why it did not run or finish (a bounded set).
 fn outcome_label(result: Result<&Outcome, &ExecError>) -> &'static str {
     match result {
-        Ok(outcome) => match outcome.error.as_ref().map(|e| e.kind) {
-            None => "ok",
-            Some(ErrorKind::Exception) => "exception",
-            Some(ErrorKind::Timeout) => "timeout",
-            Some(ErrorKind::Memory) => "memory",
-            Some(ErrorKind::Limit) => "limit",
-        },
+        Ok(outcome) => outcome.error.as_ref().map_or("ok", |e| e.kind.as_str()),
         Err(err) => match err {
             ExecError::CodeTooLarge { .. }
             | ExecError::NoCode

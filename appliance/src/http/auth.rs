@@ -36,17 +36,23 @@ const MAX_WALLET_AUTH_BYTES: usize = 8 * 1024;
 // ---------------------------------------------------------------------------------------
 // API keys
 
-/// The hash of the credential a request presents: `Authorization: Bearer <key>` (scheme
-/// case-insensitive) wins over `X-Api-Key`. The key value itself is dropped (and
-/// zeroized) here; nothing downstream sees it.
-pub fn presented_key(headers: &HeaderMap) -> Result<KeyHash, ApiError> {
-    let bearer = headers
+/// The token of `Authorization: Bearer <token>` (scheme case-insensitive, spaces
+/// trimmed), if the request has one.
+pub(crate) fn bearer_token(headers: &HeaderMap) -> Option<&str> {
+    headers
         .get(header::AUTHORIZATION)
         .and_then(|v| v.to_str().ok())
         .and_then(|v| {
             let (scheme, rest) = v.trim().split_once(' ')?;
             scheme.eq_ignore_ascii_case("bearer").then(|| rest.trim())
-        });
+        })
+}
+
+/// The hash of the credential a request presents: `Authorization: Bearer <key>` (scheme
+/// case-insensitive) wins over `X-Api-Key`. The key value itself is dropped (and
+/// zeroized) here; nothing downstream sees it.
+pub fn presented_key(headers: &HeaderMap) -> Result<KeyHash, ApiError> {
+    let bearer = bearer_token(headers);
     let x_api_key = headers
         .get("x-api-key")
         .and_then(|v| v.to_str().ok())

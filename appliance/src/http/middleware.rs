@@ -26,12 +26,15 @@ pub const CORRELATION_ID: &str = "x-correlation-id";
 /// request by its route template and status. Headers (which carry credentials) are
 /// never logged.
 pub async fn request_context(State(state): State<AppState>, req: Request, next: Next) -> Response {
-    let request_id = uuid::Uuid::new_v4().to_string();
-    let scope_id: Arc<str> = Arc::from(request_id.as_str());
-    telemetry::in_request(scope_id, handle(state, request_id, req, next)).await
+    let request_id: Arc<str> = Arc::from(uuid::Uuid::new_v4().to_string());
+    telemetry::in_request(
+        Arc::clone(&request_id),
+        handle(state, request_id, req, next),
+    )
+    .await
 }
 
-async fn handle(state: AppState, request_id: String, req: Request, next: Next) -> Response {
+async fn handle(state: AppState, request_id: Arc<str>, req: Request, next: Next) -> Response {
     let correlation = req
         .headers()
         .get(CORRELATION_ID)
@@ -40,10 +43,8 @@ async fn handle(state: AppState, request_id: String, req: Request, next: Next) -
     let method = req.method().clone();
     let path = req.uri().path().to_owned();
     // The route template (bounded), never the path (which a caller chooses).
-    let route = req
-        .extensions()
-        .get::<MatchedPath>()
-        .map(|m| m.as_str().to_owned());
+    let route = req.extensions().get::<MatchedPath>().cloned();
+    let route = route.as_ref().map(MatchedPath::as_str);
     let span = tracing::info_span!(
         "request",
         id = %request_id,
@@ -56,7 +57,7 @@ async fn handle(state: AppState, request_id: String, req: Request, next: Next) -
         &span,
         &request_id,
         method.as_str(),
-        route.as_deref().unwrap_or(metrics::UNMATCHED_ROUTE),
+        route.unwrap_or(metrics::UNMATCHED_ROUTE),
     );
     let started = Instant::now();
     let _in_flight = metrics::global().request_in_flight();
@@ -74,12 +75,7 @@ async fn handle(state: AppState, request_id: String, req: Request, next: Next) -
             ),
         };
     let status = response.status();
-    metrics::global().observe_request(
-        route.as_deref(),
-        &method,
-        status.as_u16(),
-        started.elapsed(),
-    );
+    metrics::global().observe_request(route, &method, status.as_u16(), started.elapsed());
     if let Some(cents) = telemetry::billed_cents() {
         if status.is_success() {
             metrics::global().charged(metrics::BillingKind::ManagementWrite, cents);

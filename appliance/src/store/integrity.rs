@@ -296,11 +296,25 @@ pub(super) const MARK_LEN: usize = 16;
 
 /// One row to check.
 struct Check {
-    table: &'static str,
-    key: String,
+    table: &'static Table,
+    /// The row's data columns (its key is described from them only if it is refused).
+    values: Vec<OwnedValue>,
+    /// What the MAC covers (taken when the tags are asked for).
     input: Vec<u8>,
     /// The stored MAC (`None`: NULL).
     mac: Option<Vec<u8>>,
+}
+
+impl Check {
+    fn new(table: &'static Table, values: Vec<OwnedValue>, mac: Option<Vec<u8>>) -> Self {
+        let input = encode(table.name, &values);
+        Self {
+            table,
+            values,
+            input,
+            mac,
+        }
+    }
 }
 
 /// The rows one read or one write job has seen, to check before its result is used.
@@ -352,12 +366,9 @@ impl RowChecks for Checks {
         {
             return Ok(()); // written by this very job
         }
-        self.pending.borrow_mut().push(Check {
-            table: table.name,
-            key: describe_key(table, &values),
-            input: encode(table.name, &values),
-            mac,
-        });
+        self.pending
+            .borrow_mut()
+            .push(Check::new(table, values, mac));
         Ok(())
     }
 }
@@ -435,11 +446,16 @@ impl Integrity {
 
     /// Checks what a read saw.
     pub(super) fn verify(&self, checks: &Checks) -> Result<()> {
-        let pending = checks.take();
+        let mut pending = checks.take();
         if pending.is_empty() {
             return Ok(());
         }
-        let tags = self.tags(pending.iter().map(|c| c.input.clone()).collect())?;
+        let tags = self.tags(
+            pending
+                .iter_mut()
+                .map(|c| std::mem::take(&mut c.input))
+                .collect(),
+        )?;
         for (check, tag) in pending.iter().zip(tags) {
             self.compare(check, &tag)?;
         }
@@ -468,10 +484,11 @@ impl Integrity {
         if ok {
             return Ok(());
         }
-        self.report.record(check.table, &check.key);
+        let key = describe_key(check.table, &check.values);
+        self.report.record(check.table.name, &key);
         Err(StoreError::Tampered {
-            table: check.table,
-            row: check.key.clone(),
+            table: check.table.name,
+            row: key,
         })
     }
 
@@ -503,12 +520,7 @@ impl Integrity {
                 let sql = format!("SELECT {} FROM {}_prior", table.select(""), table.name);
                 let rows = conn.query_map(&sql, params![], |r| read_row(r, n))?;
                 for (values, mac) in rows {
-                    verify.push(Check {
-                        table: table.name,
-                        key: describe_key(table, &values),
-                        input: encode(table.name, &values),
-                        mac,
-                    });
+                    verify.push(Check::new(table, values, mac));
                 }
             }
             let sql = format!(
@@ -521,8 +533,11 @@ impl Integrity {
                 seal.push((table, values, input));
             }
         }
-        let mut inputs: Vec<Vec<u8>> = verify.iter().map(|c| c.input.clone()).collect();
-        inputs.extend(seal.iter().map(|(_, _, input)| input.clone()));
+        let mut inputs: Vec<Vec<u8>> = verify
+            .iter_mut()
+            .map(|c| std::mem::take(&mut c.input))
+            .collect();
+        inputs.extend(seal.iter_mut().map(|(_, _, input)| std::mem::take(input)));
         let tags = self.tags(inputs)?;
         let (checked, sealed) = tags.split_at(verify.len());
         for (check, tag) in verify.iter().zip(checked) {

@@ -59,15 +59,6 @@ pub struct SentBatch {
     pub sent_at: i64,
 }
 
-/// Counts for `/health`-style reporting and tests.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub struct OutboxStats {
-    pub pending: u64,
-    pub sent: u64,
-    pub mined: u64,
-    pub failed: u64,
-}
-
 fn b256(bytes: [u8; 32]) -> SqlResult<B256> {
     Ok(B256::from(bytes))
 }
@@ -314,28 +305,6 @@ impl Store {
                 },
             )?;
             Ok(n.map(|n| n as u64))
-        })
-        .await
-    }
-
-    pub async fn outbox_stats(&self) -> Result<OutboxStats> {
-        self.read(|conn| {
-            let mut stats = OutboxStats::default();
-            let rows = conn.query_map(
-                "SELECT state, count(*) FROM chain_outbox GROUP BY state",
-                params![],
-                |r| Ok((r.get::<String>(0)?, r.get::<i64>(1)?)),
-            )?;
-            for (state, n) in rows {
-                let n = n as u64;
-                match state.as_str() {
-                    "pending" => stats.pending = n,
-                    "sent" => stats.sent = n,
-                    "mined" => stats.mined = n,
-                    _ => stats.failed = n,
-                }
-            }
-            Ok(stats)
         })
         .await
     }

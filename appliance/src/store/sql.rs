@@ -462,7 +462,7 @@ impl Table {
     }
 
     /// How many columns [`Table::select`] appends.
-    pub fn width(&self) -> usize {
+    pub const fn width(&self) -> usize {
         self.columns.len() + 1
     }
 }

@@ -47,7 +47,7 @@ pub(super) fn wallet_columns() -> String {
 }
 
 /// Columns [`wallet_columns`] selects.
-pub(super) const WALLET_WIDTH: usize = 6 + WALLETS.columns.len() + 1;
+pub(super) const WALLET_WIDTH: usize = 6 + WALLETS.width();
 
 pub(super) fn wallet_from(row: &Row<'_>) -> SqlResult<WalletRecord> {
     row.seal(6, &WALLETS)?;

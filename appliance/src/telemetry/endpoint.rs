@@ -163,15 +163,7 @@ async fn answer(shared: &Shared, req: Request<Incoming>) -> Response<Full<Bytes>
 
 /// Whether `req` carries `Authorization: Bearer <token>` (compared in constant time).
 fn authorized(req: &Request<Incoming>, token: &SecretString) -> bool {
-    let presented = req
-        .headers()
-        .get(header::AUTHORIZATION)
-        .and_then(|v| v.to_str().ok())
-        .and_then(|v| {
-            let (scheme, rest) = v.trim().split_once(' ')?;
-            scheme.eq_ignore_ascii_case("bearer").then(|| rest.trim())
-        });
-    presented.is_some_and(|p| SecretString::new(p) == *token)
+    crate::http::auth::bearer_token(req.headers()).is_some_and(|p| SecretString::new(p) == *token)
 }
 
 /// Reads the state gauges, unless another scrape did within [`MIN_REFRESH`].

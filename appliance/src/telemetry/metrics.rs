@@ -17,7 +17,7 @@
 //! loop) need no handle passed to them.
 
 use std::sync::LazyLock;
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::Duration;
 
 use prometheus_client::collector::Collector;
 use prometheus_client::encoding::{DescriptorEncoder, EncodeLabelSet, EncodeMetric};
@@ -620,15 +620,9 @@ struct ProcessCollector {
 impl ProcessCollector {
     fn new() -> Self {
         Self {
-            created: unix_now(),
+            created: crate::store::now_unix(),
         }
     }
-}
-
-fn unix_now() -> i64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map_or(0, |d| i64::try_from(d.as_secs()).unwrap_or(i64::MAX))
 }
 
 /// What `/proc/self` tells about this process.
@@ -891,7 +885,10 @@ mod tests {
         assert!(stats.open_fds.unwrap() >= 3, "{stats:?}");
         assert!(stats.cpu_seconds.unwrap() >= 0.0, "{stats:?}");
         let start = stats.start_time.unwrap();
-        assert!((unix_now() - start).abs() < 24 * 3600, "{stats:?}");
+        assert!(
+            (crate::store::now_unix() - start).abs() < 24 * 3600,
+            "{stats:?}"
+        );
         let text = Metrics::new().encode().unwrap();
         assert!(sample(&text, "process_resident_memory_bytes", "").unwrap() > 0.0);
         assert!(sample(&text, "process_cpu_seconds_total", "").is_some());

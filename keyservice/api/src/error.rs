@@ -51,12 +51,6 @@ impl KeyError {
         )
     }
 
-    /// True when a shared-root keyservice awaits its root ([`ErrorCode::NoRoot`]): the
-    /// front end should hand it the shared sealed root (`AdoptRoot`).
-    pub fn is_no_root(&self) -> bool {
-        matches!(self, Self::NoRoot(_))
-    }
-
     /// True when the keyservice understood the request and its boundary forbids it
     /// ([`ErrorCode::Refused`]): retrying will not help.
     pub fn is_refused(&self) -> bool {

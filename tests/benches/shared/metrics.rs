@@ -66,24 +66,16 @@ pub struct Sample {
     pub value: f64,
 }
 
-/// Every sample of one scrape, and the declared type of every family.
+/// Every sample of one scrape.
 #[derive(Debug, Default, Clone)]
 pub struct Scrape {
     pub samples: Vec<Sample>,
-    /// `# TYPE` lines: family name → type.
-    pub types: BTreeMap<String, String>,
 }
 
 impl Scrape {
     pub fn parse(text: &str) -> Self {
         let mut scrape = Self::default();
         for line in text.lines() {
-            if let Some(rest) = line.strip_prefix("# TYPE ") {
-                if let Some((name, kind)) = rest.split_once(' ') {
-                    scrape.types.insert(name.to_owned(), kind.to_owned());
-                }
-                continue;
-            }
             if line.starts_with('#') || line.is_empty() {
                 continue;
             }
@@ -120,7 +112,7 @@ impl Scrape {
             .map(|s| s.value)
     }
 
-    /// The histogram `base` (`…_bucket`, `…_count`, `…_sum`) summed over the series
+    /// The histogram `base` (`…_bucket`, `…_count`) summed over the series
     /// whose labels include `labels`.
     pub fn histogram(&self, base: &str, labels: &[(&str, &str)]) -> Histogram {
         let mut buckets: BTreeMap<u64, (f64, f64)> = BTreeMap::new();
@@ -141,7 +133,6 @@ impl Scrape {
         Histogram {
             buckets,
             count: self.sum(&format!("{base}_count"), labels),
-            sum: self.sum(&format!("{base}_sum"), labels),
         }
     }
 }
@@ -151,7 +142,6 @@ impl Scrape {
 pub struct Histogram {
     pub buckets: Vec<(f64, f64)>,
     pub count: f64,
-    pub sum: f64,
 }
 
 impl Histogram {
@@ -171,7 +161,6 @@ impl Histogram {
                 .map(|(b, n)| (*b, n - before(*b)))
                 .collect(),
             count: self.count - earlier.count,
-            sum: self.sum - earlier.sum,
         }
     }
 
