@@ -16,6 +16,10 @@
 //!   this set recognises the renewed certificate by its key before it sends it anything;
 //! * `sha256sum.txt`: `<sha256 hex>  <name>` for each file above, as `sha256sum` prints;
 //! * `quote.json`: a quote whose report_data = SHA-256(sha256sum.txt) ‖ 32 zero bytes;
+//!   with `?nonce=<64 hex>` (and on `/attestation?nonce=`), a quote made for that request
+//!   over SHA-256(sha256sum.txt) ‖ nonce (`FreshEvidenceQuote`: keyservice checks the
+//!   listing and builds the report data; the nonce is a typed 32-byte field), never
+//!   cached, so a verifier that chose the nonce knows the quote is not a replay;
 //! * `index.html`: the listing, linking every file.
 //!
 //! Until the first set is built the listing is empty; a set is replaced as a whole.
@@ -42,6 +46,33 @@ pub enum AttestError {
     /// keyservice answered a quote that does not carry the expected report data.
     #[error("the evidence quote's report data is {found}, expected {expected}")]
     WrongReportData { expected: String, found: String },
+    /// A fresh quote was asked for before the first evidence set was built.
+    #[error("no evidence files yet: the served certificate's evidence is still being built")]
+    NoEvidenceYet,
+}
+
+/// Parses a `?nonce=` value: exactly 64 hex digits (32 bytes), either case.
+pub fn parse_nonce(text: &str) -> Option<[u8; 32]> {
+    if text.len() != 64 {
+        return None;
+    }
+    let mut nonce = [0u8; 32];
+    hex::decode_to_slice(text, &mut nonce).ok()?;
+    Some(nonce)
+}
+
+/// Checks that keyservice's quote carries `expected` as its report data.
+fn check_report_data(quote: &evidence::Quote, expected: [u8; 64]) -> Result<(), AttestError> {
+    let found = evidence::quote::TdxQuote::parse(&quote.bytes)
+        .map(|q| q.report.report_data)
+        .ok();
+    if found != Some(expected) {
+        return Err(AttestError::WrongReportData {
+            expected: hex::encode(expected),
+            found: found.map_or_else(|| "unreadable".to_owned(), hex::encode),
+        });
+    }
+    Ok(())
 }
 
 /// The `/attestation` and `quote.json` shapes, as the evidence crate writes them.
@@ -151,18 +182,16 @@ pub async fn build(cert: &IssuedCert, keys: &Keys) -> Result<EvidenceSet, Attest
         );
     }
     let sums = sha256sum(&files);
+    // keyservice quotes a listing only if the certificate it names carries a key keyservice
+    // holds: register the chain (refused for any other key) before asking.
+    if let Some(index) = cert.key_index {
+        keys.client()
+            .tls_register_certificate(index, cert.chain_pem.as_bytes())
+            .await?;
+    }
     let quote = quote_of(keys.client().evidence_quote(sums.as_bytes()).await?);
     // keyservice computes the report data; check it did so over these very bytes.
-    let expected = evidence::report_data_for(sums.as_bytes());
-    let found = evidence::quote::TdxQuote::parse(&quote.bytes)
-        .map(|q| q.report.report_data)
-        .ok();
-    if found != Some(expected) {
-        return Err(AttestError::WrongReportData {
-            expected: hex::encode(expected),
-            found: found.map_or_else(|| "unreadable".to_owned(), hex::encode),
-        });
-    }
+    check_report_data(&quote, evidence::report_data_for(sums.as_bytes()))?;
     files.insert(
         "sha256sum.txt".into(),
         EvidenceFile {
@@ -257,6 +286,25 @@ impl Attestation {
                 Ok(info_of(info).info_json())
             })
             .await
+    }
+
+    /// A quote made now for `nonce`, over the current evidence set's `sha256sum.txt`:
+    /// report data = SHA-256(sha256sum.txt) ‖ nonce. Never cached (each nonce is its
+    /// own quote); the HTTP layer rate-limits these per client.
+    pub async fn fresh_quote(&self, nonce: [u8; 32]) -> Result<evidence::Quote, AttestError> {
+        let set = self.evidence();
+        let sums = set
+            .files
+            .get("sha256sum.txt")
+            .ok_or(AttestError::NoEvidenceYet)?;
+        let bundle = self
+            .keys
+            .client()
+            .fresh_evidence_quote(&sums.bytes, nonce)
+            .await?;
+        let quote = quote_of(bundle);
+        check_report_data(&quote, evidence::fresh_report_data_for(&sums.bytes, &nonce))?;
+        Ok(quote)
     }
 
     /// The current evidence set.
@@ -389,6 +437,75 @@ mod tests {
         keys
     }
 
+    /// A stand-in keyservice answering `FreshEvidenceQuote` over the report data
+    /// keyservice would build (`honest`) or over the unnonced form (a replayed quote).
+    fn fresh_keyservice(dir: &std::path::Path, honest: bool) -> Keys {
+        let (keys, _) =
+            quote_keyservice(
+                dir.join("ks-fresh.sock"),
+                move |op, payload| match Request::decode(op, payload) {
+                    Ok(Request::EvidenceQuote { sums }) => evidence::report_data_for(&sums),
+                    Ok(Request::FreshEvidenceQuote { nonce, sums }) if honest => {
+                        evidence::fresh_report_data_for(&sums, &nonce)
+                    }
+                    Ok(Request::FreshEvidenceQuote { sums, .. }) => {
+                        evidence::report_data_for(&sums)
+                    }
+                    _ => panic!("unexpected request {op:?}"),
+                },
+            );
+        keys
+    }
+
+    #[tokio::test]
+    async fn a_fresh_quote_is_over_the_current_listing_and_the_nonce() {
+        let dir = tempfile::tempdir().unwrap();
+        let keys = fresh_keyservice(dir.path(), true);
+        let attestation = Attestation::new(keys.clone(), Duration::from_secs(60));
+        let nonce = [0x5c; 32];
+        // Before the first evidence set there is nothing to quote.
+        assert!(matches!(
+            attestation.fresh_quote(nonce).await,
+            Err(AttestError::NoEvidenceYet)
+        ));
+        let set = build(&cert(), &keys).await.unwrap();
+        let sums = set.files["sha256sum.txt"].bytes.clone();
+        attestation.replace(set);
+        let quote = attestation.fresh_quote(nonce).await.unwrap();
+        let body = quote.evidence_quote_json();
+        let expected = format!(
+            "{}{}",
+            hex::encode(Sha256::digest(&sums)),
+            hex::encode(nonce)
+        );
+        assert_eq!(body["report_data"], expected);
+        // A keyservice that answers without the nonce (a replay) is refused.
+        let sub = dir.path().join("stale");
+        std::fs::create_dir(&sub).unwrap();
+        let stale = Attestation::new(fresh_keyservice(&sub, false), Duration::ZERO);
+        stale.replace(attestation.evidence().as_ref().clone());
+        assert!(matches!(
+            stale.fresh_quote(nonce).await,
+            Err(AttestError::WrongReportData { .. })
+        ));
+    }
+
+    #[test]
+    fn nonces_are_exactly_64_hex_digits() {
+        assert_eq!(parse_nonce(&"ab".repeat(32)), Some([0xab; 32]));
+        assert_eq!(parse_nonce(&"AB".repeat(32)), Some([0xab; 32]));
+        for bad in [
+            String::new(),
+            "ab".repeat(31),
+            "ab".repeat(33),
+            format!("0x{}", "ab".repeat(31)),
+            format!("{}zz", "ab".repeat(31)),
+            "é".repeat(32),
+        ] {
+            assert_eq!(parse_nonce(&bad), None, "{bad:?}");
+        }
+    }
+
     /// A stand-in keyservice answering `AttestationQuote` and counting the requests.
     fn counting_keyservice(dir: &std::path::Path) -> (Keys, Arc<std::sync::atomic::AtomicUsize>) {
         quote_keyservice(dir.join("ks-count.sock"), |op, _| {
@@ -431,6 +548,7 @@ mod tests {
             chain_pem: "-----BEGIN CERTIFICATE-----\nAA==\n-----END CERTIFICATE-----\n".into(),
             account_uri: "https://ca.test/acct/1".into(),
             next_key_sha256: Some("ab".repeat(32)),
+            key_index: None,
         }
     }
 

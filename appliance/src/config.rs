@@ -93,6 +93,9 @@ pub struct StoreConfig {
     pub acquire_timeout_ms: u64,
     /// postgres: the server-side limit of any one statement (and of lock waits).
     pub statement_timeout_ms: u64,
+    /// postgres: how often the store looks for triggers, rules and functions it did not
+    /// create and checks that the database has not been rolled back (also at start).
+    pub integrity_check_interval_secs: u64,
 }
 
 impl Default for StoreConfig {
@@ -104,6 +107,7 @@ impl Default for StoreConfig {
             max_connections: 16,
             acquire_timeout_ms: 5_000,
             statement_timeout_ms: 30_000,
+            integrity_check_interval_secs: 60,
         }
     }
 }
@@ -394,6 +398,14 @@ pub struct HttpConfig {
     pub http2_max_concurrent_streams: u32,
     /// Time allowed for a whole request (handler included).
     pub request_timeout_ms: u64,
+    /// The L4 load balancers (addresses or networks, `"10.0.0.5"`, `"10.0.0.0/24"`) whose
+    /// connections start with a PROXY protocol v2 header naming the real client
+    /// (`crate::proxy_protocol`). From these peers the header is required (a connection
+    /// without a valid one is closed) and its client address is the one every
+    /// per-client limit, log and trace uses; their own connections count only toward
+    /// `max_connections`. From any other peer a header is never read. Empty (the
+    /// default): off.
+    pub proxy_protocol_from: Vec<crate::proxy_protocol::IpNet>,
 }
 
 impl Default for HttpConfig {
@@ -414,6 +426,7 @@ impl Default for HttpConfig {
             http2_keep_alive_timeout_ms: 20_000,
             http2_max_concurrent_streams: 100,
             request_timeout_ms: 60_000,
+            proxy_protocol_from: Vec::new(),
         }
     }
 }
@@ -446,6 +459,10 @@ pub struct RateLimitsConfig {
     /// `get_lit_action_client_config`, `/attestation`, `/info`, `/evidences/…`.
     pub public_per_minute: f64,
     pub public_burst: u32,
+    /// Fresh quotes (`?nonce=` on `/attestation`, `/evidences/quote.json`): each costs
+    /// a hardware quote, so they are limited apart, on top of `public`.
+    pub fresh_quote_per_minute: f64,
+    pub fresh_quote_burst: u32,
 }
 
 impl Default for RateLimitsConfig {
@@ -461,6 +478,8 @@ impl Default for RateLimitsConfig {
             code_burst: 30,
             public_per_minute: 600.0,
             public_burst: 120,
+            fresh_quote_per_minute: 6.0,
+            fresh_quote_burst: 3,
         }
     }
 }
@@ -476,6 +495,11 @@ impl RateLimitsConfig {
             ("signature", self.signature_per_minute, self.signature_burst),
             ("code", self.code_per_minute, self.code_burst),
             ("public", self.public_per_minute, self.public_burst),
+            (
+                "fresh_quote",
+                self.fresh_quote_per_minute,
+                self.fresh_quote_burst,
+            ),
         ];
         for (name, rate, burst) in classes {
             if !(rate.is_finite() && rate > 0.0) || burst == 0 {
@@ -553,6 +577,11 @@ pub struct ActionsConfig {
     /// `memory_limit_mb`. An action on a reused worker can count on about
     /// `memory_limit_mb` minus this.
     pub worker_retire_heap_mb: u64,
+    /// A worker serves one account only: the account of its first job. Once bound, it is
+    /// retired (and a fresh one started for anyone) after waiting this many ms idle for
+    /// that account's next job (at least 1). It is also retired sooner when another
+    /// account's job needs its place.
+    pub worker_bound_idle_ms: u64,
     /// The worker binary. Default: `action-worker` next to the appliance binary.
     /// Not used when workers come from the launcher (it names its own).
     pub worker_binary: Option<PathBuf>,
@@ -595,6 +624,7 @@ impl Default for ActionsConfig {
             queue_timeout_ms: 10_000,
             worker_max_jobs: 1000,
             worker_retire_heap_mb: 0,
+            worker_bound_idle_ms: 30_000,
             worker_binary: None,
             worker_launcher_socket: None,
             spawn_worker_launcher: false,
@@ -630,6 +660,11 @@ impl ActionsConfig {
             return Err(ConfigError::Invalid(
                 "actions.worker_max_jobs must be at least 1 (1 = a fresh worker for every job)"
                     .into(),
+            ));
+        }
+        if self.worker_bound_idle_ms == 0 {
+            return Err(ConfigError::Invalid(
+                "actions.worker_bound_idle_ms must be at least 1".into(),
             ));
         }
         if self.worker_retire_heap_mb >= self.memory_limit_mb {
@@ -1285,6 +1320,31 @@ mod tests {
     }
 
     #[test]
+    fn proxy_protocol_balancers_are_parsed_and_checked() {
+        assert!(
+            Config::default().http.proxy_protocol_from.is_empty(),
+            "off by default"
+        );
+        let c = Config::load_with_env(
+            None,
+            env(&[(
+                "APPLIANCE_HTTP__PROXY_PROTOCOL_FROM",
+                "[\"10.0.0.5\", \"10.1.0.0/24\"]",
+            )]),
+        )
+        .unwrap();
+        let balancers = &c.http.proxy_protocol_from;
+        assert_eq!(balancers.len(), 2);
+        assert!(balancers[1].contains("10.1.0.77".parse().unwrap()));
+        assert!(!balancers[0].contains("10.0.0.6".parse().unwrap()));
+        let bad = Config::load_with_env(
+            None,
+            env(&[("APPLIANCE_HTTP__PROXY_PROTOCOL_FROM", "[\"10.1.0.0/40\"]")]),
+        );
+        assert!(bad.is_err(), "a prefix longer than the address is refused");
+    }
+
+    #[test]
     fn dev_defaults_take_environment_overrides() {
         let dev = Config::dev(
             "127.0.0.1:0".parse().unwrap(),
@@ -1411,6 +1471,21 @@ mod tests {
         assert!(
             err.to_string()
                 .contains("actions.worker_max_jobs must be at least 1"),
+            "{err}"
+        );
+        assert_eq!(
+            Config::default().actions.worker_bound_idle_ms,
+            30_000,
+            "a bound worker waits 30 s for its account"
+        );
+        let err = Config::load_with_env(
+            None,
+            env(&[("APPLIANCE_ACTIONS__WORKER_BOUND_IDLE_MS", "0")]),
+        )
+        .unwrap_err();
+        assert!(
+            err.to_string()
+                .contains("actions.worker_bound_idle_ms must be at least 1"),
             "{err}"
         );
         for (heap, limit) in [("128", "128"), ("200", "128"), ("64", "64")] {

@@ -233,6 +233,8 @@ impl From<crate::execution::ExecError> for ApiError {
             }
             ExecError::UnknownCid(_) => Self::NotFound(err.to_string()),
             ExecError::StoredCodeNotUtf8(_) => Self::Internal(err.to_string()),
+            // Like the gateway's wrong content: code was found, it is not the CID's.
+            ExecError::CodeIntegrity { .. } => Self::Unprocessable(err.to_string()),
             ExecError::Gateway(gateway) => match gateway {
                 GatewayError::Failed(_) => Self::Unavailable(gateway.to_string()),
                 GatewayError::TooLarge { .. } => Self::PayloadTooLarge(gateway.to_string()),
@@ -320,6 +322,14 @@ mod execution_error_tests {
                 }),
                 413,
                 "the code for QmA is over 3 bytes".into(),
+            ),
+            (
+                ExecError::CodeIntegrity {
+                    cid: "QmA".into(),
+                    origin: crate::execution::code::CodeSource::Store,
+                },
+                422,
+                "the code kept for QmA does not hash to that CID and was refused; send the code itself as `code`".into(),
             ),
             (
                 ExecError::Gateway(GatewayError::WrongContent("QmA".into())),

@@ -34,6 +34,7 @@ pub mod http;
 pub mod keyservice_client;
 pub mod log_output;
 pub mod openapi;
+pub mod proxy_protocol;
 pub mod root_command;
 pub mod server;
 pub mod shared_root;
@@ -281,7 +282,13 @@ async fn start_with(mut config: Config, dev_anvil: Option<PathBuf>) -> Result<Ru
 
     let (certified, self_signed_pem) = match config.tls.mode {
         TlsMode::SelfSigned => {
-            let (key, pem) = tls::self_signed(&config.tls.hostnames)?;
+            // The key is keyservice's: the front end only ever asks it to sign.
+            let key = tls::KeyserviceKey::load(keys.client(), tls::SELF_SIGNED_KEY).await?;
+            let hostnames = config.tls.hostnames.clone();
+            let (key, pem) =
+                tokio::task::spawn_blocking(move || tls::self_signed(&hostnames, &key))
+                    .await
+                    .map_err(|e| tls::TlsError::Generate(format!("signing task: {e}")))??;
             let path = config.data_dir.join("tls").join("self-signed.pem");
             tls::write_public_pem(&path, &pem)?;
             (key, Some(path))
@@ -322,6 +329,10 @@ async fn start_with(mut config: Config, dev_anvil: Option<PathBuf>) -> Result<Ru
                 chain_pem,
                 account_uri: String::new(),
                 next_key_sha256: None,
+                key_index: match config.tls.mode {
+                    TlsMode::SelfSigned => Some(tls::SELF_SIGNED_KEY),
+                    TlsMode::Files => None,
+                },
             };
             tokio::sync::watch::channel(Some(Arc::new(cert))).1
         }
@@ -431,6 +442,7 @@ pub(crate) fn pg_options(
         max_connections: store_config.max_connections,
         acquire_timeout: Duration::from_millis(store_config.acquire_timeout_ms),
         statement_timeout: Duration::from_millis(store_config.statement_timeout_ms),
+        integrity_check_interval: Duration::from_secs(store_config.integrity_check_interval_secs),
     }
 }
 

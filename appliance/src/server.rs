@@ -3,6 +3,12 @@
 //!
 //! * a cap on live connections per client IP, checked at accept (over it the connection
 //!   is closed before the TLS handshake);
+//! * behind an L4 load balancer (`proxy_protocol_from`): a connection from a configured
+//!   balancer address must start with a PROXY protocol v2 header, read under the TLS
+//!   handshake's deadline; the client it names is the connection's client for the
+//!   per-IP cap, the rate limits ([`ClientAddr`]) and the logs. The balancer's own
+//!   address is not capped per IP (it carries every client). Any other peer's bytes go
+//!   straight to TLS: no one else can name a client (`crate::proxy_protocol`);
 //! * a cap on connections served at once (`max_connections`); when it is reached, the
 //!   connection idle the longest is closed to make room;
 //! * timeouts for the TLS handshake, for the first complete request head (whatever the
@@ -12,8 +18,9 @@
 //! * graceful shutdown that lets in-flight requests finish.
 //!
 //! A connection is *idle* when it has no request in progress: none has arrived since
-//! its last response body was sent. Every request also carries its connection's peer
-//! (`ClientAddr`) and the shared budget of buffered request bodies (`BodyBudget`).
+//! its last response body was sent. Every request also carries its connection's client
+//! (`ClientAddr`: the TCP peer, or the client a balancer's header named) and the shared
+//! budget of buffered request bodies (`BodyBudget`).
 
 use std::collections::HashMap;
 use std::future::Future;
@@ -38,6 +45,7 @@ use tower::ServiceExt;
 use crate::config::HttpConfig;
 use crate::http::ClientAddr;
 use crate::http::extract::BodyBudget;
+use crate::proxy_protocol::{self, IpNet};
 
 /// How long shutdown waits for open connections before giving up on them.
 const DRAIN_TIMEOUT: Duration = Duration::from_secs(10);
@@ -102,6 +110,7 @@ pub async fn serve(
         limits.max_connections.min(Semaphore::MAX_PERMITS),
     ));
     let registry = Arc::new(Registry::default());
+    let balancers: Arc<[IpNet]> = limits.proxy_protocol_from.clone().into();
     let (closing_tx, closing_rx) = watch::channel(false);
     tokio::pin!(shutdown);
 
@@ -118,12 +127,19 @@ pub async fn serve(
             },
             () = &mut shutdown => break,
         };
-        let Some(ip_slot) = registry.admit(peer.ip(), limits.max_connections_per_ip) else {
-            tracing::debug!(%peer, cap = limits.max_connections_per_ip,
-                "connection refused: this client IP has the most connections allowed");
-            crate::telemetry::metrics::global().connection_refused("per_ip_limit");
-            drop(tcp);
-            continue;
+        let admission = if proxy_protocol::from_balancer(&balancers, peer.ip()) {
+            // The client is known only once the header is read (in the connection's
+            // task, under the handshake deadline); it is counted then.
+            Admission::Balancer
+        } else {
+            let Some(ip_slot) = registry.admit(peer.ip(), limits.max_connections_per_ip) else {
+                tracing::debug!(%peer, cap = limits.max_connections_per_ip,
+                    "connection refused: this client IP has the most connections allowed");
+                crate::telemetry::metrics::global().connection_refused("per_ip_limit");
+                drop(tcp);
+                continue;
+            };
+            Admission::Direct(ip_slot)
         };
         let permit = match Arc::clone(&permits).try_acquire_owned() {
             Ok(permit) => permit,
@@ -150,8 +166,9 @@ pub async fn serve(
             timeouts,
             closing: closing_rx.clone(),
             peer,
+            max_connections_per_ip: limits.max_connections_per_ip,
         };
-        tokio::spawn(conn.run(tcp, permit, ip_slot));
+        tokio::spawn(conn.run(tcp, permit, admission));
     }
 
     drop(listener);
@@ -172,7 +189,18 @@ struct Connection {
     registry: Arc<Registry>,
     timeouts: Timeouts,
     closing: watch::Receiver<bool>,
+    /// The TCP peer (a balancer's address when the connection came through one).
     peer: SocketAddr,
+    max_connections_per_ip: usize,
+}
+
+/// How a connection was let in at accept.
+enum Admission {
+    /// Counted against its TCP peer's IP.
+    Direct(IpSlot),
+    /// From a configured balancer: counted against the client its PROXY header names,
+    /// once read.
+    Balancer,
 }
 
 /// Why the server closes a connection on its own.
@@ -187,26 +215,35 @@ enum Close {
 }
 
 impl Connection {
-    async fn run(self, tcp: TcpStream, permit: OwnedSemaphorePermit, ip_slot: IpSlot) {
+    async fn run(self, mut tcp: TcpStream, permit: OwnedSemaphorePermit, admission: Admission) {
         let _permit = permit;
-        let _ip_slot = ip_slot;
         let metrics = crate::telemetry::metrics::global();
         let _open = metrics.connection_open();
-        let peer = self.peer;
-        let stream =
-            match tokio::time::timeout(self.timeouts.handshake, self.acceptor.accept(tcp)).await {
-                Ok(Ok(stream)) => stream,
-                Ok(Err(err)) => {
-                    tracing::debug!(%peer, error = %err, "TLS handshake failed");
-                    metrics.tls_handshake_failed("error");
-                    return;
-                }
-                Err(_) => {
-                    tracing::debug!(%peer, "TLS handshake timed out");
-                    metrics.tls_handshake_failed("timeout");
-                    return;
-                }
-            };
+        // One deadline for the PROXY header (if any) and the TLS handshake together, so a
+        // header does not extend the time a connection may take to start.
+        let deadline = Instant::now() + self.timeouts.handshake;
+        let (peer, _ip_slot) = match admission {
+            Admission::Direct(slot) => (self.peer, slot),
+            Admission::Balancer => match self.proxied_client(&mut tcp, deadline).await {
+                Some(admitted) => admitted,
+                None => return,
+            },
+        };
+        // From here on `peer` is the client: every log line, the per-IP slot and the
+        // requests' `ClientAddr` name it.
+        let stream = match tokio::time::timeout_at(deadline, self.acceptor.accept(tcp)).await {
+            Ok(Ok(stream)) => stream,
+            Ok(Err(err)) => {
+                tracing::debug!(%peer, error = %err, "TLS handshake failed");
+                metrics.tls_handshake_failed("error");
+                return;
+            }
+            Err(_) => {
+                tracing::debug!(%peer, "TLS handshake timed out");
+                metrics.tls_handshake_failed("timeout");
+                return;
+            }
+        };
         let alpn = stream.get_ref().1.alpn_protocol().map(<[u8]>::to_vec);
         let acme_probe = alpn.as_deref() == Some(crate::tls::ACME_TLS_ALPN);
         metrics.tls_handshake(match stream.get_ref().1.handshake_kind() {
@@ -288,6 +325,47 @@ impl Connection {
                 }
             }
         }
+    }
+}
+
+impl Connection {
+    /// Reads the PROXY header a balancer's connection must start with, and counts the
+    /// client it names against the per-IP cap: the client and its slot, or `None` when
+    /// the connection is to be closed (no valid header in time, or the client at its cap).
+    async fn proxied_client(
+        &self,
+        tcp: &mut TcpStream,
+        deadline: Instant,
+    ) -> Option<(SocketAddr, IpSlot)> {
+        let metrics = crate::telemetry::metrics::global();
+        let balancer = self.peer;
+        let header = match tokio::time::timeout_at(deadline, proxy_protocol::read_header(tcp)).await
+        {
+            Ok(Ok(header)) => header,
+            Ok(Err(err)) => {
+                tracing::debug!(%balancer, error = %err,
+                        "connection refused: a balancer's connection without a valid PROXY v2 header");
+                metrics.connection_refused("proxy_header");
+                return None;
+            }
+            Err(_) => {
+                tracing::debug!(%balancer, "connection refused: no PROXY v2 header in time");
+                metrics.connection_refused("proxy_header");
+                return None;
+            }
+        };
+        let client = header.client(balancer);
+        let Some(slot) = self
+            .registry
+            .admit(client.ip(), self.max_connections_per_ip)
+        else {
+            tracing::debug!(peer = %client, %balancer, cap = self.max_connections_per_ip,
+                "connection refused: this client IP has the most connections allowed");
+            metrics.connection_refused("per_ip_limit");
+            return None;
+        };
+        tracing::debug!(peer = %client, %balancer, "connection through a load balancer");
+        Some((client, slot))
     }
 }
 
@@ -556,6 +634,180 @@ mod tests {
         let h2 = Arc::new(Activity::new(false));
         drop(h2.begin(true));
         closes(&h2, t, Close::Idle, 600).await;
+    }
+
+    /// A TLS connection from `source` to `server`, after writing `prefix` (a PROXY
+    /// header, or nothing) on the TCP connection.
+    async fn tls_from(
+        source: [u8; 4],
+        server: SocketAddr,
+        prefix: &[u8],
+        pem: &str,
+    ) -> std::io::Result<tokio_rustls::client::TlsStream<TcpStream>> {
+        use rustls_pki_types::CertificateDer;
+        use rustls_pki_types::pem::PemObject as _;
+        use tokio::io::AsyncWriteExt as _;
+        let socket = tokio::net::TcpSocket::new_v4()?;
+        socket.bind(SocketAddr::from((source, 0)))?;
+        let mut tcp = socket.connect(server).await?;
+        tcp.write_all(prefix).await?;
+        let mut roots = rustls::RootCertStore::empty();
+        for cert in CertificateDer::pem_slice_iter(pem.as_bytes()) {
+            roots.add(cert.unwrap()).unwrap();
+        }
+        let mut config = rustls::ClientConfig::builder_with_provider(Arc::new(
+            rustls::crypto::ring::default_provider(),
+        ))
+        .with_safe_default_protocol_versions()
+        .unwrap()
+        .with_root_certificates(roots)
+        .with_no_client_auth();
+        config.alpn_protocols = vec![b"http/1.1".to_vec()];
+        let name = rustls_pki_types::ServerName::try_from("localhost").unwrap();
+        tokio_rustls::TlsConnector::from(Arc::new(config))
+            .connect(name, tcp)
+            .await
+    }
+
+    /// GET / over TLS as [`tls_from`] connects: the response's body, or why there is none.
+    async fn get_from(
+        source: [u8; 4],
+        server: SocketAddr,
+        prefix: &[u8],
+        pem: &str,
+    ) -> std::io::Result<String> {
+        use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
+        let mut tls = tls_from(source, server, prefix, pem).await?;
+        tls.write_all(b"GET / HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n")
+            .await?;
+        let mut response = Vec::new();
+        // The server may close without close_notify after the body: what was read counts.
+        let _ = tls.read_to_end(&mut response).await;
+        let text = String::from_utf8_lossy(&response).into_owned();
+        match text.split_once("\r\n\r\n") {
+            Some((head, body)) if head.starts_with("HTTP/1.1 200") => Ok(body.to_owned()),
+            _ => Err(std::io::Error::other(format!("no 200 answer: {text:?}"))),
+        }
+    }
+
+    /// A PROXY v2 header (PROXY, TCP over IPv4) naming `client`.
+    fn proxy_header(client: SocketAddr, server: SocketAddr) -> Vec<u8> {
+        let (SocketAddr::V4(src), SocketAddr::V4(dst)) = (client, server) else {
+            unreachable!("IPv4 only")
+        };
+        let mut out = proxy_protocol::SIGNATURE.to_vec();
+        out.extend_from_slice(&[0x21, 0x11, 0, 12]);
+        out.extend_from_slice(&src.ip().octets());
+        out.extend_from_slice(&dst.ip().octets());
+        out.extend_from_slice(&src.port().to_be_bytes());
+        out.extend_from_slice(&dst.port().to_be_bytes());
+        out
+    }
+
+    #[tokio::test]
+    async fn only_a_configured_balancer_names_the_client_and_it_must() {
+        // A plain rustls server configuration (crate::tls's holds the keyservice's key).
+        let generated = rcgen::generate_simple_self_signed(vec!["localhost".to_owned()]).unwrap();
+        let pem = generated.cert.pem();
+        let key = rustls_pki_types::PrivateKeyDer::try_from(generated.signing_key.serialize_der())
+            .unwrap();
+        let mut config =
+            ServerConfig::builder_with_provider(Arc::new(rustls::crypto::ring::default_provider()))
+                .with_safe_default_protocol_versions()
+                .unwrap()
+                .with_no_client_auth()
+                .with_single_cert(vec![generated.cert.der().clone()], key)
+                .unwrap();
+        config.alpn_protocols = vec![b"h2".to_vec(), b"http/1.1".to_vec()];
+        let tls = Arc::new(config);
+        // The handler answers with the client address the request carries.
+        let app = Router::new().route(
+            "/",
+            axum::routing::get(|req: axum::extract::Request| async move {
+                req.extensions()
+                    .get::<ClientAddr>()
+                    .map(|c| c.0.to_string())
+                    .unwrap_or_default()
+            }),
+        );
+        let limits = HttpConfig {
+            proxy_protocol_from: vec!["127.0.0.5".parse().unwrap()],
+            max_connections_per_ip: 1,
+            tls_handshake_timeout_ms: 2_000,
+            ..HttpConfig::default()
+        };
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let server = listener.local_addr().unwrap();
+        let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+        let task = tokio::spawn(serve(listener, tls, app, limits, async {
+            let _ = stopped.await;
+        }));
+        let client: SocketAddr = "192.0.2.7:40000".parse().unwrap();
+        let header = proxy_header(client, server);
+
+        // From the balancer, with a header: the request's client is the one it names.
+        let body = get_from([127, 0, 0, 5], server, &header, &pem)
+            .await
+            .unwrap();
+        assert_eq!(body, "192.0.2.7:40000");
+        // From the balancer without one (a bare ClientHello, or garbage): refused.
+        assert!(get_from([127, 0, 0, 5], server, &[], &pem).await.is_err());
+        assert!(
+            get_from(
+                [127, 0, 0, 5],
+                server,
+                b"PROXY TCP4 192.0.2.7 127.0.0.1 1 2\r\n",
+                &pem
+            )
+            .await
+            .is_err(),
+            "the text v1 form is not accepted"
+        );
+        // A balancer that sends nothing is closed at the handshake deadline.
+        let silent = tokio::net::TcpSocket::new_v4().unwrap();
+        silent.bind(SocketAddr::from(([127, 0, 0, 5], 0))).unwrap();
+        let mut silent = silent.connect(server).await.unwrap();
+        let mut byte = [0u8; 1];
+        let closed = tokio::time::timeout(
+            Duration::from_secs(8),
+            tokio::io::AsyncReadExt::read(&mut silent, &mut byte),
+        )
+        .await;
+        assert!(
+            matches!(closed, Ok(Ok(0) | Err(_))),
+            "a silent balancer connection was kept: {closed:?}"
+        );
+        // Anyone else: the header is not read, so the handshake fails; without it the
+        // client is its own TCP address.
+        assert!(
+            get_from([127, 0, 0, 2], server, &header, &pem)
+                .await
+                .is_err()
+        );
+        let body = get_from([127, 0, 0, 3], server, &[], &pem).await.unwrap();
+        assert!(body.starts_with("127.0.0.3:"), "{body}");
+        // The per-IP cap (1 here) counts the named client, not the balancer: while one
+        // client holds a connection through the balancer, a second connection naming it
+        // is refused and another client is served.
+        let holder = proxy_header("192.0.2.8:1".parse().unwrap(), server);
+        let held = tls_from([127, 0, 0, 5], server, &holder, &pem)
+            .await
+            .unwrap();
+        assert!(
+            get_from([127, 0, 0, 5], server, &holder, &pem)
+                .await
+                .is_err(),
+            "a second connection of 192.0.2.8 over the cap of 1"
+        );
+        let other = proxy_header("198.51.100.9:1".parse().unwrap(), server);
+        let body = get_from([127, 0, 0, 5], server, &other, &pem)
+            .await
+            .unwrap();
+        assert_eq!(body, "198.51.100.9:1");
+        drop(held);
+
+        let _ = stop.send(());
+        task.await.unwrap();
     }
 
     #[tokio::test]

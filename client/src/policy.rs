@@ -31,6 +31,12 @@ pub struct Policy {
     pub caa_domain: Option<String>,
     /// Checks the caller accepts not running (by `evidence verify` name).
     pub skip: Vec<String>,
+    /// Accept an evidence quote that does not carry the nonce this client sent with
+    /// `quote.json?nonce=` (a stale quote: what a relay replaying old evidence serves,
+    /// or a deployment that does not answer `?nonce=`). `false` (default): such a quote
+    /// fails the `freshness` check and the client sends nothing. A nonce is sent either
+    /// way.
+    pub allow_stale: bool,
     /// How long a successful verification is trusted before the next call re-verifies.
     pub cache_for: Duration,
     /// When a new connection shows a leaf the evidence neither attests nor announced
@@ -56,6 +62,7 @@ impl Default for Policy {
             dns_server: None,
             caa_domain: None,
             skip: Vec::new(),
+            allow_stale: false,
             cache_for: Duration::from_secs(3600),
             reverify_on_new_certificate: false,
         }

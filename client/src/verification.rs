@@ -70,9 +70,15 @@ pub async fn verify_bundle(
         domain: policy.caa_domain.clone(),
         skip: policy.skip.clone(),
         strict: false,
+        allow_stale: policy.allow_stale,
     };
     let mut report = check::run(bundle, &options).await;
-    require_every_check(&mut report, &policy.skip);
+    // A stale quote the policy accepts is reported as `freshness` skipped on request.
+    let mut allowed_skips = policy.skip.clone();
+    if policy.allow_stale {
+        allowed_skips.push("freshness".to_owned());
+    }
+    require_every_check(&mut report, &allowed_skips);
     if !report.ok {
         return Err(ClientError::NotVerified {
             report: Box::new(report),

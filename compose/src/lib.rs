@@ -535,6 +535,17 @@ mod tests {
     }
 
     #[test]
+    fn keyservice_serves_only_the_appliance_uid() {
+        // SO_PEERCRED: the 0660 socket's group is not enough to be served.
+        let keyservice = service(TEMPLATE, "keyservice");
+        assert!(
+            keyservice.contains("\"--peer-uid\", \"10002\""),
+            "{keyservice}"
+        );
+        assert_eq!(keyservice.matches("--peer-uid").count(), 1, "{keyservice}");
+    }
+
+    #[test]
     fn keyservice_reads_its_payer_policy_from_the_measured_configuration() {
         // The chain id and AccountConfig the payers may sign for come from the same
         // embedded (measured) configuration the appliance runs with.

@@ -8,14 +8,21 @@
 //! DIR/info.json                 GET /info
 //! DIR/attestation.json          GET /attestation
 //! DIR/evidences/sha256sum.txt   GET /evidences/sha256sum.txt
-//! DIR/evidences/quote.json      GET /evidences/quote.json
+//! DIR/evidences/quote.json      GET /evidences/quote.json?nonce=<nonce.txt> (online fetches)
 //! DIR/evidences/acme-account.json
 //! DIR/evidences/cert-*.pem      the certificate file linked from GET /evidences/
 //! DIR/evidences/…               any other file listed in sha256sum.txt
 //! DIR/tls-leaf.der | .pem       optional: the leaf certificate served over TLS
 //! DIR/domain.txt                optional: the domain (for the CAA check)
 //! DIR/collateral.json           optional: dcap-qvl QuoteCollateralV3 for the quotes
+//! DIR/nonce.txt                 optional: the nonce (64 hex) quote.json was fetched with
 //! ```
+//!
+//! An online fetch asks for a fresh evidence quote: it sends a random 32-byte nonce
+//! (`/evidences/quote.json?nonce=<hex>`) and keeps it in [`Bundle::nonce`], so the
+//! `freshness` check can tell a quote made for it from a replayed one. `/attestation` is
+//! fetched in its cached form (one hardware quote per verification is enough: the
+//! evidence quote is the one that binds the certificate).
 
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -71,6 +78,21 @@ pub struct Bundle {
     pub domain: Option<String>,
     /// dcap-qvl collateral JSON saved with the bundle.
     pub collateral_json: Option<Vec<u8>>,
+    /// The nonce `quote.json` was fetched with (`?nonce=`), if any.
+    pub nonce: Option<[u8; 32]>,
+}
+
+/// A random 32-byte nonce for `?nonce=` (the system's CSPRNG).
+pub fn fresh_nonce() -> Result<[u8; 32], BundleError> {
+    use ring::rand::SecureRandom as _;
+    let mut nonce = [0u8; 32];
+    ring::rand::SystemRandom::new()
+        .fill(&mut nonce)
+        .map_err(|_| BundleError::Io {
+            path: "system random".to_owned(),
+            reason: "no random bytes for the nonce".to_owned(),
+        })?;
+    Ok(nonce)
 }
 
 fn read_opt(path: &Path) -> Result<Option<Vec<u8>>, BundleError> {
@@ -166,7 +188,13 @@ impl Bundle {
         let domain = read_opt(&dir.join("domain.txt"))?
             .map(|b| String::from_utf8_lossy(&b).trim().to_owned())
             .filter(|d| !d.is_empty());
+        let nonce = read_opt(&dir.join("nonce.txt"))?.and_then(|b| {
+            let text = String::from_utf8_lossy(&b).trim().to_owned();
+            let mut n = [0u8; 32];
+            hex::decode_to_slice(text, &mut n).ok().map(|()| n)
+        });
         Ok(Self {
+            nonce,
             info: json_opt(&dir.join("info.json"))?,
             attestation: json_opt(&dir.join("attestation.json"))?,
             evidence_files,
@@ -208,26 +236,41 @@ impl Bundle {
         if let Some(c) = &self.collateral_json {
             write(&dir.join("collateral.json"), c)?;
         }
+        if let Some(n) = &self.nonce {
+            write(&dir.join("nonce.txt"), hex::encode(n).as_bytes())?;
+        }
         Ok(())
     }
 
     /// Collects a bundle from a running deployment at `base` (`https://host[:port]`),
-    /// trusting the public web PKI plus `ca_pem` if given.
+    /// trusting the public web PKI plus `ca_pem` if given, with a fresh random nonce for
+    /// the evidence quote.
     pub async fn fetch(base: &str, ca_pem: Option<&Path>) -> Result<Self, BundleError> {
-        Self::fetch_within(base, &http_client(ca_pem)?, LIMITS).await
+        Self::fetch_within(base, &http_client(ca_pem)?, LIMITS, Some(fresh_nonce()?)).await
     }
 
     /// As [`Bundle::fetch`], over `client`, which must have `tls_info(true)` (the served
     /// leaf is part of the evidence) and should not follow redirects: a caller that
     /// restricts which servers it talks to (a pinned client) passes its own.
     pub async fn fetch_using(base: &str, client: &reqwest::Client) -> Result<Self, BundleError> {
-        Self::fetch_within(base, client, LIMITS).await
+        Self::fetch_within(base, client, LIMITS, Some(fresh_nonce()?)).await
+    }
+
+    /// As [`Bundle::fetch_using`] with a nonce the caller chose (`None`: the quote in its
+    /// cached, unnonced form).
+    pub async fn fetch_with_nonce(
+        base: &str,
+        client: &reqwest::Client,
+        nonce: Option<[u8; 32]>,
+    ) -> Result<Self, BundleError> {
+        Self::fetch_within(base, client, LIMITS, nonce).await
     }
 
     async fn fetch_within(
         base: &str,
         client: &reqwest::Client,
         limits: Limits,
+        nonce: Option<[u8; 32]>,
     ) -> Result<Self, BundleError> {
         let url = reqwest::Url::parse(base).map_err(|_| BundleError::Url(base.to_owned()))?;
         if url.scheme() != "https" {
@@ -248,6 +291,7 @@ impl Bundle {
             attestation: attestation.and_then(|b| serde_json::from_slice(&b).ok()),
             tls_leaf_der: leaf,
             domain: Some(domain),
+            nonce,
             ..Default::default()
         };
 
@@ -281,9 +325,13 @@ impl Bundle {
             if !safe_name(&name) || bundle.evidence_files.contains_key(&name) {
                 continue;
             }
-            if let (Some(body), _) =
-                get(client, limits.file, &format!("{base}/evidences/{name}")).await?
-            {
+            let url = match (name.as_str(), nonce) {
+                ("quote.json", Some(n)) => {
+                    format!("{base}/evidences/quote.json?nonce={}", hex::encode(n))
+                }
+                _ => format!("{base}/evidences/{name}"),
+            };
+            if let (Some(body), _) = get(client, limits.file, &url).await? {
                 total += body.len();
                 if total > limits.total {
                     return Err(BundleError::Http {
@@ -408,6 +456,18 @@ async fn get(
         .get::<reqwest::tls::TlsInfo>()
         .and_then(|t| t.peer_certificate())
         .map(<[u8]>::to_vec);
+    if resp.status() == reqwest::StatusCode::TOO_MANY_REQUESTS {
+        // Not missing evidence: the deployment asks us to come back later.
+        let retry = resp
+            .headers()
+            .get(reqwest::header::RETRY_AFTER)
+            .and_then(|v| v.to_str().ok())
+            .unwrap_or("?")
+            .to_owned();
+        return Err(err(format!(
+            "429 Too Many Requests (rate-limited; retry after {retry} s)"
+        )));
+    }
     if !resp.status().is_success() {
         tracing::warn!(url, status = %resp.status(), "evidence document not served");
         return Ok((None, leaf));
@@ -578,7 +638,7 @@ mod tests {
             files: 64,
             total: 2500,
         };
-        match Bundle::fetch_within(&base, &http_client(Some(&ca)).unwrap(), tight).await {
+        match Bundle::fetch_within(&base, &http_client(Some(&ca)).unwrap(), tight, None).await {
             Err(BundleError::Http { reason, .. }) => {
                 assert!(reason.contains("2500 bytes in all"), "{reason}");
             }
@@ -589,7 +649,7 @@ mod tests {
             total: 10_000,
             ..tight
         };
-        let bundle = Bundle::fetch_within(&base, &http_client(Some(&ca)).unwrap(), roomy)
+        let bundle = Bundle::fetch_within(&base, &http_client(Some(&ca)).unwrap(), roomy, None)
             .await
             .unwrap();
         assert_eq!(
@@ -600,7 +660,7 @@ mod tests {
         );
         // And one file over the per-file bound is refused on its own.
         let small_files = Limits { file: 800, ..roomy };
-        let err = Bundle::fetch_within(&base, &http_client(Some(&ca)).unwrap(), small_files)
+        let err = Bundle::fetch_within(&base, &http_client(Some(&ca)).unwrap(), small_files, None)
             .await
             .unwrap_err();
         assert!(err.to_string().contains("larger than 800 bytes"), "{err}");

@@ -12,6 +12,14 @@
 //! caller allowed simulated quotes *and* the quote is simulated, so a real deployment can
 //! never pass with an N/A; on the development stack the report then says it is verified
 //! for development only, and which checks did not apply and why.
+//!
+//! `freshness` establishes that the evidence quote was made for this verification: an
+//! online fetch sends a random nonce (`quote.json?nonce=`), and the quote's report data
+//! must end with it. A quote without it (a relay replaying an old one, or a deployment
+//! that ignores the nonce) fails, unless the caller allowed stale quotes
+//! ([`Options::allow_stale`]), which reports the check as skipped on request. Offline, a
+//! saved bundle cannot show that its quote is fresh now: the check is skipped as not
+//! applicable (and `report-data` accepts the nonce the bundle was saved with).
 
 use std::net::SocketAddr;
 
@@ -26,7 +34,7 @@ use crate::quote::{TdxQuote, decode_quote_text};
 use crate::verify::{Policy, VerifyError, verify_quote};
 
 /// Stable names of the checks, in report order.
-pub const CHECKS: [(&str, &str); 9] = [
+pub const CHECKS: [(&str, &str); 10] = [
     (
         "compose-hash",
         "rule 1: sha256(tcb_info.app_compose) = compose_hash",
@@ -50,6 +58,10 @@ pub const CHECKS: [(&str, &str); 9] = [
     (
         "compose-hash-event",
         "compose-hash event (before system-ready) = /info",
+    ),
+    (
+        "freshness",
+        "evidence quote made for this verification: report_data ends with the nonce sent",
     ),
 ];
 
@@ -162,6 +174,10 @@ pub struct Options {
     pub skip: Vec<String>,
     /// Treat skipped checks as failures.
     pub strict: bool,
+    /// Accept an evidence quote that does not carry the nonce this verification sent
+    /// (`freshness` is then skipped on request instead of failing): for deployments that
+    /// do not answer `?nonce=`. A relay can replay such a quote for as long as it likes.
+    pub allow_stale: bool,
 }
 
 type Outcome = Result<String, String>;
@@ -206,6 +222,7 @@ pub async fn run(bundle: &Bundle, opts: &Options) -> Report {
                     ran
                 }
                 "rtmr-replay" => check_rtmr_replay(bundle),
+                "freshness" => check_freshness(bundle, opts),
                 _ => check_compose_hash_event(bundle),
             }
         };
@@ -416,8 +433,17 @@ fn check_report_data(b: &Bundle) -> Ran {
                 claimed.get(..64).unwrap_or(&claimed)
             ));
         }
-        if claimed.len() != 128 || claimed[64..].bytes().any(|c| c != b'0') {
-            return Err("report_data is not the hash zero-padded to 64 bytes".to_owned());
+        // The second half is zeros (the specification's form) or the nonce this bundle
+        // was fetched with (a fresh quote; `freshness` judges whether it is).
+        let zeros = claimed.len() == 128 && claimed[64..].bytes().all(|c| c == b'0');
+        let nonced = b
+            .nonce
+            .is_some_and(|n| claimed.len() == 128 && claimed[64..] == hex::encode(n));
+        if !zeros && !nonced {
+            return Err(
+                "report_data is not the hash zero-padded to 64 bytes, nor followed by the nonce sent"
+                    .to_owned(),
+            );
         }
         let quote = TdxQuote::parse(&bytes).map_err(|e| format!("evidence quote: {e}"))?;
         if hex::encode(quote.report.report_data) != claimed {
@@ -451,6 +477,53 @@ fn check_report_data(b: &Bundle) -> Ran {
         ))
     };
     Ran::Done(run())
+}
+
+/// Whether the evidence quote was made for this verification (see the module docs).
+fn check_freshness(b: &Bundle, opts: &Options) -> Ran {
+    let carried = evidence_quote(b).and_then(|(_, bytes)| {
+        TdxQuote::parse(&bytes)
+            .map(|q| q.report.report_data)
+            .map_err(|e| format!("evidence quote: {e}"))
+    });
+    let Some(nonce) = b.nonce.filter(|_| opts.online) else {
+        let saved = match (b.nonce, &carried) {
+            (Some(n), Ok(rd)) if rd[32..] == n => format!(
+                "; it was fetched with nonce {} and carries it",
+                hex::encode(n)
+            ),
+            _ => String::new(),
+        };
+        return Ran::Skip(format!(
+            "not applicable offline: a saved bundle cannot show that its quote is fresh now{saved}"
+        ));
+    };
+    let report_data = match carried {
+        Ok(rd) => rd,
+        Err(e) => return fail(e),
+    };
+    if report_data[32..] == nonce {
+        return pass(format!(
+            "the evidence quote carries the nonce this verification sent ({})",
+            hex::encode(nonce)
+        ));
+    }
+    let why = if report_data[32..].iter().all(|&x| x == 0) {
+        "the evidence quote carries no nonce (an old or replayed quote)".to_owned()
+    } else {
+        format!(
+            "the evidence quote carries another nonce ({}), not the one sent ({}): a replayed quote",
+            hex::encode(&report_data[32..]),
+            hex::encode(nonce)
+        )
+    };
+    if opts.allow_stale {
+        Ran::Skip(format!(
+            "stale quote accepted on request (--allow-stale): {why}"
+        ))
+    } else {
+        fail(format!("{why}; pass --allow-stale to accept a stale quote"))
+    }
 }
 
 fn check_tls_certificate(b: &Bundle) -> Ran {

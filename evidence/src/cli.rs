@@ -87,6 +87,11 @@ struct VerifyArgs {
     /// Count skipped checks as failures.
     #[arg(long)]
     strict: bool,
+    /// Accept an evidence quote that does not carry the nonce this run sent (a stale or
+    /// replayed quote): `freshness` is then skipped instead of failing. A nonce is sent
+    /// either way.
+    #[arg(long)]
+    allow_stale: bool,
     /// Print the report as JSON.
     #[arg(long)]
     json: bool,
@@ -171,6 +176,7 @@ async fn verify(args: VerifyArgs) -> ExitCode {
         domain: args.domain,
         skip: args.skip,
         strict: args.strict,
+        allow_stale: args.allow_stale,
     };
     let report = crate::check::run(&bundle, &opts).await;
     if args.json {

@@ -59,3 +59,12 @@ pub fn report_data_for(bytes: &[u8]) -> [u8; 64] {
     out[..32].copy_from_slice(&Sha256::digest(bytes));
     out
 }
+
+/// Report data binding `bytes` (the bytes of `sha256sum.txt`) and a verifier's `nonce`:
+/// SHA-256(bytes) ‖ nonce, the fresh form of [`report_data_for`] (`?nonce=` on
+/// `/evidences/quote.json` and `/attestation`).
+pub fn fresh_report_data_for(bytes: &[u8], nonce: &[u8; 32]) -> [u8; 64] {
+    let mut out = report_data_for(bytes);
+    out[32..].copy_from_slice(nonce);
+    out
+}

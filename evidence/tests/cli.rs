@@ -41,6 +41,11 @@ async fn offline_simulated_bundle_exit_codes_and_named_failures() {
     );
     assert!(out.contains("SKIP  governance"), "{out}");
     assert!(out.contains("SKIP  acme-caa"), "{out}");
+    // Offline, freshness cannot be established: said so, and not a failure.
+    assert!(
+        out.contains("SKIP  freshness           not applicable offline"),
+        "{out}"
+    );
 
     // --json carries the same verdict.
     let (code, out, _) = evidence(&["verify", "--bundle", path, "--allow-simulated", "--json"]);
@@ -48,7 +53,7 @@ async fn offline_simulated_bundle_exit_codes_and_named_failures() {
     let v: serde_json::Value = serde_json::from_str(&out).unwrap();
     assert_eq!(v["ok"], true);
     assert_eq!(v["tcb_status"], "Simulated");
-    assert_eq!(v["checks"].as_array().unwrap().len(), 9);
+    assert_eq!(v["checks"].as_array().unwrap().len(), 10);
 
     // Tamper with the saved app_compose: compose-hash fails, exit 1.
     let info_path = dir.path().join("info.json");

@@ -150,6 +150,8 @@ async fn online_verification_fetches_everything_and_checks_the_served_certificat
                 "--allow-simulated",
                 "--skip",
                 "acme-caa",
+                // This server serves a fixed bundle: it ignores the nonce.
+                "--allow-stale",
                 "--save",
                 &saved_s,
             ])
@@ -160,6 +162,10 @@ async fn online_verification_fetches_everything_and_checks_the_served_certificat
     assert_eq!(code, 0, "{out}");
     assert!(out.contains("PASS  tls-certificate"), "{out}");
     assert!(out.contains("PASS  report-data"), "{out}");
+    assert!(
+        out.contains("SKIP  freshness           stale quote accepted on request"),
+        "{out}"
+    );
 
     // The saved bundle verifies offline the same way, leaf included.
     let (code, out) = verify(&["verify", "--bundle", &saved_s, "--allow-simulated"]);
@@ -239,7 +245,7 @@ async fn a_document_the_server_does_not_serve_fails_its_check_by_name() {
         "{out}"
     );
     assert!(
-        out.contains("NOT verified: failed checks: report-data\n"),
+        out.contains("NOT verified: failed checks: report-data, freshness\n"),
         "{out}"
     );
 }

@@ -233,3 +233,110 @@ fn image_pinning_rules() {
         "@sha256:5618a93a78c9ac9173e7ebf7c8af173bd675be6832a2f8c2a9a7149ac2678f54"
     ));
 }
+
+/// The simulated deployment with its evidence quote over `in_quote` (`None`: the
+/// unnonced form), fetched as if with nonce `sent`.
+async fn nonced_bundle(
+    in_quote: Option<[u8; 32]>,
+    sent: Option<[u8; 32]>,
+) -> evidence::bundle::Bundle {
+    let mut b = simulated_bundle().await;
+    let sums = b.evidence_files["sha256sum.txt"].clone();
+    let report_data = match in_quote {
+        Some(n) => evidence::fresh_report_data_for(&sums, &n),
+        None => evidence::report_data_for(&sums),
+    };
+    let provider: evidence::QuoteProvider =
+        evidence::SimulatedProvider::new(simulated_app_compose().into_bytes()).into();
+    let quote = provider.quote(report_data).await.unwrap();
+    b.evidence_files.insert(
+        "quote.json".into(),
+        quote.evidence_quote_json().to_string().into_bytes(),
+    );
+    b.nonce = sent;
+    b
+}
+
+#[tokio::test]
+async fn freshness_needs_the_nonce_sent_online_and_is_not_applicable_offline() {
+    let online = Options {
+        policy: Policy {
+            allow_simulated: true,
+            ..Policy::default()
+        },
+        online: true,
+        // No DNS in this test.
+        skip: vec!["acme-caa".into()],
+        ..opts(NEAR_MPC_AT)
+    };
+    let sent = [0x42u8; 32];
+
+    // The quote carries the nonce sent: fresh, and rule 3 accepts the nonced form.
+    let fresh = nonced_bundle(Some(sent), Some(sent)).await;
+    let r = run(&fresh, &online).await;
+    assert_eq!(status(&r, "freshness"), Status::Pass, "{}", r.to_text());
+    assert_eq!(status(&r, "report-data"), Status::Pass, "{}", r.to_text());
+    assert!(
+        r.get("freshness")
+            .unwrap()
+            .detail
+            .contains(&hex::encode(sent))
+    );
+    assert!(r.ok, "{}", r.to_text());
+
+    // An unnonced quote although a nonce was sent (a replay, or a deployment that
+    // ignores the nonce): freshness fails, and only freshness.
+    let stale = nonced_bundle(None, Some(sent)).await;
+    let r = run(&stale, &online).await;
+    assert_eq!(r.failed(), vec!["freshness"], "{}", r.to_text());
+    let detail = &r.get("freshness").unwrap().detail;
+    assert!(
+        detail.contains("no nonce") && detail.contains("--allow-stale"),
+        "{detail}"
+    );
+
+    // A quote made for another nonce (replayed from someone else's verification).
+    let other = nonced_bundle(Some([7u8; 32]), Some(sent)).await;
+    let r = run(&other, &online).await;
+    assert_eq!(status(&r, "freshness"), Status::Fail, "{}", r.to_text());
+    assert!(r.get("freshness").unwrap().detail.contains("another nonce"));
+
+    // --allow-stale: the stale quote passes, freshness is skipped on request; --strict
+    // still counts that skip.
+    let lenient = Options {
+        allow_stale: true,
+        ..online.clone()
+    };
+    let r = run(&stale, &lenient).await;
+    assert_eq!(status(&r, "freshness"), Status::Skipped);
+    assert!(r.get("freshness").unwrap().detail.contains("--allow-stale"));
+    assert!(r.ok, "{}", r.to_text());
+    let strict = Options {
+        strict: true,
+        ..lenient
+    };
+    assert!(!run(&stale, &strict).await.ok);
+
+    // Offline: a saved bundle cannot show freshness now, whatever it carries; the nonce
+    // it was fetched with survives a save and load, and the report says so.
+    let dir = tempfile::tempdir().unwrap();
+    fresh.save(dir.path()).unwrap();
+    let loaded = evidence::bundle::Bundle::load(dir.path()).unwrap();
+    assert_eq!(loaded.nonce, Some(sent));
+    let offline = Options {
+        online: false,
+        ..online.clone()
+    };
+    let r = run(&loaded, &offline).await;
+    assert_eq!(status(&r, "freshness"), Status::Skipped);
+    let detail = &r.get("freshness").unwrap().detail;
+    assert!(
+        detail.contains("not applicable offline") && detail.contains("carries it"),
+        "{detail}"
+    );
+    assert!(r.ok, "{}", r.to_text());
+    // The real TDX vectors (unnonced) offline: freshness not applicable, nothing fails
+    // that did not before.
+    let r = run(&near_bundle(), &opts(NEAR_MPC_AT)).await;
+    assert_eq!(status(&r, "freshness"), Status::Skipped);
+}

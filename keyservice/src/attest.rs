@@ -1,13 +1,16 @@
 //! Quotes: keyservice is the only process that talks to the quote provider (the dstack
 //! guest agent, configfs-tsm, or the simulated provider of development), and it offers the
-//! front end exactly three narrow operations:
+//! front end exactly four narrow operations:
 //!
 //! * `AttestationQuote` — report data = 64 zero bytes (`/attestation`);
 //! * `EvidenceQuote` — report data = SHA-256(`sha256sum.txt`) ‖ 32 zero bytes, where the
 //!   bytes must be `sha256sum` output (the evidence files of `/evidences/`);
+//! * `FreshEvidenceQuote` — report data = SHA-256(`sha256sum.txt`) ‖ nonce, the same
+//!   listing checked the same way, with a verifier's 32-byte nonce (a typed field, not
+//!   report data) in place of the zeros, so a relay cannot replay an old quote;
 //! * `AttestationInfo` — the deployment's identity (`/info`).
 //!
-//! No operation takes report data, a key path or an event from the caller, so a front end
+//! No operation takes free-form report data, a key path or an event from the caller, so a front end
 //! that holds the keyservice socket cannot obtain a quote over data it chose, derive a
 //! guest-agent key (`GetKey`) or extend RTMR3 (`EmitEvent`).
 //!
@@ -214,7 +217,8 @@ impl Quoter {
         }
     }
 
-    /// Answers `AttestationQuote`, `EvidenceQuote` or `AttestationInfo`.
+    /// Answers `AttestationQuote`, `EvidenceQuote`, `FreshEvidenceQuote` or
+    /// `AttestationInfo`.
     pub async fn answer(&self, request: &Request) -> Result<Response, OpError> {
         // Check the input before queueing for the provider.
         let report_data = match request {
@@ -222,6 +226,10 @@ impl Quoter {
             Request::EvidenceQuote { sums } => {
                 check_sha256sum(sums)?;
                 Some(evidence::report_data_for(sums))
+            }
+            Request::FreshEvidenceQuote { nonce, sums } => {
+                check_sha256sum(sums)?;
+                Some(evidence::fresh_report_data_for(sums, nonce))
             }
             Request::AttestationInfo => None,
             _ => return Err(OpError::InvalidArgument("not a quote operation")),

@@ -15,6 +15,8 @@
 //! state MAC       = okm("keyservice/v1/state-mac",    file name, 0)     (HMAC-SHA256 key)
 //! store row MAC   = okm("keyservice/v1/store-row-mac", empty, 0)       (HMAC-SHA256 key)
 //! root id         = okm("keyservice/v1/root-id",      empty, 0)        (public fingerprint)
+//! TLS key i       = okm("keyservice/v1/tls-key", be32(i), c) for the smallest c with
+//!                   0 < okm < n (P-256 order): ECDSA P-256 (`crate::tls_keys`)
 //! ```
 //!
 //! The service-seal, state-MAC and store-row-MAC labels differ from the wallet label, so no
@@ -48,6 +50,8 @@ pub const LABEL_SERVICE_SEAL: &[u8] = b"keyservice/v1/service-seal";
 pub const LABEL_STATE_MAC: &[u8] = b"keyservice/v1/state-mac";
 pub const LABEL_STORE_ROW_MAC: &[u8] = b"keyservice/v1/store-row-mac";
 pub const LABEL_ROOT_ID: &[u8] = b"keyservice/v1/root-id";
+/// TLS certificate keys (P-256), usable only by `TlsPublicKey` / `TlsSign`.
+pub const LABEL_TLS_KEY: &[u8] = b"keyservice/v1/tls-key";
 /// Retry counter limit of [`KeyDeriver::scalar`].
 pub const MAX_COUNTER: u32 = 16;
 

@@ -19,5 +19,6 @@ pub mod sealing;
 pub mod secret;
 pub mod server;
 pub mod service;
+pub mod tls_keys;
 
 pub use keyservice_api as api;

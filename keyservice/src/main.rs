@@ -115,6 +115,11 @@ struct RunArgs {
     /// appliance container's user, via its supplementary group) can connect.
     #[arg(long, env = "KEYSERVICE_SOCKET_GROUP_ACCESS")]
     socket_group_access: bool,
+    /// A uid whose processes may connect (the appliance's); repeat for more. The kernel's
+    /// account of the peer (SO_PEERCRED) is checked on every connection, whatever the
+    /// socket's mode lets through. Default: keyservice's own uid only.
+    #[arg(long = "peer-uid", env = "KEYSERVICE_PEER_UIDS", value_delimiter = ',')]
+    peer_uids: Vec<u32>,
     #[command(flatten)]
     payer: PayerArgs,
     #[command(flatten)]
@@ -406,6 +411,11 @@ fn run(args: RunArgs) -> Result<(), String> {
     let config = ServerConfig {
         max_connections: args.max_connections.max(1),
         max_in_flight: args.max_in_flight.max(1),
+        peer_uids: if args.peer_uids.is_empty() {
+            vec![server::own_uid()]
+        } else {
+            args.peer_uids.clone()
+        },
         ..ServerConfig::default()
     };
     let runtime = tokio::runtime::Builder::new_multi_thread()
@@ -426,6 +436,7 @@ fn run(args: RunArgs) -> Result<(), String> {
                 %compose_hash,
                 root_id = %ops.root_id(),
                 api_payers = args.payers,
+                peer_uids = ?config.peer_uids,
                 admin_payer = %ops.payers().admin,
                 chain_id = ?ops.payer_policy().chain_id(),
                 quote_provider = %quote_source,

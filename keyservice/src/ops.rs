@@ -20,6 +20,7 @@ use zeroize::Zeroizing;
 use crate::derive::{self, DeriveError, KeyDeriver, SecretScalar};
 use crate::payer_policy::{PayerPolicy, PayerPolicyConfig, PolicyError, STATE_FILE};
 use crate::secret::{RootSecret, fill_random};
+use crate::tls_keys::TlsKeys;
 
 /// Largest number of API payers a keyservice will hold.
 pub const MAX_API_PAYERS: u32 = 1024;
@@ -113,6 +114,9 @@ pub struct KeyOps {
     /// `RowMac`'s HMAC-SHA256 key (`derive::LABEL_STORE_ROW_MAC`).
     row_mac_key: hmac::Key,
     root_id: RootId,
+    /// TLS certificate keys and registered chains (`TlsPublicKey`, `TlsSign`,
+    /// `TlsRegisterCertificate`).
+    tls: TlsKeys,
 }
 
 impl KeyOps {
@@ -158,6 +162,7 @@ impl KeyOps {
             quotes: None,
             row_mac_key,
             root_id,
+            tls: TlsKeys::new(),
         })
     }
 
@@ -178,9 +183,11 @@ impl KeyOps {
     /// Answers one request: the quote operations through the quote provider (they wait
     /// for it), everything else at once through [`Self::execute`].
     pub async fn handle(&self, request: Request) -> Result<Response, OpError> {
+        self.check_evidence_certificate(&request)?;
         match request {
             Request::AttestationQuote
             | Request::EvidenceQuote { .. }
+            | Request::FreshEvidenceQuote { .. }
             | Request::AttestationInfo => match &self.quotes {
                 Some(quoter) => quoter.answer(&request).await,
                 None => Err(OpError::QuoteUnavailable(
@@ -188,6 +195,17 @@ impl KeyOps {
                 )),
             },
             other => self.execute(other),
+        }
+    }
+
+    /// The certificate binding of every quote over an evidence listing: it must name
+    /// only certificates registered for a key keyservice holds ([`TlsKeys::check_listing`]).
+    fn check_evidence_certificate(&self, request: &Request) -> Result<(), OpError> {
+        match request {
+            Request::EvidenceQuote { sums } | Request::FreshEvidenceQuote { sums, .. } => {
+                self.tls.check_listing(sums)
+            }
+            _ => Ok(()),
         }
     }
 
@@ -388,6 +406,18 @@ impl KeyOps {
                         })
                         .collect(),
                 )
+            }
+            Request::TlsPublicKey { index } => {
+                Response::Spki(self.tls.public_key(&self.deriver, index)?)
+            }
+            Request::TlsSign {
+                index,
+                scheme,
+                message,
+            } => Response::TlsSignature(self.tls.sign(&self.deriver, index, scheme, &message)?),
+            Request::TlsRegisterCertificate { index, chain_pem } => {
+                let hash = self.tls.register(&self.deriver, index, &chain_pem)?;
+                Response::CertificateRegistered(hash)
             }
             _ => return Err(OpError::InvalidArgument("unsupported request")),
         })

@@ -8,6 +8,12 @@
 //! `max_in_flight` requests run at once (then the server stops reading — backpressure); a
 //! frame body must arrive within `frame_timeout`; a peer that stops reading is dropped
 //! after `write_timeout`. One connection's fate never touches another's.
+//!
+//! Who may connect: the socket's mode (0600, or 0660 for the keyservice group) is the
+//! first gate; the second is the peer's uid as the kernel reports it (`SO_PEERCRED`),
+//! which must be one of `peer_uids` (default: keyservice's own uid). A process that
+//! reaches the socket file through a group or a mistaken mount is still refused (one
+//! `Refused` error frame, then the connection is closed) before any request is read.
 
 use std::fs;
 use std::io;
@@ -44,6 +50,8 @@ pub struct ServerConfig {
     pub write_timeout: Duration,
     /// Time in-flight requests get to finish at shutdown. Default 2 s.
     pub shutdown_grace: Duration,
+    /// The uids whose processes may connect (`SO_PEERCRED`). Default: this process's own.
+    pub peer_uids: Vec<u32>,
 }
 
 impl Default for ServerConfig {
@@ -54,7 +62,31 @@ impl Default for ServerConfig {
             frame_timeout: Duration::from_secs(10),
             write_timeout: Duration::from_secs(30),
             shutdown_grace: Duration::from_secs(2),
+            peer_uids: vec![own_uid()],
         }
+    }
+}
+
+/// This process's real uid.
+pub fn own_uid() -> u32 {
+    rustix::process::getuid().as_raw()
+}
+
+/// Whether the connected peer's uid, as the kernel reports it, is one of `allowed`;
+/// `Err` with the sentence for the refusal otherwise.
+fn admit(stream: &UnixStream, allowed: &[u32]) -> Result<(), String> {
+    // tokio's reading, not rustix's: a peer in another pid namespace (the appliance's
+    // container) has pid 0 in SO_PEERCRED, which rustix's `Pid` refuses.
+    let uid = stream
+        .peer_cred()
+        .map_err(|e| format!("cannot read the peer's credentials: {e}"))?
+        .uid();
+    if allowed.contains(&uid) {
+        Ok(())
+    } else {
+        Err(format!(
+            "uid {uid} may not use this keyservice (--peer-uid)"
+        ))
     }
 }
 
@@ -149,6 +181,11 @@ pub async fn serve(
                         continue;
                     }
                 };
+                if let Err(why) = admit(&stream, &config.peer_uids) {
+                    tracing::warn!(reason = %why, "connection refused");
+                    reject(stream, ErrorCode::Refused, &why);
+                    continue;
+                }
                 let Ok(permit) = Arc::clone(&slots).try_acquire_owned() else {
                     tracing::warn!(max = config.max_connections, "connection limit reached");
                     reject(stream, ErrorCode::Busy, "too many connections");

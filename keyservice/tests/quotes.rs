@@ -23,14 +23,10 @@ use sha2::{Digest, Sha256};
 const COMPOSE: &str =
     "{\"manifest_version\":2,\"name\":\"appliance\",\"docker_compose_file\":\"q\"}";
 
-/// A `sha256sum.txt` as the appliance writes it.
-fn sums() -> Vec<u8> {
-    format!(
-        "{}  acme-account.json\n{}  cert-a.test.pem\n",
-        hex::encode(Sha256::digest(b"account")),
-        hex::encode(Sha256::digest(b"cert"))
-    )
-    .into_bytes()
+/// A `sha256sum.txt` as the appliance writes it, naming a certificate registered for a
+/// keyservice TLS key (keyservice quotes no other listing: `tls_keys.rs`).
+async fn sums(socket: &std::path::Path) -> Vec<u8> {
+    common::registered_sums(socket).await
 }
 
 fn evidence_report_data(bytes: &[u8]) -> Vec<u8> {
@@ -62,7 +58,7 @@ async fn keyservice_builds_the_report_data_of_both_quotes() {
     let ks = env.start();
     let client = KeyClient::connect(&ks.socket).await.unwrap();
 
-    let sums = sums();
+    let sums = sums(&ks.socket).await;
     let q = client.evidence_quote(&sums).await.unwrap();
     let expected = evidence_report_data(&sums);
     assert_eq!(quoted(&agent), vec![expected.clone()]);
@@ -140,7 +136,12 @@ async fn no_operation_reaches_get_key_emit_event_or_chosen_report_data() {
         .await
         .unwrap();
     client.attestation_quote().await.unwrap();
-    client.evidence_quote(&sums()).await.unwrap();
+    let listing = sums(&ks.socket).await;
+    client.evidence_quote(&listing).await.unwrap();
+    client
+        .fresh_evidence_quote(&listing, FRESH_NONCE)
+        .await
+        .unwrap();
     client.attestation_info().await.unwrap();
 
     // Every op byte, with payloads a client might use to smuggle report data or a key
@@ -173,7 +174,9 @@ async fn no_operation_reaches_get_key_emit_event_or_chosen_report_data() {
         if m == "GetQuote" {
             let rd = hex::decode(body["report_data"].as_str().unwrap()).unwrap();
             assert!(
-                rd == vec![0u8; 64] || rd == evidence_report_data(&sums()),
+                rd == vec![0u8; 64]
+                    || rd == evidence_report_data(&listing)
+                    || rd == fresh_report_data(&listing, &FRESH_NONCE),
                 "a quote over report data keyservice did not build: {}",
                 hex::encode(&rd)
             );
@@ -182,7 +185,90 @@ async fn no_operation_reaches_get_key_emit_event_or_chosen_report_data() {
     // Both kinds of quote were in fact requested (the check above is not vacuous).
     let rds = quoted(&agent);
     assert!(rds.contains(&vec![0u8; 64]));
-    assert!(rds.contains(&evidence_report_data(&sums())));
+    assert!(rds.contains(&evidence_report_data(&listing)));
+    assert!(rds.contains(&fresh_report_data(&listing, &FRESH_NONCE)));
+}
+
+/// The nonce of the fresh-quote tests.
+const FRESH_NONCE: [u8; 32] = [0xc3; 32];
+
+fn fresh_report_data(bytes: &[u8], nonce: &[u8; 32]) -> Vec<u8> {
+    let mut rd = Sha256::digest(bytes).to_vec();
+    rd.extend_from_slice(nonce);
+    rd
+}
+
+/// `FreshEvidenceQuote`: the report data is SHA-256(listing) ‖ nonce, built by keyservice;
+/// the listing is checked exactly as for `EvidenceQuote`, so the nonce is the only part
+/// the caller picks, and it is a typed 32-byte field (a frame of 64 chosen bytes is not a
+/// checksum listing and is refused before the agent).
+#[tokio::test]
+async fn keyservice_builds_the_fresh_report_data_from_listing_and_nonce() {
+    let (env, agent) = dstack_env(AgentConfig::new(COMPOSE, 6));
+    let ks = env.start();
+    let client = KeyClient::connect(&ks.socket).await.unwrap();
+
+    let sums = sums(&ks.socket).await;
+    let q = client
+        .fresh_evidence_quote(&sums, FRESH_NONCE)
+        .await
+        .unwrap();
+    let expected = fresh_report_data(&sums, &FRESH_NONCE);
+    assert_eq!(&expected[32..], &FRESH_NONCE);
+    assert_eq!(quoted(&agent), vec![expected.clone()]);
+    assert_eq!(q.source, QuoteSource::Dstack);
+    assert_eq!(q.quote, fake_quote(&expected));
+    // Another nonce, another report data; same first half.
+    let other = [0x01u8; 32];
+    client.fresh_evidence_quote(&sums, other).await.unwrap();
+    assert_eq!(
+        quoted(&agent),
+        vec![expected, fresh_report_data(&sums, &other)]
+    );
+
+    // Raw frames: a nonce with no listing, 64 chosen bytes, and a nonce before
+    // something that is not sha256sum output are refused; none reaches the agent.
+    let mut raw = raw_connect(&ks.socket);
+    let mut not_listing = FRESH_NONCE.to_vec();
+    not_listing.extend_from_slice(b"hello\n");
+    for (id, bad) in [
+        (1u64, FRESH_NONCE.to_vec()),
+        (2, vec![0x41; 64]),
+        (3, not_listing),
+        (4, vec![0x41; 31]),
+    ] {
+        write_all(&mut raw, &raw_frame(1, 0x1C, 0, id, &bad));
+        let (op, status, got, msg) = read_raw_frame(&mut raw).unwrap();
+        assert_eq!((op, got), (0x1C, id));
+        assert_ne!(status, 0, "{bad:?} accepted");
+        assert!(!msg.is_empty());
+    }
+    assert_eq!(quoted(&agent).len(), 2);
+
+    // The client refuses an empty listing before sending it.
+    assert!(matches!(
+        client.fresh_evidence_quote(&[], FRESH_NONCE).await,
+        Err(KeyError::InvalidArgument(_))
+    ));
+}
+
+/// The development platform's simulated quote carries the nonce in its report data too.
+#[tokio::test]
+async fn dev_platform_fresh_quote_carries_the_nonce() {
+    let env = Env::new();
+    let ks = env.start();
+    let client = KeyClient::connect(&ks.socket).await.unwrap();
+    let sums = sums(&ks.socket).await;
+    let q = client
+        .fresh_evidence_quote(&sums, FRESH_NONCE)
+        .await
+        .unwrap();
+    assert_eq!(q.source, QuoteSource::Simulated);
+    let parsed = evidence::quote::TdxQuote::parse(&q.quote).unwrap();
+    assert_eq!(
+        parsed.report.report_data.to_vec(),
+        fresh_report_data(&sums, &FRESH_NONCE)
+    );
 }
 
 #[tokio::test]
@@ -191,15 +277,19 @@ async fn evidence_input_is_bounded_and_must_be_a_checksum_listing() {
     let ks = env.start();
     let client = KeyClient::connect(&ks.socket).await.unwrap();
 
-    // The largest accepted input: one line with a long name, exactly the limit.
-    let name = "n".repeat(MAX_EVIDENCE_SUMS_LEN - 64 - 2 - 1);
-    let max = format!("{}  {name}\n", "ab".repeat(32)).into_bytes();
+    // The largest accepted input: a registered certificate's line and one line with a
+    // long name, exactly the limit.
+    let listing = sums(&ks.socket).await;
+    let name = "n".repeat(MAX_EVIDENCE_SUMS_LEN - listing.len() - 64 - 2 - 1);
+    let mut max = listing.clone();
+    max.extend_from_slice(format!("{}  {name}\n", "ab".repeat(32)).as_bytes());
     assert_eq!(max.len(), MAX_EVIDENCE_SUMS_LEN);
     client.evidence_quote(&max).await.unwrap();
     assert_eq!(quoted(&agent), vec![evidence_report_data(&max)]);
 
     // One byte more: the client refuses, and so does the server for a raw frame.
-    let over = format!("{}  {name}n\n", "ab".repeat(32)).into_bytes();
+    let mut over = listing.clone();
+    over.extend_from_slice(format!("{}  {name}n\n", "ab".repeat(32)).as_bytes());
     assert!(matches!(
         client.evidence_quote(&over).await,
         Err(KeyError::InvalidArgument(m)) if m.contains("expected 1..=8192")
@@ -286,7 +376,7 @@ async fn dev_platform_serves_simulated_quotes_marked_as_such() {
     let env = Env::new();
     let ks = env.start();
     let client = KeyClient::connect(&ks.socket).await.unwrap();
-    let sums = sums();
+    let sums = sums(&ks.socket).await;
     let q = client.evidence_quote(&sums).await.unwrap();
     assert_eq!(q.source, QuoteSource::Simulated);
     let parsed = evidence::quote::TdxQuote::parse(&q.quote).unwrap();

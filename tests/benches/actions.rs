@@ -1,6 +1,9 @@
 //! Action latency and throughput over HTTPS on loopback with keep-alive (the closed-loop
 //! clients of `e2e::load`), against the real (release) appliance, keyservice and
-//! workers, at 1, 8 and 64 clients. Prints a table. (`compare` measures the same actions
+//! workers, at 1, 8 and 64 clients. Prints a table. The `hello, 64 accts` rows send the
+//! same hello-world action for 64 accounts in turn (round-robin across all clients): a
+//! worker serves one account only, so these rows show what that binding costs when
+//! tenants outnumber the workers (most jobs need a fresh worker). (`compare` measures the same actions
 //! at 1 and 16 clients beside a bare server; this one varies the worker set-up.)
 //!
 //! Run with `scripts/bench` (it builds the release binaries first). `BENCH_WORKER_MAX_JOBS`
@@ -24,6 +27,8 @@ use serde_json::{Value, json};
 mod metrics;
 
 const ROUTE: &str = "/core/v1/lit_action";
+/// Accounts of the many-tenant rows.
+const TENANTS: usize = 64;
 
 struct Row {
     name: &'static str,
@@ -35,17 +40,18 @@ struct Row {
     server_errors: f64,
 }
 
-/// `clients` keep-alive clients sending `request` for `duration`.
+/// `clients` keep-alive clients sending `requests` in turn for `duration`.
 async fn measure(
     target: &Target,
     metrics_addr: SocketAddr,
     name: &'static str,
-    request: &Request,
+    requests: &[Request],
     clients: usize,
     duration: Duration,
 ) -> Row {
     let before = metrics::scrape(metrics_addr).await;
-    let outcome = load::run(target, request, Connections::KeepAlive, clients, duration).await;
+    let outcome =
+        load::run_rotating(target, requests, Connections::KeepAlive, clients, duration).await;
     let after = metrics::scrape(metrics_addr).await;
     assert_eq!(outcome.failures, 0, "{name}: {:?}", outcome.first_failure);
     let base = "appliance_http_request_duration_seconds";
@@ -104,13 +110,20 @@ async fn main() {
     let seconds: u64 = e2e::load::env_or("BENCH_SECONDS", 5);
     let pem = std::fs::read(app.data_dir.join("tls").join("self-signed.pem")).unwrap();
     let target = Target::new(e2e::flood::socket_addr(&app), &pem);
-    let hello = load::action(load::HELLO_ACTION, Value::Null, &key);
-    let sign = load::action(load::SIGN_ACTION, json!({"pkpId": pkp}), &key);
+    let hello = [load::action(load::HELLO_ACTION, Value::Null, &key)];
+    let sign = [load::action(load::SIGN_ACTION, json!({"pkpId": pkp}), &key)];
+    // 64 more accounts, each sending the same hello-world action.
+    let mut tenants = Vec::new();
+    for i in 0..TENANTS {
+        let (key, _) = app.new_account(&format!("tenant-{i}")).await;
+        tenants.push(load::action(load::HELLO_ACTION, Value::Null, &key));
+    }
 
     // Warm up workers, connections and caches.
     let warm_up = Duration::from_secs(1);
     measure(&target, metrics_addr, "warm-up", &hello, 8, warm_up).await;
     measure(&target, metrics_addr, "warm-up", &sign, 8, warm_up).await;
+    measure(&target, metrics_addr, "warm-up", &tenants, 8, warm_up).await;
 
     let duration = Duration::from_secs(seconds);
     let mut rows = Vec::new();
@@ -137,13 +150,24 @@ async fn main() {
             )
             .await,
         );
+        rows.push(
+            measure(
+                &target,
+                metrics_addr,
+                "hello, 64 accts",
+                &tenants,
+                clients,
+                duration,
+            )
+            .await,
+        );
     }
     println!(
         "actions.worker_max_jobs = {}",
         max_jobs.as_deref().unwrap_or("default")
     );
     println!(
-        "{:<14} {:>8} {:>9} {:>10} {:>10} {:>12} {:>12} {:>10} {:>12}",
+        "{:<16} {:>8} {:>9} {:>10} {:>10} {:>12} {:>12} {:>10} {:>12}",
         "action",
         "clients",
         "requests",
@@ -157,7 +181,7 @@ async fn main() {
     let ms = |s: Option<f64>| s.map_or_else(|| "-".to_owned(), |s| format!("{:.2}", s * 1e3));
     for r in rows {
         println!(
-            "{:<14} {:>8} {:>9} {:>10.2} {:>10.2} {:>12} {:>12} {:>10.0} {:>12.0}",
+            "{:<16} {:>8} {:>9} {:>10.2} {:>10.2} {:>12} {:>12} {:>10.0} {:>12.0}",
             r.name,
             r.clients,
             r.outcome.requests,

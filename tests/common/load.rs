@@ -165,12 +165,41 @@ pub async fn run(
     clients: usize,
     duration: Duration,
 ) -> Outcome {
+    run_rotating(
+        target,
+        std::slice::from_ref(request),
+        connections,
+        clients,
+        duration,
+    )
+    .await
+}
+
+/// Like [`run`], with the requests taken in turn from `requests` across all clients
+/// (the n-th request sent, by whichever client, is `requests[n % len]`): for example
+/// one request per account, for many tenants served round-robin.
+pub async fn run_rotating(
+    target: &Target,
+    requests: &[Request],
+    connections: Connections,
+    clients: usize,
+    duration: Duration,
+) -> Outcome {
     let started = Instant::now();
     let deadline = started + duration;
+    let requests: Arc<[Request]> = requests.into();
+    let turn = Arc::new(std::sync::atomic::AtomicUsize::new(0));
     let tasks: Vec<_> = (0..clients)
         .map(|_| {
-            let (target, request) = (target.clone(), request.clone());
-            tokio::spawn(async move { client(&target, &request, connections, deadline).await })
+            let (target, requests, turn) =
+                (target.clone(), Arc::clone(&requests), Arc::clone(&turn));
+            tokio::spawn(async move {
+                let next = || {
+                    let n = turn.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                    &requests[n % requests.len()]
+                };
+                client(&target, next, connections, deadline).await
+            })
         })
         .collect();
     let mut tallies = Vec::new();
@@ -180,16 +209,17 @@ pub async fn run(
     summarize(tallies, started.elapsed())
 }
 
-/// One client's loop until `deadline`.
-async fn client(
+/// One client's loop until `deadline`, sending the request `next` gives each time.
+async fn client<'r>(
     target: &Target,
-    request: &Request,
+    next: impl Fn() -> &'r Request,
     connections: Connections,
     deadline: Instant,
 ) -> Tally {
     let mut tally = Tally::default();
     let mut sender = None;
     while Instant::now() < deadline {
+        let request = next();
         let sent = Instant::now();
         match exchange(target, request, &mut sender, &mut tally).await {
             Ok(()) => tally.latencies.push(sent.elapsed()),

@@ -108,6 +108,30 @@ impl Relay {
             .signed_by(&leaf_key, &issuer)
             .unwrap();
         let acceptor = test_support::tls::acceptor(leaf.der().clone(), &leaf_key.serialize_der());
+        Self::serve(acceptor, ca.pem(), upstream, upstream_base, tamper).await
+    }
+
+    /// As [`Relay::start`], presenting `leaf` (DER) with `key` (PKCS#8 DER): the very
+    /// certificate of the deployment, as a front end that kept its key would (the
+    /// relay's `ca_pem` is then empty: clients already trust that certificate).
+    pub async fn start_presenting(
+        leaf: Vec<u8>,
+        key: &[u8],
+        upstream: reqwest::Client,
+        upstream_base: String,
+        tamper: Option<Tamper>,
+    ) -> Self {
+        let acceptor = test_support::tls::acceptor(leaf.into(), key);
+        Self::serve(acceptor, String::new(), upstream, upstream_base, tamper).await
+    }
+
+    async fn serve(
+        acceptor: tokio_rustls::TlsAcceptor,
+        ca_pem: String,
+        upstream: reqwest::Client,
+        upstream_base: String,
+        tamper: Option<Tamper>,
+    ) -> Self {
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let port = listener.local_addr().unwrap().port();
         let seen = Arc::new(Seen::default());
@@ -173,11 +197,7 @@ impl Relay {
                 });
             }
         });
-        Self {
-            port,
-            ca_pem: ca.pem(),
-            seen,
-        }
+        Self { port, ca_pem, seen }
     }
 }
 

@@ -238,7 +238,8 @@ async fn tls_alpn_01_issuance_forced_renewal_keeps_h2_connection_and_survives_re
         assert_eq!(health["acme"]["issued"], 2);
     }
 
-    // The account and certificate keys are on disk only sealed by keyservice.
+    // The account key is on disk only sealed by keyservice; the certificate keys are not
+    // on disk (nor in the front end) at all: the documents name keyservice TLS key indexes.
     for file in ["account.json", "certificate.json", "next-key.json"] {
         let text = std::fs::read_to_string(data.path().join("acme").join(file)).unwrap();
         assert!(!text.contains("PRIVATE KEY"), "{file}");
@@ -246,6 +247,11 @@ async fn tls_alpn_01_issuance_forced_renewal_keeps_h2_connection_and_survives_re
             !text.contains("key_pkcs8"),
             "{file}: credentials in the clear"
         );
+        if file != "account.json" {
+            let doc: Value = serde_json::from_str(&text).unwrap();
+            assert!(doc["key_index"].is_u64(), "{file}: {text}");
+            assert!(!text.contains("sealed"), "{file} holds a key: {text}");
+        }
     }
 
     // After a restart the stored certificate is served at once (no new issuance).

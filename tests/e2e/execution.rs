@@ -491,8 +491,10 @@ const ORDINARY: &str = "async function main() { const a = []; for (let i = 0; i 
 #[tokio::test]
 async fn symbol_for_leftovers_never_make_another_tenants_action_fail() {
     // The reproduction: one worker, never retired on its own (no job count, the heap
-    // threshold at its highest). The leaks add up in the worker the other tenant's
-    // actions run on, until one of them runs out of memory.
+    // threshold at its highest). The leaks add up in the worker, until an action run
+    // there runs out of memory. A worker only ever serves one account
+    // (`worker_binding::`), so that can only be the leaking account's own action: the
+    // other tenant's job takes the place of the leaker's worker with a fresh one.
     let app = Appliance::start_with(&[
         ("APPLIANCE_ACTIONS__WORKERS", "1"),
         ("APPLIANCE_ACTIONS__WORKER_MAX_JOBS", "1000000"),
@@ -504,7 +506,7 @@ async fn symbol_for_leftovers_never_make_another_tenants_action_fail() {
     let mut failures = Vec::new();
     for round in 0..6 {
         // The leaking action itself may run out on the worker it has filled (the worker
-        // is then replaced and the leaks start again); only the other tenant counts here.
+        // is then replaced and the leaks start again).
         let reply = run(
             &app,
             &leaker,
@@ -516,7 +518,7 @@ async fn symbol_for_leftovers_never_make_another_tenants_action_fail() {
             assert_eq!(body["error"]["kind"], json!("memory"), "{body}");
             continue;
         }
-        let reply = run(&app, &tenant, json!({"code": ORDINARY})).await;
+        let reply = run(&app, &leaker, json!({"code": ORDINARY})).await;
         let body = reply.assert_ok().clone();
         if body["has_error"] == json!(true) {
             assert_eq!(body["error"]["kind"], json!("memory"), "{body}");
@@ -527,12 +529,20 @@ async fn symbol_for_leftovers_never_make_another_tenants_action_fail() {
     }
     assert!(
         !failures.is_empty(),
-        "without retirement the leak should have reached the other tenant"
+        "without retirement the leak should have reached the leaker's next action"
+    );
+    let reply = run(&app, &tenant, json!({"code": ORDINARY})).await;
+    assert_eq!(
+        reply.assert_ok()["response"],
+        json!(48),
+        "the other tenant runs on a fresh worker: {}",
+        reply.text
     );
     drop(app);
 
     // The defaults: a worker is retired once its heap report passes a quarter of the
-    // memory limit, so every ordinary action succeeds, round after round.
+    // memory limit, so every ordinary action succeeds, round after round, the leaking
+    // account's own included.
     let app = Appliance::start_with(&[("APPLIANCE_ACTIONS__WORKERS", "1")]).await;
     let (leaker, _) = app.new_account("leaker").await;
     let (tenant, _) = app.new_account("tenant").await;
@@ -549,13 +559,15 @@ async fn symbol_for_leftovers_never_make_another_tenants_action_fail() {
             "round {round}: {}",
             reply.text
         );
-        let reply = run(&app, &tenant, json!({"code": ORDINARY})).await;
-        assert_eq!(
-            reply.assert_ok()["response"],
-            json!(48),
-            "round {round}: {}",
-            reply.text
-        );
+        for key in [&leaker, &tenant] {
+            let reply = run(&app, key, json!({"code": ORDINARY})).await;
+            assert_eq!(
+                reply.assert_ok()["response"],
+                json!(48),
+                "round {round}: {}",
+                reply.text
+            );
+        }
     }
 }
 
@@ -788,4 +800,72 @@ impl Drop for KillOnDrop {
         let _ = self.0.kill();
         let _ = self.0.wait();
     }
+}
+
+/// Issue 33: code runs only if it hashes to the CID it runs as. An operator who edits
+/// the stored code of a victim's CID gets a refusal (422, logged, counted), not a run of
+/// the edited code with the victim's scope.
+#[tokio::test]
+async fn code_changed_in_the_database_is_refused_not_run() {
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let listen = format!("127.0.0.1:{port}");
+    let app = Appliance::start_with(&[("APPLIANCE_METRICS__LISTEN", listen.as_str())]).await;
+    let (key, _) = app.new_account("victim").await;
+    let code = r#"async function main() { return "the victim's code"; }"#;
+    let cid = app
+        .post("/get_lit_action_ipfs_id", Some(&key), json!(code))
+        .await
+        .assert_ok()
+        .clone();
+    let by_cid = json!({"ipfs_id": cid});
+    assert_eq!(
+        run(&app, &key, by_cid.clone()).await.assert_ok()["response"],
+        json!("the victim's code")
+    );
+
+    // The operator edits the code kept under the victim's CID, in the live database.
+    let evil = r#"async function main() { return "the operator's code"; }"#;
+    let db = rusqlite::Connection::open(app.data_dir.join("state.db")).unwrap();
+    db.busy_timeout(Duration::from_secs(10)).unwrap();
+    let changed = db
+        .execute(
+            "UPDATE code_store SET code = ?1 WHERE cid = ?2",
+            rusqlite::params![evil.as_bytes(), cid.as_str().unwrap()],
+        )
+        .unwrap();
+    assert!(changed >= 1);
+    drop(db);
+
+    let reply = run(&app, &key, by_cid).await;
+    assert!(
+        !reply.text.contains("the operator's code"),
+        "the edited code ran: {}",
+        reply.text
+    );
+    let message = reply.assert_error(422);
+    assert!(message.contains("does not hash"), "{message}");
+    let metrics = reqwest::get(format!("http://{listen}/metrics"))
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    assert!(
+        metrics.contains("appliance_action_code_refused_total{source=\"store\"} 1"),
+        "{metrics}"
+    );
+    assert!(
+        app.log()
+            .contains("does not hash to the CID it would run as"),
+        "not logged"
+    );
+    // The code itself, sent again, still runs (and hashes to the CID).
+    assert_eq!(
+        run(&app, &key, json!({"code": code})).await.assert_ok()["response"],
+        json!("the victim's code")
+    );
 }

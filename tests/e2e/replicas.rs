@@ -3,7 +3,8 @@
 //! PostgreSQL and one anvil: they share accounts, keys, wallets, credit and accepted
 //! signatures; the chain relayer runs on one of them and moves to the other when it is
 //! killed, with nothing lost or mirrored twice; a row edited directly in the database is
-//! refused by both.
+//! refused by both, and a trigger the database runs cannot make either seal a
+//! row it did not write.
 
 use std::time::Duration;
 
@@ -308,6 +309,99 @@ async fn a_row_edited_directly_in_the_database_is_refused_by_every_replica() {
     a.post("/create_wallet", Some(&key), json!({}))
         .await
         .assert_ok();
+}
+
+/// Issue 33's attack on the trigger design: the database's operator adds a trigger that
+/// moves the victim's wallet to the attacker's account whenever the appliance writes an
+/// accepted signature, then makes the appliance write one with the unauthenticated
+/// `/create_wallet_with_signature`. The appliance never MACs the moved row: the attacker
+/// cannot sign with (or export) the victim's wallet, the refusal is logged and counted,
+/// and the trigger is named on `/health`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_foreign_trigger_cannot_hand_the_victims_wallet_to_the_attacker() {
+    let Some(cluster) = Cluster::start_n(
+        1,
+        vec![(
+            "APPLIANCE_STORE__INTEGRITY_CHECK_INTERVAL_SECS".into(),
+            "1".into(),
+        )],
+    )
+    .await
+    else {
+        return;
+    };
+    let app = cluster.a();
+    let (victim, _) = app.new_account("victim").await;
+    let (attacker, _) = app.new_account("attacker").await;
+    let wallet = app
+        .post("/create_wallet", Some(&victim), json!({}))
+        .await
+        .assert_ok()
+        .clone();
+    let pkp = wallet["pkp_id"].as_str().unwrap().to_owned();
+    let pkp_hex = pkp.trim_start_matches("0x");
+    cluster
+        .behind_the_back(&format!(
+            "CREATE FUNCTION steal() RETURNS trigger LANGUAGE plpgsql AS $$
+             BEGIN
+                 UPDATE wallets SET account_id = (SELECT id FROM accounts WHERE name = 'attacker')
+                  WHERE pkp_id = decode('{pkp_hex}', 'hex');
+                 RETURN NEW;
+             END $$;
+             CREATE TRIGGER steal AFTER INSERT ON accepted_signatures
+                 FOR EACH ROW EXECUTE FUNCTION steal();"
+        ))
+        .await;
+    // Anyone can make the appliance write an accepted signature.
+    let chain = app.get("/get_node_chain_config", None).await.assert_ok()["chain_id"]
+        .as_u64()
+        .unwrap();
+    let mint = e2e::viem::signed(MINTER_KEY, "CreateWallet", chain, e2e::viem::unix_now());
+    app.post("/create_wallet_with_signature", None, mint)
+        .await
+        .assert_ok();
+    // The attacker's key cannot use the victim's wallet in an action.
+    let stolen = app
+        .post(
+            "/lit_action",
+            Some(&attacker),
+            json!({
+                "code": "async function main(p) { return await Lit.Actions.signEcdsa({pkpId: p.pkp, toSign: '0x' + '11'.repeat(32)}); }",
+                "js_params": {"pkp": pkp},
+            }),
+        )
+        .await;
+    assert!(
+        stolen.body["response"]
+            .as_str()
+            .is_none_or(|r| !r.starts_with("0x") || r.len() != 132),
+        "the attacker signed with the victim's wallet: {:?}",
+        stolen.body
+    );
+    // Nor list it as its own.
+    app.get("/list_wallets?page_size=100", Some(&attacker))
+        .await
+        .assert_error(500);
+    let h = health(app).await;
+    assert_eq!(h["status"], json!("alert"), "{h}");
+    assert!(h["store"]["refused_rows"].as_u64().unwrap() >= 1, "{h}");
+    assert_eq!(h["store"]["last_refused"]["table"], json!("wallets"), "{h}");
+    assert!(
+        app.log().contains("failed its MAC"),
+        "the refusal is logged"
+    );
+    // The periodic check names the trigger and its function.
+    assert!(
+        eventually_async(Duration::from_secs(10), || async {
+            let h = health(app).await;
+            let foreign = h["store"]["foreign_objects"].to_string();
+            foreign.contains("trigger public.accepted_signatures.steal")
+                && foreign.contains("function public.steal")
+        })
+        .await,
+        "the foreign trigger was not reported: {}",
+        health(app).await
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

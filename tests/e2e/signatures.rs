@@ -367,6 +367,17 @@ async fn a_wallet_converts_an_api_mode_account_and_administers_it_on_chain() {
     app.post("/convert_to_chain_secured_account", Some(&key), again)
         .await
         .assert_error(409);
+    // Another account may not take the same admin: a wallet administers at most one
+    // ChainSecured account (409), and that account stays in API mode.
+    let (other, _) = app.new_account("same admin").await;
+    let mut taken = signed(&admin_key, "ConvertAccount", chain, converted_at - 2);
+    taken["new_admin_wallet_address"] = json!(admin_text);
+    let msg = app
+        .post("/convert_to_chain_secured_account", Some(&other), taken)
+        .await
+        .assert_error(409);
+    assert!(msg.contains("already administers"), "{msg}");
+    app.get("/list_wallets", Some(&other)).await.assert_ok();
     // Usage keys keep running actions.
     assert_eq!(
         run(usage.clone(), code).await.assert_ok()["response"],

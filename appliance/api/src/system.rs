@@ -6,7 +6,8 @@ use utoipa::ToSchema;
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
 pub struct Health {
     /// `ok`; `degraded` (HTTP 503) when a dependency is down; `alert` (HTTP 200) when
-    /// the store has refused rows that failed their integrity check (see `store`).
+    /// the store has refused rows that failed their integrity check, refused a rolled
+    /// back database, or found database objects it did not create (see `store`).
     #[schema(example = "ok")]
     pub status: String,
     /// Each dependency and its state.
@@ -35,6 +36,19 @@ pub struct StoreHealth {
     /// The last refused row: its table, its key columns, when (Unix seconds).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub last_refused: Option<RefusedRow>,
+    /// Reads and write batches refused since start because the database showed an
+    /// older write epoch than this replica had seen: it was rolled back (PostgreSQL).
+    #[serde(default)]
+    pub rollbacks: u64,
+    /// The highest write epoch this replica has seen (PostgreSQL).
+    #[serde(default)]
+    pub write_epoch: u64,
+    /// Triggers, rules, functions and event triggers in the database that no migration
+    /// created, by kind and name, at the last check (PostgreSQL; checked at start and
+    /// periodically). The appliance's integrity does not depend on their absence; any
+    /// is reported as an `alert`.
+    #[serde(default)]
+    pub foreign_objects: Vec<String>,
     /// The singletons this replica runs now (`chain-relayer`, `chain-indexer`): with
     /// replicas, each runs on exactly one of them.
     #[serde(default)]

@@ -31,8 +31,10 @@
 //!    memory management without executable mappings, futex, clocks and sleep, signal
 //!    return and masks, `getrandom`, the self-`tgkill` of `abort`, exit (the list and why
 //!    each is there: [`seccomp_filter`]). Everything else
-//!    (open, socket, connect, execve, fork, clone, ptrace, ioctl, setrlimit, seccomp, …)
-//!    fails with `EPERM`; a syscall of another architecture kills the process.
+//!    (open, socket, connect, execve, fork, clone, ptrace, process_vm_readv, ioctl,
+//!    setrlimit, seccomp, userfaultfd, io_uring_setup, perf_event_open, personality, and
+//!    `mmap`/`mprotect` asking for `PROT_EXEC`, …) fails with `EPERM`; a syscall of another
+//!    architecture kills the process.
 //!
 //! # Why denials return `EPERM` rather than kill
 //! An attacker who controls the worker learns nothing from the error that the allow-list

@@ -88,6 +88,9 @@ pub struct IssuedCert {
     /// SHA-256 (hex) of the SubjectPublicKeyInfo DER of the key the next certificate
     /// will use, announced in this certificate's evidence (`next-tls-key.json`).
     pub next_key_sha256: Option<String>,
+    /// The keyservice TLS key the leaf carries (`None`: an operator's key file, for which
+    /// keyservice quotes no evidence).
+    pub key_index: Option<u32>,
 }
 
 /// A cheap handle on the ACME task: its status, a forced-renewal trigger, and the
@@ -234,9 +237,9 @@ struct Manager {
     publish: watch::Sender<Option<Arc<IssuedCert>>>,
     account: Option<(Account, String)>,
     current: Option<Current>,
-    /// The key the next certificate will use (PKCS#8 DER), stored sealed; its public key
-    /// is announced in the current evidence.
-    next_key: Option<zeroize::Zeroizing<Vec<u8>>>,
+    /// The keyservice TLS key index the next certificate will use; its public key is
+    /// announced in the current evidence.
+    next_key: Option<u32>,
     /// Replicas: the shared store and the `acme` leadership.
     shared: Option<Shared>,
     /// A follower: the digest of the stored documents (certificate, next key) it
@@ -260,23 +263,6 @@ fn documents_digest(documents: &[Option<Vec<u8>>]) -> [u8; 32] {
         }
     }
     hash.finalize().into()
-}
-
-/// SHA-256 (hex) of the SubjectPublicKeyInfo DER of the PKCS#8 key `key_der`: the value
-/// a client computes from the leaf certificate that key signs for.
-pub fn spki_sha256(key_der: &[u8]) -> Result<String, AcmeError> {
-    use rcgen::PublicKeyData as _;
-    use sha2::Digest as _;
-    let key = key_pair(key_der)?;
-    Ok(hex::encode(sha2::Sha256::digest(
-        key.subject_public_key_info(),
-    )))
-}
-
-fn key_pair(key_der: &[u8]) -> Result<rcgen::KeyPair, AcmeError> {
-    let der = rustls_pki_types::PrivatePkcs8KeyDer::from(key_der);
-    rcgen::KeyPair::try_from(&der)
-        .map_err(|e| AcmeError::Certificate(format!("unreadable certificate key: {e}")))
 }
 
 fn unix(t: SystemTime) -> i64 {
@@ -364,7 +350,7 @@ impl Manager {
         }
         self.set_status(|s| s.state = "renewing".to_owned());
         let account = self.account().await?;
-        let (chain_pem, key_der) = match self.issue(&account).await {
+        let (chain_pem, key_index) = match self.issue(&account).await {
             Ok(issued) => issued,
             Err(AcmeError::Protocol(instant_acme::Error::Api(problem)))
                 if problem.r#type.as_deref()
@@ -380,13 +366,13 @@ impl Manager {
             }
             Err(err) => return Err(err),
         };
-        // The announced key is in use now: announce a fresh one with this certificate.
-        let fresh = new_key()?;
-        self.store.save_next_key(&fresh).await?;
+        // The announced key is in use now: announce the following one with this certificate.
+        let fresh = following_key(key_index);
+        self.store.save_next_key(fresh).await?;
         self.next_key = Some(fresh);
-        let renew_after = self.install(&chain_pem, &key_der)?;
+        let renew_after = self.install(&chain_pem, key_index).await?;
         self.store
-            .save_certificate(&self.config.domains, &chain_pem, &key_der)
+            .save_certificate(&self.config.domains, &chain_pem, key_index)
             .await?;
         self.set_status(|s| s.issued += 1);
         tracing::info!(domains = ?self.config.domains, "ACME certificate issued and installed");
@@ -403,8 +389,8 @@ impl Manager {
         if self.followed == Some(documents) {
             return Ok(());
         }
-        if let Some(key) = self.store.load_next_key().await? {
-            self.next_key = Some(key);
+        if let Some(index) = self.store.load_next_key().await? {
+            self.next_key = Some(index);
         }
         self.current = None;
         self.load_stored().await?;
@@ -421,7 +407,8 @@ impl Manager {
     /// Serves the stored certificate, if there is one for these domains that has not
     /// expired yet.
     async fn load_stored(&mut self) -> Result<(), AcmeError> {
-        let Some((chain_pem, key_der)) = self.store.load_certificate(&self.config.domains).await?
+        let Some((chain_pem, key_index)) =
+            self.store.load_certificate(&self.config.domains).await?
         else {
             return Ok(());
         };
@@ -434,17 +421,21 @@ impl Manager {
             return Ok(());
         }
         self.set_status(|s| s.account_uri = Some(account_uri));
-        self.install(&chain_pem, &key_der)?;
+        self.install(&chain_pem, key_index).await?;
         tracing::info!("serving the stored ACME certificate");
         Ok(())
     }
 
     /// Swaps `chain_pem` in and publishes it; returns when to renew it.
-    fn install(&mut self, chain_pem: &str, key_der: &[u8]) -> Result<SystemTime, AcmeError> {
-        let certified = tls::from_pem_chain(chain_pem, key_der)?;
-        certified
-            .keys_match()
-            .map_err(|e| AcmeError::Certificate(format!("the key does not match: {e}")))?;
+    async fn install(&mut self, chain_pem: &str, key_index: u32) -> Result<SystemTime, AcmeError> {
+        let client = self.store.keys().client();
+        let key = tls::KeyserviceKey::load(client, key_index).await?;
+        let certified = tls::keyservice_chain(chain_pem, &key)
+            .map_err(|e| AcmeError::Certificate(e.to_string()))?;
+        let next_key_sha256 = match self.next_key {
+            Some(index) => Some(tls::KeyserviceKey::load(client, index).await?.spki_sha256()),
+            None => None,
+        };
         let (not_before, not_after) = validity(chain_pem)?;
         let lifetime = not_after
             .duration_since(not_before)
@@ -457,15 +448,12 @@ impl Manager {
             s.not_after = Some(unix(not_after));
             s.renew_after = Some(unix(renew_after));
         });
-        let next_key_sha256 = match &self.next_key {
-            Some(key) => Some(spki_sha256(key)?),
-            None => None,
-        };
         let _ = self.publish.send(Some(Arc::new(IssuedCert {
             domains: self.config.domains.clone(),
             chain_pem: chain_pem.to_owned(),
             account_uri: account_uri.unwrap_or_default(),
             next_key_sha256,
+            key_index: Some(key_index),
         })));
         Ok(renew_after)
     }
@@ -531,11 +519,9 @@ impl Manager {
         Ok(account)
     }
 
-    /// One order: challenges, finalization with a fresh key, the chain.
-    async fn issue(
-        &mut self,
-        account: &Account,
-    ) -> Result<(String, zeroize::Zeroizing<Vec<u8>>), AcmeError> {
+    /// One order: challenges, finalization with the announced keyservice key (its CSR
+    /// signed by keyservice), the chain and that key's index.
+    async fn issue(&mut self, account: &Account) -> Result<(String, u32), AcmeError> {
         let identifiers: Vec<Identifier> = self
             .config
             .domains
@@ -658,19 +644,23 @@ impl Manager {
             )));
         }
 
-        // The key announced in the current evidence (a fresh one if none was).
-        let key_der = match &self.next_key {
-            Some(key) => key.clone(),
-            None => new_key()?,
-        };
-        let key_pair = key_pair(&key_der)?;
-        let mut params = rcgen::CertificateParams::new(self.config.domains.clone())
-            .map_err(|e| AcmeError::Certificate(format!("CSR: {e}")))?;
-        params.distinguished_name = rcgen::DistinguishedName::new();
-        let csr = params
-            .serialize_request(&key_pair)
-            .map_err(|e| AcmeError::Certificate(format!("CSR: {e}")))?;
-        order.finalize_csr(csr.der()).await?;
+        // The key announced in the current evidence (the first ACME key if none was).
+        let key_index = self.next_key.unwrap_or(tls::FIRST_ACME_KEY);
+        let key = tls::KeyserviceKey::load(self.store.keys().client(), key_index).await?;
+        let domains = self.config.domains.clone();
+        // rcgen signs synchronously: keyservice's signature is a blocking call.
+        let csr = tokio::task::spawn_blocking(move || {
+            let mut params = rcgen::CertificateParams::new(domains)
+                .map_err(|e| AcmeError::Certificate(format!("CSR: {e}")))?;
+            params.distinguished_name = rcgen::DistinguishedName::new();
+            params
+                .serialize_request(&key)
+                .map(|csr| csr.der().to_vec())
+                .map_err(|e| AcmeError::Certificate(format!("CSR: {e}")))
+        })
+        .await
+        .map_err(|e| AcmeError::Certificate(format!("CSR task: {e}")))??;
+        order.finalize_csr(&csr).await?;
         let chain_pem = order
             .poll_certificate(
                 &RetryPolicy::new()
@@ -679,17 +669,21 @@ impl Manager {
                     .timeout(timeout),
             )
             .await?;
-        Ok((chain_pem, key_der))
+        Ok((chain_pem, key_index))
     }
 
-    /// The stored next key, or a new one (stored sealed before it is announced).
-    async fn load_or_make_next_key(&self) -> Result<zeroize::Zeroizing<Vec<u8>>, AcmeError> {
-        if let Some(key) = self.store.load_next_key().await? {
-            return Ok(key);
+    /// The stored next key index, or the one after the stored certificate's (stored before
+    /// it is announced).
+    async fn load_or_make_next_key(&self) -> Result<u32, AcmeError> {
+        if let Some(index) = self.store.load_next_key().await? {
+            return Ok(index);
         }
-        let key = new_key()?;
-        self.store.save_next_key(&key).await?;
-        Ok(key)
+        let index = match self.store.stored_certificate().await? {
+            Some(file) => following_key(file.key_index),
+            None => tls::FIRST_ACME_KEY,
+        };
+        self.store.save_next_key(index).await?;
+        Ok(index)
     }
 }
 
@@ -739,11 +733,10 @@ async fn follow_challenges(
     }
 }
 
-/// A fresh P-256 certificate key, PKCS#8 DER.
-fn new_key() -> Result<zeroize::Zeroizing<Vec<u8>>, AcmeError> {
-    let key = rcgen::KeyPair::generate()
-        .map_err(|e| AcmeError::Certificate(format!("key generation: {e}")))?;
-    Ok(zeroize::Zeroizing::new(key.serialize_der()))
+/// The keyservice TLS key index after `index` (ACME keys never wrap onto the
+/// self-signed certificate's key).
+fn following_key(index: u32) -> u32 {
+    index.checked_add(1).unwrap_or(tls::FIRST_ACME_KEY)
 }
 
 /// Removes the challenge answers an order set up, however the order ends.
@@ -807,22 +800,11 @@ mod tests {
         assert_eq!(backoff(100, 1000, u32::MAX), Duration::from_millis(1000));
     }
 
-    /// What the evidence announces for a key is what a client computes from the
-    /// certificate that key signs for.
     #[test]
-    fn the_announced_hash_matches_the_certificate_made_with_the_key() {
-        let key_der = new_key().unwrap();
-        let key = key_pair(&key_der).unwrap();
-        let cert = rcgen::CertificateParams::new(vec!["a.test".to_string()])
-            .unwrap()
-            .self_signed(&key)
-            .unwrap();
-        let from_cert = evidence::bundle::spki_sha256(cert.der()).unwrap();
-        assert_eq!(spki_sha256(&key_der).unwrap(), hex::encode(from_cert));
-        assert_ne!(
-            spki_sha256(&new_key().unwrap()).unwrap(),
-            hex::encode(from_cert)
-        );
+    fn key_indexes_move_on_and_never_reach_the_self_signed_key() {
+        assert_eq!(following_key(tls::FIRST_ACME_KEY), tls::FIRST_ACME_KEY + 1);
+        assert_eq!(following_key(u32::MAX), tls::FIRST_ACME_KEY);
+        assert_ne!(tls::FIRST_ACME_KEY, tls::SELF_SIGNED_KEY);
     }
 
     #[test]

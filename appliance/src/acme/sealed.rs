@@ -1,23 +1,31 @@
 //! What ACME keeps: the account and the current certificate, in `<data_dir>/acme/` or,
 //! for replicas on PostgreSQL, in the shared store (`acme_files`: the same documents by
-//! name, so every replica serves the same account and certificate, whose keys its own
-//! keyservice unseals with the shared root). Both private keys are stored only sealed by keyservice (`ServiceSeal`:
-//! AES-256-GCM under a key of its own per purpose, derived apart from every wallet and
-//! reachable by no wallet operation), so the files alone reveal nothing secret.
+//! name, so every replica serves the same account and certificate).
 //!
-//! Formats (JSON, `"version": 2`; version 1 sealed under wallet-namespace paths, which
-//! keyservice now refuses, so such a file is ignored and replaced by a new issuance):
-//! * `account.json`: `directory_url`, `account_uri`, `sealed_credentials` (base64 of the
-//!   keyservice ciphertext of the ACME library's account credentials, which hold the
-//!   account key).
-//! * `certificate.json`: `domains`, `chain_pem` (leaf first), `sealed_key` (base64 of the
-//!   keyservice ciphertext of the PKCS#8 DER certificate key).
+//! The invariant: no document holds a certificate private key. Certificate keys are
+//! keyservice TLS keys (derived from the root by index, so replicas sharing the root share
+//! them); a document names only the index. The ACME account key is the one private key
+//! kept here, sealed by keyservice (`ServiceSeal`: AES-256-GCM under a key of its own per
+//! purpose, reachable by no wallet operation): instant-acme 0.8 signs its requests only
+//! with a key it holds in memory (its `Signer` trait is private), so the account key is
+//! unsealed into the front end while an order runs. So the files alone reveal nothing
+//! secret, and the certificate keys are never in this process at all.
 //!
-//! * `next-key.json` (`"version": 1`): `sealed_key`, the PKCS#8 DER key the *next*
-//!   certificate will use, sealed like the certificate key. Its public key is announced
-//!   in the evidence of the current certificate (`next-tls-key.json`), so a client that
-//!   verified the current evidence can recognise the renewed certificate before it sends
-//!   it anything; it is replaced by a fresh key once it is in use.
+//! Formats (JSON):
+//! * `account.json` (`"version": 2`; version 1 sealed under wallet-namespace paths, which
+//!   keyservice now refuses, so such a file is ignored and a new account registered):
+//!   `directory_url`, `account_uri`, `sealed_credentials` (base64 of the keyservice
+//!   ciphertext of the ACME library's account credentials, which hold the account key).
+//! * `certificate.json` (`"version": 3`): `domains`, `chain_pem` (leaf first),
+//!   `key_index` (the keyservice TLS key the leaf carries). Version 2 held the sealed
+//!   PKCS#8 key of a key the front end generated; it is not read any more: the account
+//!   is kept and a certificate for a keyservice key is issued at once (the upgrade), the
+//!   new document replacing the old one.
+//! * `next-key.json` (`"version": 2`): `key_index`, the keyservice TLS key the *next*
+//!   certificate will use. Its public key is announced in the evidence of the current
+//!   certificate (`next-tls-key.json`), so a client that verified the current evidence can
+//!   recognise the renewed certificate before it sends it anything; it moves on to the
+//!   following index once it is in use. Version 1 (a sealed front-end key) is replaced.
 //!
 //! A file of another version is ignored (and replaced at the next issuance), never
 //! misread.
@@ -67,20 +75,30 @@ pub(super) struct AccountFile {
     pub sealed_credentials: String,
 }
 
+/// `certificate.json`'s format (version 2 held a sealed front-end key).
+const CERT_VERSION: u32 = 3;
+
 #[derive(Debug, Serialize, Deserialize)]
 pub(super) struct CertificateFile {
     pub version: u32,
     pub domains: Vec<String>,
     pub chain_pem: String,
-    pub sealed_key: String,
+    pub key_index: u32,
 }
 
-const NEXT_KEY_VERSION: u32 = 1;
+/// `next-key.json`'s format (version 1 held a sealed front-end key).
+const NEXT_KEY_VERSION: u32 = 2;
 
 #[derive(Debug, Serialize, Deserialize)]
 pub(super) struct NextKeyFile {
     pub version: u32,
-    pub sealed_key: String,
+    pub key_index: u32,
+}
+
+/// Just the version of a document, read before the document itself.
+#[derive(Debug, Deserialize)]
+struct Versioned {
+    version: u32,
 }
 
 /// Where the documents live.
@@ -100,6 +118,35 @@ pub(super) struct SealedStore {
 impl SealedStore {
     pub(super) fn new(backing: Backing, keys: Keys) -> Self {
         Self { backing, keys }
+    }
+
+    pub(super) fn keys(&self) -> &Keys {
+        &self.keys
+    }
+
+    /// Document `name` if it has version `version`; another version is `None` (logged
+    /// once here: the caller replaces it).
+    async fn read_versioned<T: for<'de> Deserialize<'de>>(
+        &self,
+        name: &str,
+        version: u32,
+    ) -> Result<Option<T>, AcmeError> {
+        let Some(bytes) = self.raw(name).await? else {
+            return Ok(None);
+        };
+        match parse_json::<Versioned>(name, &bytes) {
+            Some(v) if v.version == version => Ok(parse_json(name, &bytes)),
+            Some(v) => {
+                tracing::info!(
+                    name,
+                    found = v.version,
+                    expected = version,
+                    "replacing an ACME state document of an older format"
+                );
+                Ok(None)
+            }
+            None => Ok(None),
+        }
     }
 
     /// The raw bytes of document `name`, if any.
@@ -218,60 +265,53 @@ impl SealedStore {
         }
     }
 
-    /// The stored certificate for exactly `domains`: its chain and unsealed key.
+    /// The stored certificate (for any domains): its chain and keyservice key index.
+    pub(super) async fn stored_certificate(&self) -> Result<Option<CertificateFile>, AcmeError> {
+        self.read_versioned::<CertificateFile>("certificate.json", CERT_VERSION)
+            .await
+    }
+
+    /// The stored certificate for exactly `domains`: its chain and keyservice key index.
     pub(super) async fn load_certificate(
         &self,
         domains: &[String],
-    ) -> Result<Option<(String, Zeroizing<Vec<u8>>)>, AcmeError> {
-        let Some(file) = self
-            .read_json::<CertificateFile>("certificate.json")
+    ) -> Result<Option<(String, u32)>, AcmeError> {
+        Ok(self
+            .stored_certificate()
             .await?
-        else {
-            return Ok(None);
-        };
-        if file.version != FORMAT_VERSION || file.domains != domains {
-            return Ok(None);
-        }
-        let key = self
-            .unseal(ServicePurpose::AcmeCertificate, &file.sealed_key)
-            .await?;
-        Ok(Some((file.chain_pem, key)))
+            .filter(|file| file.domains == domains)
+            .map(|file| (file.chain_pem, file.key_index)))
     }
 
     pub(super) async fn save_certificate(
         &self,
         domains: &[String],
         chain_pem: &str,
-        key_der: &[u8],
+        key_index: u32,
     ) -> Result<(), AcmeError> {
         let file = CertificateFile {
-            version: FORMAT_VERSION,
+            version: CERT_VERSION,
             domains: domains.to_vec(),
             chain_pem: chain_pem.to_owned(),
-            sealed_key: self.seal(ServicePurpose::AcmeCertificate, key_der).await?,
+            key_index,
         };
         self.write_json("certificate.json", &file).await
     }
 }
 
 impl SealedStore {
-    /// The stored next certificate key (PKCS#8 DER), unsealed.
-    pub(super) async fn load_next_key(&self) -> Result<Option<Zeroizing<Vec<u8>>>, AcmeError> {
-        let Some(file) = self.read_json::<NextKeyFile>("next-key.json").await? else {
-            return Ok(None);
-        };
-        if file.version != NEXT_KEY_VERSION {
-            return Ok(None);
-        }
-        self.unseal(ServicePurpose::AcmeCertificate, &file.sealed_key)
-            .await
-            .map(Some)
+    /// The keyservice TLS key index the next certificate will use.
+    pub(super) async fn load_next_key(&self) -> Result<Option<u32>, AcmeError> {
+        Ok(self
+            .read_versioned::<NextKeyFile>("next-key.json", NEXT_KEY_VERSION)
+            .await?
+            .map(|file| file.key_index))
     }
 
-    pub(super) async fn save_next_key(&self, key_der: &[u8]) -> Result<(), AcmeError> {
+    pub(super) async fn save_next_key(&self, key_index: u32) -> Result<(), AcmeError> {
         let file = NextKeyFile {
             version: NEXT_KEY_VERSION,
-            sealed_key: self.seal(ServicePurpose::AcmeCertificate, key_der).await?,
+            key_index,
         };
         self.write_json("next-key.json", &file).await
     }
@@ -320,6 +360,70 @@ mod tests {
         assert!(is_service_path(&account_seal_path()) && is_service_path(&cert_seal_path()));
         assert!(!is_service_path(&DerivationPath([7; 32])));
         assert_eq!(account_seal_path().0, account_seal_path().0);
+    }
+
+    /// The certificate documents name keyservice key indexes, never a key; the formats
+    /// that held a sealed front-end key are not read (a new certificate replaces them).
+    #[tokio::test]
+    async fn stored_documents_hold_no_private_key_and_older_formats_are_replaced() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = SealedStore::new(
+            Backing::Dir(dir.path().to_owned()),
+            Keys::new(
+                &dir.path().join("no.sock"),
+                std::time::Duration::from_secs(1),
+            ),
+        );
+        let domains = vec!["a.test".to_owned()];
+        std::fs::write(
+            dir.path().join("certificate.json"),
+            r#"{"version":2,"domains":["a.test"],"chain_pem":"c","sealed_key":"AAAA"}"#,
+        )
+        .unwrap();
+        std::fs::write(
+            dir.path().join("next-key.json"),
+            r#"{"version":1,"sealed_key":"AAAA"}"#,
+        )
+        .unwrap();
+        assert!(store.load_certificate(&domains).await.unwrap().is_none());
+        assert!(store.load_next_key().await.unwrap().is_none());
+
+        store.save_certificate(&domains, "chain", 4).await.unwrap();
+        store.save_next_key(5).await.unwrap();
+        assert_eq!(
+            store.load_certificate(&domains).await.unwrap(),
+            Some(("chain".to_owned(), 4))
+        );
+        assert!(
+            store
+                .load_certificate(&["b.test".to_owned()])
+                .await
+                .unwrap()
+                .is_none()
+        );
+        assert_eq!(store.load_next_key().await.unwrap(), Some(5));
+        for (name, fields) in [
+            (
+                "certificate.json",
+                vec!["chain_pem", "domains", "key_index", "version"],
+            ),
+            ("next-key.json", vec!["key_index", "version"]),
+        ] {
+            let text = std::fs::read_to_string(dir.path().join(name)).unwrap();
+            assert!(
+                !text.contains("sealed") && !text.contains("PRIVATE KEY"),
+                "{text}"
+            );
+            let value: serde_json::Value = serde_json::from_str(&text).unwrap();
+            let mut keys: Vec<&str> = value
+                .as_object()
+                .unwrap()
+                .keys()
+                .map(String::as_str)
+                .collect();
+            keys.sort_unstable();
+            assert_eq!(keys, fields, "{name}");
+        }
     }
 
     #[tokio::test]

@@ -169,7 +169,7 @@ pub async fn add_usage_api_key_with_signature(
         (status = 200, description = "Converted; the chain call is queued", body = ConvertResponse),
         (status = 401, description = "No key, or an unknown one", body = ErrorBody),
         (status = 403, description = "A usage key", body = ErrorBody),
-        (status = 409, description = "The account is ChainSecured already", body = ErrorBody),
+        (status = 409, description = "The account is ChainSecured already, or the new admin wallet already administers a ChainSecured account", body = ErrorBody),
         BodyErrors,
         SignatureErrors,
         ServerErrors,
@@ -215,6 +215,10 @@ pub async fn convert_to_chain_secured_account(
         Conversion::AlreadyChainSecured => Err(ApiError::Conflict(
             "the account is already ChainSecured".into(),
         )),
+        Conversion::AdminTaken => Err(ApiError::Conflict(format!(
+            "{} already administers a ChainSecured account; a wallet administers at most one, choose another `new_admin_wallet_address`",
+            new_admin.to_checksum(None)
+        ))),
         Conversion::Replayed => Err(TypedDataError::Replayed.into()),
     }
 }

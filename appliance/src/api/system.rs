@@ -38,6 +38,13 @@ pub async fn health(State(state): State<AppState>) -> Response {
     let acme = state.acme.as_ref().map(crate::acme::AcmeHandle::health);
     let integrity = state.store.integrity_report();
     let refused_rows = integrity.as_ref().map_or(0, |r| r.failures());
+    let rollbacks = integrity.as_ref().map_or(0, |r| r.rollbacks());
+    let foreign_objects = integrity
+        .as_ref()
+        .and_then(|r| r.foreign_objects())
+        .unwrap_or_default();
+    let write_epoch = integrity.as_ref().map_or(0, |r| r.epoch());
+    let alerts = refused_rows + rollbacks + foreign_objects.len() as u64;
     let store_health = StoreHealth {
         engine: state.store.engine().to_string(),
         refused_rows,
@@ -46,6 +53,9 @@ pub async fn health(State(state): State<AppState>) -> Response {
             row: last.row,
             at_unix: last.at_unix,
         }),
+        rollbacks,
+        write_epoch,
+        foreign_objects,
         leads: state
             .singletons
             .iter()
@@ -53,7 +63,7 @@ pub async fn health(State(state): State<AppState>) -> Response {
             .map(|l| l.name().to_owned())
             .collect(),
     };
-    let status = match (healthy, refused_rows) {
+    let status = match (healthy, alerts) {
         (false, _) => "degraded",
         (true, 0) => "ok",
         (true, _) => "alert",

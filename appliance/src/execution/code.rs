@@ -1,12 +1,61 @@
 //! The code of an execution: inline code (checked against `ipfs_id` when both are
 //! given), code the service keeps by CID, or the configured IPFS gateway, whose answer
 //! counts only if it hashes to the CID asked for.
+//!
+//! Invariant: code runs only if it hashes to the CID it runs as. [`resolve`] recomputes
+//! the CIDv0 of every code string it hands out, whatever its source, in this process
+//! ([`verify`]); nothing the store or the gateway says about a CID is taken on trust
+//! (the code cache lives in the database, which an operator can edit). No cache of
+//! verified CIDs: it would have to be keyed on a hash of the bytes computed here, which
+//! costs what recomputing the CID costs.
 
 use std::time::Duration;
 
 use super::{ExecContext, ExecError};
 use crate::cid;
-use crate::store::{AccountId, CodeOwner};
+use crate::store::{AccountId, CodeOwner, Store};
+use crate::telemetry::metrics;
+
+/// Where the code of a run came from, for the log and `appliance_action_code_refused`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CodeSource {
+    /// Sent with the job as `code`.
+    Inline,
+    /// The store's code cache (the account's area or the anonymous one).
+    Store,
+    /// The configured IPFS gateway.
+    Gateway,
+}
+
+impl CodeSource {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Inline => "inline",
+            Self::Store => "store",
+            Self::Gateway => "gateway",
+        }
+    }
+}
+
+/// Whether `code` hashes to `cid`; if not, it is refused, logged at error and counted.
+/// Every code string passes here before it runs.
+pub(super) fn verify(cid: &str, code: &[u8], source: CodeSource) -> Result<(), ExecError> {
+    let computed = cid::cid_v0(code);
+    if computed == cid {
+        return Ok(());
+    }
+    tracing::error!(
+        cid,
+        computed = %computed,
+        source = source.as_str(),
+        "action code does not hash to the CID it would run as; refused (was the code store changed outside the service?)"
+    );
+    metrics::global().action_code_refused(source.as_str());
+    Err(ExecError::CodeIntegrity {
+        cid: cid.to_owned(),
+        origin: source,
+    })
+}
 
 /// An IPFS gateway to fetch code from by CID.
 #[derive(Clone)]
@@ -66,6 +115,11 @@ impl Gateway {
             body.extend_from_slice(&chunk);
         }
         if cid::cid_v0(&body) != cid {
+            tracing::error!(
+                cid,
+                "the IPFS gateway's content does not hash to the CID asked for"
+            );
+            metrics::global().action_code_refused(CodeSource::Gateway.as_str());
             return Err(GatewayError::WrongContent(cid.to_owned()));
         }
         String::from_utf8(body)
@@ -119,12 +173,11 @@ pub(super) async fn resolve(
 ) -> Result<String, ExecError> {
     let limits = ctx.limits;
     if let Some(code) = code {
+        verify(&cid_text, code.as_bytes(), CodeSource::Inline)?;
         remember(ctx, account, &cid_text, &code, false).await;
         return Ok(code);
     }
-    if let Some((bytes, own)) = ctx.store.code_for(account, cid_text.clone()).await? {
-        let code =
-            String::from_utf8(bytes).map_err(|_| ExecError::StoredCodeNotUtf8(cid_text.clone()))?;
+    if let Some((code, own)) = stored(ctx.store, account, &cid_text).await? {
         if !own {
             // Found in the anonymous area, which strangers may churn: keep a copy of
             // what this account runs in its own area.
@@ -135,10 +188,28 @@ pub(super) async fn resolve(
     if let Some(gateway) = ctx.executor.gateway()
         && let Some(code) = gateway.fetch(&cid_text, limits.max_code_bytes).await?
     {
+        verify(&cid_text, code.as_bytes(), CodeSource::Gateway)?;
         remember(ctx, account, &cid_text, &code, true).await;
         return Ok(code);
     }
     Err(ExecError::UnknownCid(cid_text))
+}
+
+/// The code the store keeps under `cid` for `account`, checked against `cid` before
+/// anything else (tampered bytes need not even be text), so a copy of tampered code
+/// never spreads to the account's own area; with whether it came from that area.
+async fn stored(
+    store: &Store,
+    account: AccountId,
+    cid_text: &str,
+) -> Result<Option<(String, bool)>, ExecError> {
+    let Some((bytes, own)) = store.code_for(account, cid_text.to_owned()).await? else {
+        return Ok(None);
+    };
+    verify(cid_text, &bytes, CodeSource::Store)?;
+    let code =
+        String::from_utf8(bytes).map_err(|_| ExecError::StoredCodeNotUtf8(cid_text.to_owned()))?;
+    Ok(Some((code, own)))
 }
 
 /// Keeps code by CID in `account`'s area for later runs by `ipfs_id`, off the request
@@ -171,4 +242,107 @@ async fn remember(
             tracing::warn!(error = %err, "could not keep action code");
         }
     });
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::api_keys::KeyHash;
+    use crate::store::sql::Engine;
+    use crate::store::testing::store_test;
+    use crate::store::{InitialCredit, NewAccount, WalletIdentity};
+    use keyservice_api::{Address, DerivationPath, PkpId};
+
+    /// `appliance_action_code_refused_total{source="store"}` of this process.
+    fn refused_from_store() -> f64 {
+        let text = metrics::global().encode().unwrap();
+        text.lines()
+            .find_map(|l| l.strip_prefix("appliance_action_code_refused_total{source=\"store\"} "))
+            .map_or(0.0, |v| v.trim().parse().unwrap())
+    }
+
+    store_test! {
+    async fn code_edited_in_the_store_is_refused_and_counted(db) {
+        let store = db.open().await;
+        let account = store
+            .create_account(
+                NewAccount {
+                    api_key_hash: KeyHash([41; 32]),
+                    name: "victim".into(),
+                    description: String::new(),
+                    email: None,
+                    wallet: WalletIdentity {
+                        pkp_id: PkpId([41; 32]),
+                        address: Address([41; 20]),
+                        derivation_path: DerivationPath([41; 32]),
+                    },
+                },
+                InitialCredit::NONE,
+            )
+            .await
+            .unwrap();
+        let mine = "async function main() { return 'the victim\'s code'; }";
+        let cid = cid::cid_v0(mine.as_bytes());
+        // In the account's own area and in the anonymous one.
+        for owner in [CodeOwner::Account(account), CodeOwner::Anonymous] {
+            store
+                .put_code(owner, cid.clone(), mine.as_bytes().to_vec(), 1 << 20)
+                .await
+                .unwrap();
+        }
+        assert_eq!(
+            stored(&store, account, &cid).await.unwrap(),
+            Some((mine.to_owned(), true))
+        );
+
+        // An operator replaces the code behind the service's back, in every area.
+        let evil = "async function main() { return getLitActionPrivateKey(); }";
+        let hex = hex::encode(evil.as_bytes());
+        let blob = match db.engine() {
+            Engine::Sqlite => format!("X'{hex}'"),
+            Engine::Postgres => format!("decode('{hex}', 'hex')"),
+        };
+        db.behind_the_back(&format!(
+            "UPDATE code_store SET code = {blob}, size = {} WHERE cid = '{cid}'",
+            evil.len()
+        ))
+        .await;
+        let before = refused_from_store();
+        match stored(&store, account, &cid).await {
+            Err(ExecError::CodeIntegrity { cid: refused, origin }) => {
+                assert_eq!(refused, cid);
+                assert_eq!(origin, CodeSource::Store);
+            }
+            other => panic!("tampered code was handed out: {other:?}"),
+        }
+        assert!(refused_from_store() >= before + 1.0, "the refusal was not counted");
+
+        // Bytes that are not even text are refused as tampering too, not as a bug.
+        db.behind_the_back(&format!(
+            "UPDATE code_store SET code = {} WHERE cid = '{cid}'",
+            match db.engine() {
+                Engine::Sqlite => "X'FF00FF'",
+                Engine::Postgres => "decode('ff00ff', 'hex')",
+            }
+        ))
+        .await;
+        assert!(matches!(
+            stored(&store, account, &cid).await,
+            Err(ExecError::CodeIntegrity { .. })
+        ));
+    }
+    }
+
+    #[test]
+    fn code_that_hashes_to_its_cid_passes_and_any_other_is_refused() {
+        let code = b"async function main() { return 1; }";
+        let cid = cid::cid_v0(code);
+        assert!(verify(&cid, code, CodeSource::Inline).is_ok());
+        for source in [CodeSource::Inline, CodeSource::Store, CodeSource::Gateway] {
+            assert!(matches!(
+                verify(&cid, b"async function main() { return 2; }", source),
+                Err(ExecError::CodeIntegrity { origin, .. }) if origin == source
+            ));
+        }
+    }
 }

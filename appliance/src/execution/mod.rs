@@ -9,13 +9,15 @@
 //! stopped at that call and charged too; the caller gets the refusal (403).
 //!
 //! The JavaScript runs in `action-worker` processes (crate `action-runtime`): `pool`
-//! drives them, `host` answers their key operations and fetches (`fetch`), `code` finds
+//! drives them (`idle` keeps each worker to the one account it first served), `host`
+//! answers their key operations and fetches (`fetch`), `code` finds
 //! code by CID. Nothing here speaks HTTP; `error.rs` maps [`ExecError`] to responses.
 
 pub mod code;
 pub mod fair;
 pub mod fetch;
 pub mod host;
+pub mod idle;
 pub mod pool;
 pub mod routable;
 pub mod spawn;
@@ -93,6 +95,15 @@ pub enum ExecError {
     /// The code cache holds bytes that are not text: a bug, never the caller's fault.
     #[error("stored code for {0} is not UTF-8")]
     StoredCodeNotUtf8(String),
+    /// The code found for a CID does not hash to it (`code::verify`): the store's code
+    /// cache was changed outside the service. Nothing ran; logged and counted.
+    #[error(
+        "the code kept for {cid} does not hash to that CID and was refused; send the code itself as `code`"
+    )]
+    CodeIntegrity {
+        cid: String,
+        origin: code::CodeSource,
+    },
     #[error(transparent)]
     Gateway(#[from] GatewayError),
     /// The caller may not run this code at all (`authz`: no `ExecuteInGroup` group
@@ -162,6 +173,7 @@ fn outcome_label(result: Result<&Outcome, &ExecError>) -> &'static str {
             ExecError::Busy(_) => "busy",
             ExecError::Abandoned => "abandoned",
             ExecError::WorkersUnavailable(_) => "unavailable",
+            ExecError::CodeIntegrity { .. } => "integrity",
             ExecError::StoredCodeNotUtf8(_) | ExecError::Billing(_) | ExecError::Store(_) => {
                 "error"
             }
@@ -394,6 +406,7 @@ impl Executor {
             retire: RetirePolicy {
                 max_jobs: config.worker_max_jobs,
                 heap_limit_bytes: config.worker_retire_heap_bytes(),
+                bound_idle: Duration::from_millis(config.worker_bound_idle_ms),
             },
         };
         let fetcher = Fetcher::new(FetchLimits {

@@ -1,24 +1,33 @@
 //! The worker pool: pre-started `action-worker` processes, one action at a time each.
 //!
-//! A job takes an idle worker (or starts one), sends `run`, answers the worker's host
-//! calls, and waits for `done` under the wall-clock deadline. A worker that overruns
-//! is killed (`timeout`); one that dies on its own, which under its address-space limit
-//! means an allocation failed, is reported as `memory`.
+//! A job takes an idle worker (or waits for one to start), sends `run`, answers the
+//! worker's host calls, and waits for `done` under the wall-clock deadline. A worker that
+//! overruns is killed (`timeout`); one that dies on its own, which under its
+//! address-space limit means an allocation failed, is reported as `memory`.
 //!
-//! Workers carry nothing from one tenant to the next that could hurt it: a worker is
-//! retired (killed, never parked again) after [`RetirePolicy::max_jobs`] jobs, after any
-//! job that hit a limit (`timeout`, `memory`, `limit`) or broke the protocol, and when the
-//! live heap it reports in `done` passes [`RetirePolicy::heap_limit_bytes`] (boa keeps
-//! some state process-wide, such as the `Symbol.for` registry). The heap report is the
-//! worker's own word and only ever retires a worker early; the job count and the failure
-//! rules are decided here. Every retired or lost worker is replaced at once in the
-//! background, retried with backoff if it cannot start, so the pool keeps its size and
-//! the next job usually finds a warm worker; a job that finds none waits for the
-//! replacement already on its way rather than starting another.
+//! **A worker never serves two accounts.** It is bound to the account of its first job
+//! and afterwards only ever handed that account's jobs (`idle`: the idle set is keyed by
+//! account, and taking a worker for a job cannot reach another account's). So an
+//! interpreter exploit that survives its job inside the worker sees nothing of any other
+//! tenant. Fresh workers, started ahead of need, take any account's first job; a job of
+//! an account with no idle worker of its own and no fresh one makes room: the bound
+//! worker idle longest is retired and a fresh one started in its place. A bound worker
+//! idle for [`RetirePolicy::bound_idle`] is retired and replaced by a fresh one too.
+//!
+//! Within one account, workers carry nothing from one job to the next that could hurt
+//! it: a worker is retired (killed, never parked again) after [`RetirePolicy::max_jobs`]
+//! jobs, after any job that hit a limit (`timeout`, `memory`, `limit`) or broke the
+//! protocol, and when the live heap it reports in `done` passes
+//! [`RetirePolicy::heap_limit_bytes`] (boa keeps some state process-wide, such as the
+//! `Symbol.for` registry). The heap report is the worker's own word and only ever
+//! retires a worker early; the job count and the failure rules are decided here. Every
+//! retired or lost worker is replaced at once in the background by a fresh one, retried
+//! with backoff if it cannot start, so the pool keeps its size and the next job usually
+//! finds a warm worker; a job that finds none waits for a replacement already on its way
+//! rather than starting another.
 
-use std::collections::VecDeque;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, Weak};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError, Weak};
 use std::time::{Duration, Instant};
 
 use action_runtime::protocol::{
@@ -33,7 +42,9 @@ use tokio::sync::Notify;
 use super::Outcome;
 use super::fair::{FairLimits, Refusal, Scheduler};
 use super::host::{HostContext, HostError, WalletRefused};
+use super::idle::{Held, IdleSet};
 use super::spawn::{Spawner, WorkerProcess};
+use crate::store::AccountId;
 
 /// One action to run, its code found.
 #[derive(Debug, Clone)]
@@ -142,6 +153,9 @@ pub struct RetirePolicy {
     pub max_jobs: u32,
     /// Live heap, as the worker reports it in `done`, beyond which it is retired.
     pub heap_limit_bytes: u64,
+    /// How long a worker bound to an account may wait idle for that account's next job
+    /// before it is retired (and a fresh one, for anyone, started in its place).
+    pub bound_idle: Duration,
 }
 
 /// First wait before starting a worker again after a failed start; doubled after each
@@ -183,6 +197,10 @@ enum Retirement {
     Refused,
     /// Its job was abandoned by its caller.
     Abandoned,
+    /// It was bound to another account and idle longest when a job needed room.
+    Evicted,
+    /// It was bound to an account and idle for [`RetirePolicy::bound_idle`].
+    Idle,
 }
 
 impl Retirement {
@@ -196,6 +214,8 @@ impl Retirement {
             Self::Timeout => "timeout",
             Self::Refused => "refused",
             Self::Abandoned => "abandoned",
+            Self::Evicted => "evicted",
+            Self::Idle => "idle",
         }
     }
 }
@@ -210,6 +230,8 @@ impl std::fmt::Display for Retirement {
             Self::Timeout => f.write_str("it overran the deadline"),
             Self::Refused => f.write_str("its job was refused a wallet and stopped"),
             Self::Abandoned => f.write_str("its job's caller went away"),
+            Self::Evicted => f.write_str("another account's job needed its place"),
+            Self::Idle => f.write_str("it waited too long for its account's next job"),
         }
     }
 }
@@ -250,17 +272,64 @@ pub struct Pool {
     limits: JobLimits,
     /// Workers kept ready (and the most jobs running at once).
     size: usize,
-    /// Idle workers, least recently used first: a worker builds its next context after
-    /// answering a job, so the next job goes to the one that has had longest to do it.
-    idle: Mutex<VecDeque<Pooled>>,
+    /// Idle workers (fresh, and bound per account) and the bookkeeping that decides when
+    /// a job makes room by retiring another account's idle worker.
+    idle: Mutex<Idle>,
     /// Who runs next: at most `size` jobs at once, fairly between accounts.
     scheduler: Arc<Scheduler>,
     /// Workers started so far (the last one's number).
     started: AtomicU64,
-    /// Woken when a worker is parked.
+    /// Woken (all waiters) when a worker is parked: a worker bound to one account is of
+    /// use only to that account's waiters, so every waiter looks again.
     parked: Notify,
     /// Why the last attempt to start a worker failed (cleared by a success).
     start_error: Mutex<Option<String>>,
+}
+
+/// The idle workers and what is on its way.
+struct Idle {
+    set: IdleSet<Pooled>,
+    /// Fresh workers being started (or retried after a failed start).
+    starting: usize,
+    /// Jobs holding a place and waiting for a worker.
+    waiting: usize,
+}
+
+impl Idle {
+    /// For a waiting job that found neither a worker of its own account nor a fresh one:
+    /// when fewer fresh workers are on their way than jobs wait, the bound worker idle
+    /// longest, taken out to be retired so a fresh one can start in its place (counted
+    /// as starting).
+    ///
+    /// Why a waiting job cannot stall: jobs holding a place are at most the pool's size,
+    /// so the idle and starting workers are at least the waiting jobs. While a waiting
+    /// job finds nothing of its own or fresh, either enough fresh ones are starting, or
+    /// one of the idle workers is bound to another account and is evicted here.
+    fn make_room(&mut self) -> Option<Held<Pooled>> {
+        if self.starting >= self.waiting {
+            return None;
+        }
+        let evicted = self.set.evict_lru()?;
+        self.starting += 1;
+        Some(evicted)
+    }
+}
+
+/// Counts a job as waiting for a worker while it lives.
+struct Waiter<'a>(&'a Pool);
+
+impl<'a> Waiter<'a> {
+    fn new(pool: &'a Pool) -> Self {
+        pool.lock_idle().waiting += 1;
+        Self(pool)
+    }
+}
+
+impl Drop for Waiter<'_> {
+    fn drop(&mut self) {
+        let mut idle = self.0.lock_idle();
+        idle.waiting = idle.waiting.saturating_sub(1);
+    }
 }
 
 /// Starts a replacement worker when dropped armed (see [`Pool::run`]).
@@ -282,13 +351,18 @@ impl Drop for ReplaceOnDrop {
 }
 
 impl Pool {
-    /// Starts `size` workers (in the background; the pool fills as they come up).
+    /// Starts `size` workers (in the background; the pool fills as they come up), and
+    /// the task that retires bound workers idle too long.
     pub fn new(spawner: Spawner, limits: JobLimits, size: usize) -> Arc<Self> {
         let pool = Arc::new(Self {
             spawner,
             limits,
             size,
-            idle: Mutex::new(VecDeque::new()),
+            idle: Mutex::new(Idle {
+                set: IdleSet::new(size),
+                starting: 0,
+                waiting: 0,
+            }),
             scheduler: Scheduler::new(FairLimits {
                 slots: size,
                 per_account: limits.admission.per_account,
@@ -303,7 +377,14 @@ impl Pool {
         for _ in 0..size {
             pool.replenish();
         }
+        tokio::spawn(retire_idle_bound(Arc::downgrade(&pool)));
         pool
+    }
+
+    fn lock_idle(&self) -> MutexGuard<'_, Idle> {
+        // The bookkeeping is consistent between statements; a panic elsewhere leaves it
+        // usable.
+        self.idle.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
     /// Starts a worker and numbers it.
@@ -326,17 +407,23 @@ impl Pool {
         })
     }
 
-    /// Starts one worker in the background and parks it as idle. A failed start is
+    /// Starts one fresh worker in the background and parks it as idle.
+    fn replenish(self: &Arc<Self>) {
+        self.lock_idle().starting += 1;
+        self.start_counted();
+    }
+
+    /// Starts one fresh worker already counted in [`Idle::starting`]. A failed start is
     /// logged and tried again after a growing pause ([`RESTART_BACKOFF_START`] doubling
     /// to [`RESTART_BACKOFF_MAX`]) until one starts or the pool is gone.
-    fn replenish(self: &Arc<Self>) {
+    fn start_counted(self: &Arc<Self>) {
         let pool: Weak<Self> = Arc::downgrade(self);
         tokio::spawn(async move {
             let mut pause = RESTART_BACKOFF_START;
             loop {
                 let Some(live) = pool.upgrade() else { return };
                 match live.start().await {
-                    Ok(worker) => return live.park(worker),
+                    Ok(worker) => return live.park_started(worker),
                     Err(err) => tracing::error!(
                         error = %err,
                         retry_in_ms = pause.as_millis() as u64,
@@ -350,40 +437,56 @@ impl Pool {
         });
     }
 
-    /// Keeps `worker` for the next job and wakes a job waiting for one. The pool never
-    /// holds more idle workers than its size (a bound, not expected to bind: each
-    /// replacement follows exactly one lost worker).
-    fn park(&self, worker: Pooled) {
-        let Ok(mut idle) = self.idle.lock() else {
-            return;
+    /// Parks a worker just started (fresh, for any account's job).
+    fn park_started(&self, worker: Pooled) {
+        let surplus = {
+            let mut idle = self.lock_idle();
+            idle.starting = idle.starting.saturating_sub(1);
+            idle.set.park(Held::fresh(worker)).err()
         };
-        if idle.len() < self.size {
-            idle.push_back(worker);
-            drop(idle);
-            self.parked.notify_one();
-        } else {
-            drop(idle);
-            tracing::debug!(worker = worker.id, "surplus action worker stopped");
-            discard(worker.worker);
+        self.after_park(surplus);
+    }
+
+    /// Keeps `worker` for its account's next job (or, fresh, anyone's) and wakes the jobs
+    /// waiting for one. The pool never holds more idle workers than its size (a bound,
+    /// not expected to bind: each replacement follows exactly one lost worker).
+    fn park(&self, worker: Held<Pooled>) {
+        let surplus = self.lock_idle().set.park(worker).err();
+        self.after_park(surplus);
+    }
+
+    fn after_park(&self, surplus: Option<Held<Pooled>>) {
+        if let Some(held) = surplus {
+            tracing::debug!(worker = held.worker().id, "surplus action worker stopped");
+            discard(held.into_worker().worker);
         }
+        // Even with nothing parked the counts changed (a start ended): a waiting job may
+        // now have to make room itself.
+        self.parked.notify_waiters();
     }
 
-    fn take_idle(&self) -> Option<Pooled> {
-        self.idle.lock().ok().and_then(|mut idle| idle.pop_front())
-    }
-
-    /// An idle worker, or the next one parked. A job holding a slot always has one on
-    /// its way (every lost or retired worker is replaced), so it waits for that rather
-    /// than starting another; after [`JobLimits::queue_timeout`] without one (starts keep
-    /// failing) it gives up.
-    async fn take_or_wait(&self) -> Result<Pooled, PoolError> {
+    /// A worker for a job of `account`: an idle one bound to it or a fresh one, or the
+    /// next one parked. A job holding a slot always has one on its way: every lost or
+    /// retired worker is replaced, and when the idle workers are all bound to other
+    /// accounts the one idle longest is retired to make room (see
+    /// [`Idle::make_room`]). So it waits rather than starting another; after
+    /// [`JobLimits::queue_timeout`] without one (starts keep failing) it gives up.
+    async fn take_or_wait(self: &Arc<Self>, account: AccountId) -> Result<Held<Pooled>, PoolError> {
         let wait = async {
+            let _waiter = Waiter::new(self);
             loop {
                 let parked = self.parked.notified();
                 tokio::pin!(parked);
                 parked.as_mut().enable();
-                if let Some(worker) = self.take_idle() {
-                    return worker;
+                let evicted = {
+                    let mut idle = self.lock_idle();
+                    if let Some(worker) = idle.set.take_for(account) {
+                        return worker;
+                    }
+                    idle.make_room()
+                };
+                if let Some(evicted) = evicted {
+                    self.retire_counted(evicted, Retirement::Evicted);
                 }
                 parked.await;
             }
@@ -402,9 +505,16 @@ impl Pool {
     }
 
     /// Stops `worker` for good and starts its replacement in the background.
-    fn retire(self: &Arc<Self>, worker: Pooled, why: Retirement) {
+    fn retire(self: &Arc<Self>, worker: Held<Pooled>, why: Retirement) {
+        self.lock_idle().starting += 1;
+        self.retire_counted(worker, why);
+    }
+
+    /// [`Self::retire`] with the replacement already counted in [`Idle::starting`].
+    fn retire_counted(self: &Arc<Self>, worker: Held<Pooled>, why: Retirement) {
+        let worker = worker.into_worker();
         match why {
-            Retirement::MaxJobs => {
+            Retirement::MaxJobs | Retirement::Evicted | Retirement::Idle => {
                 tracing::debug!(worker = worker.id, jobs = worker.jobs_done, reason = %why, "action worker retired");
             }
             _ => {
@@ -413,7 +523,22 @@ impl Pool {
         }
         crate::telemetry::metrics::global().worker_retired(why.label());
         discard(worker.worker);
-        self.replenish();
+        self.start_counted();
+    }
+
+    /// Retires (and replaces) the bound workers idle for [`RetirePolicy::bound_idle`].
+    fn retire_expired(self: &Arc<Self>) {
+        let expired = {
+            let mut idle = self.lock_idle();
+            let expired = idle
+                .set
+                .expired(Instant::now(), self.limits.retire.bound_idle);
+            idle.starting += expired.len();
+            expired
+        };
+        for held in expired {
+            self.retire_counted(held, Retirement::Idle);
+        }
     }
 
     /// The pool as it is now.
@@ -421,7 +546,7 @@ impl Pool {
         let (busy, queued) = self.scheduler.load();
         crate::telemetry::metrics::PoolStats {
             size: self.size,
-            idle: self.idle.lock().map_or(0, |idle| idle.len()),
+            idle: self.lock_idle().set.len(),
             busy,
             queued,
         }
@@ -456,23 +581,24 @@ impl Pool {
             () = &mut abandoned => return Err(PoolError::Abandoned),
         };
         let mut worker = tokio::select! {
-            worker = self.take_or_wait() => worker?,
+            worker = self.take_or_wait(host.account) => worker?,
             () = &mut abandoned => return Err(PoolError::Abandoned),
         };
         crate::telemetry::metrics::global().action_waited(queued.elapsed());
         // If this future is dropped mid-job (the task running it was cancelled), the
         // worker is killed with it (`kill_on_drop`) and this guard starts its replacement.
         let replace_if_cancelled = ReplaceOnDrop(Some(Arc::clone(self)));
-        let worker_id = worker.id;
+        let worker_id = worker.worker().id;
 
         let started = Instant::now();
         let ended = tokio::select! {
-            end = serve_job(&mut worker.worker, &run, host) => Ended::Worker(end),
+            end = serve_job(&mut worker.worker_mut().worker, &run, host) => Ended::Worker(end),
             () = tokio::time::sleep(timeout) => Ended::Deadline,
             () = &mut abandoned => Ended::Abandoned,
         };
         let run_time = started.elapsed();
-        worker.jobs_done = worker.jobs_done.saturating_add(1);
+        let jobs_done = worker.worker().jobs_done.saturating_add(1);
+        worker.worker_mut().jobs_done = jobs_done;
         let timed = |outcome, deadline_hit| Timed {
             outcome,
             run_time,
@@ -482,7 +608,7 @@ impl Pool {
         let run = match ended {
             Ended::Worker(WorkerEnd::Done(mut outcome)) => {
                 replace_if_cancelled.disarm();
-                match self.limits.retire.verdict(worker.jobs_done, &outcome) {
+                match self.limits.retire.verdict(jobs_done, &outcome) {
                     Some(why) => self.retire(worker, why),
                     None => self.park(worker),
                 }
@@ -526,9 +652,10 @@ impl Pool {
 
     /// Kills a worker in the middle of a job, waits for it to be gone (so nothing it
     /// started goes on), and replaces it.
-    async fn stop(self: &Arc<Self>, mut worker: Pooled, why: Retirement) {
-        let _ = worker.worker.process.start_kill();
-        let _ = worker.worker.process.wait().await;
+    async fn stop(self: &Arc<Self>, mut worker: Held<Pooled>, why: Retirement) {
+        let process = &mut worker.worker_mut().worker.process;
+        let _ = process.start_kill();
+        let _ = process.wait().await;
         self.retire(worker, why);
     }
 
@@ -536,6 +663,23 @@ impl Pool {
     #[cfg(test)]
     fn scheduler(&self) -> &Arc<Scheduler> {
         &self.scheduler
+    }
+}
+
+/// Retires bound workers idle for [`RetirePolicy::bound_idle`], looking a few times per
+/// that period, until the pool is gone.
+async fn retire_idle_bound(pool: Weak<Pool>) {
+    let Some(period) = pool.upgrade().map(|p| {
+        (p.limits.retire.bound_idle / 4).clamp(Duration::from_millis(10), Duration::from_secs(5))
+    }) else {
+        return;
+    };
+    let mut tick = tokio::time::interval(period);
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        tick.tick().await;
+        let Some(live) = pool.upgrade() else { return };
+        live.retire_expired();
     }
 }
 
@@ -725,6 +869,7 @@ mod tests {
     const NEVER: RetirePolicy = RetirePolicy {
         max_jobs: u32::MAX,
         heap_limit_bytes: u64::MAX,
+        bound_idle: Duration::from_secs(3600),
     };
 
     /// `action-worker` of this target directory, refused when older than its sources.
@@ -843,38 +988,39 @@ mod tests {
     }
 
     fn idle_count(pool: &Pool) -> usize {
-        pool.idle.lock().unwrap().len()
+        pool.lock_idle().set.len()
     }
 
     #[tokio::test]
     async fn a_worker_reporting_a_heap_past_the_threshold_is_retired() {
-        // The Symbol.for reproduction with the other tenant's action failing is in
-        // tests/e2e/execution.rs; here, the pool's heap rule on its own.
+        // A worker only ever serves one account (see the binding tests below), so what
+        // a leak leaves behind can only reach that account's own later jobs; the heap
+        // rule keeps those from inheriting it. Here, the pool's heap rule on its own.
         let f = Fixture::new();
-        let (mut leaker, mut other) = (f.tenant(1), f.tenant(2));
+        let mut tenant = f.tenant(1);
         let timeout = Duration::from_secs(60);
         let heap_rule = |heap_limit_bytes| RetirePolicy {
-            max_jobs: 100,
             heap_limit_bytes,
+            ..NEVER
         };
         // Positive control: threshold out of reach, the leaking worker serves on.
         let pool = f.pool(1, heap_rule(u64::MAX), timeout).await;
-        let leak = run(&pool, &mut leaker, SYMBOL_FOR_LEAK, json!(0)).await;
+        let leak = run(&pool, &mut tenant, SYMBOL_FOR_LEAK, json!(0)).await;
         assert_eq!(leak.outcome.response, json!("registered"), "{leak:?}");
-        let next = run(&pool, &mut other, HELLO, json!(1)).await;
+        let next = run(&pool, &mut tenant, HELLO, json!(1)).await;
         assert_eq!(next.worker, leak.worker, "no heap rule: the same worker");
 
-        // 32 MiB: the leak (about 70 MiB) retires the worker, the next tenant gets a
-        // fresh one, and jobs that leave nothing behind keep theirs.
+        // 32 MiB: the leak (about 70 MiB) retires the worker, the next job gets a fresh
+        // one, and jobs that leave nothing behind keep theirs.
         let pool = f.pool(1, heap_rule(32 << 20), timeout).await;
         for round in 0..2 {
-            let leak = run(&pool, &mut leaker, SYMBOL_FOR_LEAK, json!(round)).await;
+            let leak = run(&pool, &mut tenant, SYMBOL_FOR_LEAK, json!(round)).await;
             assert_eq!(leak.outcome.response, json!("registered"), "{leak:?}");
-            let next = run(&pool, &mut other, HELLO, json!(round)).await;
+            let next = run(&pool, &mut tenant, HELLO, json!(round)).await;
             assert_eq!(next.outcome.response, json!(round));
             assert_ne!(next.worker, leak.worker, "round {round}: a fresh worker");
             assert_eq!(next.outcome.heap_bytes, None, "not passed on to the caller");
-            let again = run(&pool, &mut other, HELLO, json!(round)).await;
+            let again = run(&pool, &mut tenant, HELLO, json!(round)).await;
             assert_eq!(again.worker, next.worker, "round {round}: kept");
         }
     }
@@ -883,10 +1029,7 @@ mod tests {
     /// `max_jobs`.
     async fn workers_of_six_jobs(f: &Fixture, max_jobs: u32) -> Vec<u64> {
         let mut host = f.tenant(1);
-        let policy = RetirePolicy {
-            max_jobs,
-            heap_limit_bytes: u64::MAX,
-        };
+        let policy = RetirePolicy { max_jobs, ..NEVER };
         let pool = f.pool(1, policy, Duration::from_secs(60)).await;
         let mut ids = Vec::new();
         for i in 0..6 {
@@ -897,6 +1040,133 @@ mod tests {
         ids
     }
 
+    /// Which accounts each worker served, from `(account, worker)` pairs.
+    fn accounts_per_worker(
+        jobs: &[(i64, u64)],
+    ) -> std::collections::BTreeMap<u64, std::collections::BTreeSet<i64>> {
+        let mut served = std::collections::BTreeMap::<u64, std::collections::BTreeSet<i64>>::new();
+        for (account, worker) in jobs {
+            served.entry(*worker).or_default().insert(*account);
+        }
+        served
+    }
+
+    #[tokio::test]
+    async fn a_worker_never_serves_a_second_account() {
+        let f = Fixture::new();
+        // Two accounts taking turns on three workers. Before binding the pool handed
+        // each job the worker idle longest, whoever it had served: A, B, A, B, ... ran on
+        // workers 1, 2, 3, 1, ..., so worker 1 ran B's job after A's.
+        let pool = f.pool(3, NEVER, Duration::from_secs(60)).await;
+        let (mut a, mut b) = (f.tenant(1), f.tenant(2));
+        let mut jobs = Vec::new();
+        for i in 0..8 {
+            jobs.push((1, run(&pool, &mut a, HELLO, json!(i)).await.worker));
+            jobs.push((2, run(&pool, &mut b, HELLO, json!(i)).await.worker));
+        }
+        let served = accounts_per_worker(&jobs);
+        assert!(
+            served.values().all(|accounts| accounts.len() == 1),
+            "a worker served two accounts: {served:?}"
+        );
+        assert!(
+            served.len() < jobs.len(),
+            "workers are still reused within an account: {jobs:?}"
+        );
+
+        // Twenty accounts at once, five jobs each, on four workers: every job finds
+        // either its account's worker, a fresh one, or makes room by retiring another
+        // account's idle one.
+        let pool = f.pool(4, NEVER, Duration::from_secs(60)).await;
+        let mut tasks = tokio::task::JoinSet::new();
+        for account in 1..=20 {
+            let (pool, mut host) = (Arc::clone(&pool), f.tenant(account));
+            tasks.spawn(async move {
+                let mut jobs = Vec::new();
+                for i in 0..5 {
+                    let params = json!(format!("{account}:{i}"));
+                    let timed = run(&pool, &mut host, HELLO, params.clone()).await;
+                    assert_eq!(timed.outcome.response, params, "{timed:?}");
+                    jobs.push((account, timed.worker));
+                }
+                jobs
+            });
+        }
+        let mut jobs = Vec::new();
+        while let Some(done) = tasks.join_next().await {
+            jobs.extend(done.unwrap());
+        }
+        assert_eq!(jobs.len(), 100);
+        let served = accounts_per_worker(&jobs);
+        assert!(
+            served.values().all(|accounts| accounts.len() == 1),
+            "a worker served two accounts: {served:?}"
+        );
+        assert!(
+            eventually(|| idle_count(&pool) == 4).await,
+            "the pool keeps its size"
+        );
+        assert_eq!(pool.scheduler().load(), (0, 0));
+    }
+
+    #[tokio::test]
+    async fn another_accounts_job_retires_the_bound_worker_idle_longest() {
+        let f = Fixture::new();
+        let pool = f.pool(2, NEVER, Duration::from_secs(60)).await;
+        let (mut a, mut b, mut c) = (f.tenant(1), f.tenant(2), f.tenant(3));
+        let a1 = run(&pool, &mut a, HELLO, json!(1)).await.worker;
+        let b1 = run(&pool, &mut b, HELLO, json!(1)).await.worker;
+        assert_ne!(a1, b1);
+        // Both workers are bound and idle: C's job retires A's (idle longer) and runs
+        // on the fresh worker started in its place.
+        let c1 = run(&pool, &mut c, HELLO, json!(1)).await;
+        assert_eq!(c1.outcome.response, json!(1));
+        assert!(c1.worker > b1, "a fresh worker: {c1:?}");
+        assert_eq!(
+            run(&pool, &mut b, HELLO, json!(2)).await.worker,
+            b1,
+            "B's worker was kept"
+        );
+        let a2 = run(&pool, &mut a, HELLO, json!(2)).await.worker;
+        assert!(
+            ![a1, b1, c1.worker].contains(&a2),
+            "A's worker was retired; A runs on a fresh one: {a2}"
+        );
+        assert!(
+            eventually(|| idle_count(&pool) == 2).await,
+            "the pool keeps its size"
+        );
+    }
+
+    #[tokio::test]
+    async fn a_bound_worker_idle_too_long_is_replaced_by_a_fresh_one() {
+        let f = Fixture::new();
+        let policy = RetirePolicy {
+            bound_idle: Duration::from_millis(300),
+            ..NEVER
+        };
+        let pool = f.pool(1, policy, Duration::from_secs(60)).await;
+        let (mut a, mut b) = (f.tenant(1), f.tenant(2));
+        let first = run(&pool, &mut a, HELLO, json!(1)).await.worker;
+        assert_eq!(
+            run(&pool, &mut a, HELLO, json!(2)).await.worker,
+            first,
+            "reused while its account keeps it busy"
+        );
+        assert!(
+            eventually(|| {
+                let idle = pool.lock_idle();
+                idle.set.fresh_len() == 1 && idle.set.bound_len() == 0
+            })
+            .await,
+            "the idle bound worker is retired and a fresh one parked"
+        );
+        let started = pool.started.load(Ordering::Relaxed);
+        assert!(started > first);
+        // B's job finds the fresh worker waiting: no start on its path.
+        assert_eq!(run(&pool, &mut b, HELLO, json!(3)).await.worker, started);
+    }
+
     #[tokio::test]
     async fn the_next_job_goes_to_the_worker_idle_longest() {
         // A worker builds its next context after answering; the one idle longest has
@@ -905,7 +1175,7 @@ mod tests {
         let mut host = f.tenant(1);
         let policy = RetirePolicy {
             max_jobs: 100,
-            heap_limit_bytes: u64::MAX,
+            ..NEVER
         };
         let pool = f.pool(3, policy, Duration::from_secs(60)).await;
         let mut ids = Vec::new();
@@ -946,7 +1216,7 @@ mod tests {
                 1,
                 RetirePolicy {
                     max_jobs: 1,
-                    heap_limit_bytes: u64::MAX,
+                    ..NEVER
                 },
                 Duration::from_secs(60),
             )
@@ -1107,6 +1377,7 @@ mod tests {
         let policy = RetirePolicy {
             max_jobs: 3,
             heap_limit_bytes: 1000,
+            ..NEVER
         };
         let done = |error: Option<ErrorKind>, heap_bytes| JobDone {
             response: Value::Null,

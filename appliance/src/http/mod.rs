@@ -22,8 +22,10 @@ use utoipa_swagger_ui::SwaggerUi;
 use crate::error::ApiError;
 use crate::state::AppState;
 
-/// The TCP peer of the connection a request came on, put into every request's
-/// extensions by the accept loop (`crate::server`). Per-client limits key on its IP.
+/// The client of the connection a request came on, put into every request's
+/// extensions by the accept loop (`crate::server`): the TCP peer, or, for a connection
+/// from a configured load balancer (`http.proxy_protocol_from`), the client its PROXY v2
+/// header names. Per-client limits key on its IP.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct ClientAddr(pub std::net::SocketAddr);
 

@@ -4,9 +4,15 @@
 //! Each such endpoint belongs to a [`Class`]; each (class, client) pair has a bucket of
 //! `burst` tokens refilled at `per_minute`. A request takes one token or is answered 429
 //! with `Retry-After` (whole seconds until a token is back) and the standard error body,
-//! before its body is read. The client is the connection's peer address
-//! ([`super::ClientAddr`]): an IPv4 address, or the /64 of an IPv6 address (one
-//! subscriber usually holds a whole /64); an IPv4-mapped IPv6 peer counts as its IPv4.
+//! before its body is read. The client is the connection's client address
+//! ([`super::ClientAddr`]: its TCP peer, or behind a configured L4 balancer the client
+//! the balancer's PROXY v2 header named, so clients behind one balancer keep separate
+//! buckets): an IPv4 address, or the /64 of an IPv6 address (one subscriber usually
+//! holds a whole /64); an IPv4-mapped IPv6 peer counts as its IPv4.
+//!
+//! A request for a fresh quote (`?nonce=` on `/attestation` or `/evidences/…`) takes a
+//! token of its own class, [`Class::FreshQuote`], besides its `public` one: each costs a
+//! hardware quote, which keyservice makes one at a time.
 //!
 //! Memory is bounded: at most `max_clients` buckets per class are kept. A bucket that
 //! has refilled to its burst is indistinguishable from a new one and is forgotten first;
@@ -39,14 +45,18 @@ pub enum Class {
     Code,
     /// Unauthenticated reads.
     Public,
+    /// Fresh quotes (`?nonce=` on `/attestation`, `/evidences/quote.json`), on top of
+    /// `Public`.
+    FreshQuote,
 }
 
 impl Class {
-    const ALL: [Class; 4] = [
+    const ALL: [Class; 5] = [
         Class::NewAccount,
         Class::Signature,
         Class::Code,
         Class::Public,
+        Class::FreshQuote,
     ];
 
     /// The class's name, as in `[rate_limits]` (and the refusals metric's label).
@@ -56,6 +66,7 @@ impl Class {
             Self::Signature => "signature",
             Self::Code => "code",
             Self::Public => "public",
+            Self::FreshQuote => "fresh_quote",
         }
     }
 
@@ -65,7 +76,22 @@ impl Class {
             Self::Signature => 1,
             Self::Code => 2,
             Self::Public => 3,
+            Self::FreshQuote => 4,
         }
+    }
+
+    /// Whether a request asks for a fresh quote: a GET of `/attestation` or
+    /// `/evidences/quote.json` with a well-formed `nonce` (64 hex digits). A malformed
+    /// nonce costs no quote (the handler answers 400), so it takes no token here.
+    pub fn is_fresh_quote(method: &Method, path: &str, query: Option<&str>) -> bool {
+        method == Method::GET
+            && matches!(path, "/attestation" | "/evidences/quote.json")
+            && query.is_some_and(|q| {
+                q.split('&').any(|pair| {
+                    pair.strip_prefix("nonce=")
+                        .is_some_and(|v| v.len() == 64 && v.bytes().all(|b| b.is_ascii_hexdigit()))
+                })
+            })
     }
 
     /// The class of a request, or `None` for endpoints that are not rate-limited here
@@ -165,7 +191,7 @@ struct Table {
 pub struct RateLimiter {
     enabled: bool,
     max_clients: usize,
-    tables: [Mutex<Table>; 4],
+    tables: [Mutex<Table>; 5],
 }
 
 impl RateLimiter {
@@ -194,6 +220,7 @@ impl RateLimiter {
                 table(config.signature_per_minute, config.signature_burst),
                 table(config.code_per_minute, config.code_burst),
                 table(config.public_per_minute, config.public_burst),
+                table(config.fresh_quote_per_minute, config.fresh_quote_burst),
             ],
         }
     }
@@ -255,12 +282,21 @@ pub async fn limit(State(state): State<AppState>, req: Request, next: Next) -> R
         // in-process test router) is not limited.
         return next.run(req).await;
     };
-    match state
+    let client = ClientKey::of(peer.ip());
+    let now = Instant::now();
+    let mut taken = state
         .rate_limiter
-        .check(class, ClientKey::of(peer.ip()), Instant::now())
-    {
+        .check(class, client, now)
+        .map_err(|w| (class, w));
+    if taken.is_ok() && Class::is_fresh_quote(req.method(), req.uri().path(), req.uri().query()) {
+        taken = state
+            .rate_limiter
+            .check(Class::FreshQuote, client, now)
+            .map_err(|w| (Class::FreshQuote, w));
+    }
+    match taken {
         Ok(()) => next.run(req).await,
-        Err(wait) => {
+        Err((class, wait)) => {
             crate::telemetry::metrics::global().rate_limited(class.name());
             too_many(wait)
         }
@@ -400,6 +436,49 @@ mod tests {
         assert_eq!(Class::of(&get, "/health"), None);
         assert_eq!(Class::of(&post, "/core/v1/lit_action"), None);
         assert_eq!(Class::of(&get, "/core/v1/new_account"), None);
+    }
+
+    #[test]
+    fn fresh_quote_requests_are_those_with_a_nonce() {
+        let get = Method::GET;
+        let nonce = format!("nonce={}", "aB".repeat(32));
+        let after = format!("x=1&{nonce}");
+        for (path, query) in [
+            ("/attestation", nonce.as_str()),
+            ("/evidences/quote.json", after.as_str()),
+        ] {
+            assert!(
+                Class::is_fresh_quote(&get, path, Some(query)),
+                "{path}?{query}"
+            );
+        }
+        let short = format!("nonce={}", "ab".repeat(31));
+        for (method, path, query) in [
+            (&get, "/attestation", None),
+            (&get, "/attestation", Some(short.as_str())),
+            (&get, "/evidences/quote.json", Some("nonce=zz")),
+            (&get, "/evidences/quote.json", Some("nonces=1")),
+            (&get, "/evidences/sha256sum.txt", Some(nonce.as_str())),
+            (&get, "/info", Some(nonce.as_str())),
+            (&Method::POST, "/attestation", Some(nonce.as_str())),
+        ] {
+            assert!(
+                !Class::is_fresh_quote(method, path, query),
+                "{path} {query:?}"
+            );
+        }
+        // Their own bucket: spending it leaves the public class untouched.
+        let limiter = RateLimiter::new(&RateLimitsConfig {
+            fresh_quote_per_minute: 1.0,
+            fresh_quote_burst: 2,
+            ..RateLimitsConfig::default()
+        });
+        let now = Instant::now();
+        limiter.check(Class::FreshQuote, v4(1), now).unwrap();
+        limiter.check(Class::FreshQuote, v4(1), now).unwrap();
+        assert!(limiter.check(Class::FreshQuote, v4(1), now).is_err());
+        limiter.check(Class::Public, v4(1), now).unwrap();
+        limiter.check(Class::FreshQuote, v4(2), now).unwrap();
     }
 
     #[test]

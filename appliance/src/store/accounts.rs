@@ -2,8 +2,8 @@
 
 use chain_contracts::ops::MirrorOp;
 
-use super::base::{AccountId, AccountMode, ResolvedKey, WalletIdentity, is_unique_violation};
-use super::integrity::ACCOUNTS;
+use super::base::{AccountId, AccountMode, ResolvedKey, WalletIdentity};
+use super::integrity::{self, ACCOUNTS, columns};
 use super::ledger::InitialCredit;
 use super::sql::{Conn, params};
 use super::{Result, Store, StoreError, now_unix, outbox, usage_keys, wallets};
@@ -55,18 +55,19 @@ impl Store {
         credit: InitialCredit,
     ) -> Result<AccountId> {
         self.write(move |tx| {
-            let inserted = tx.query_row(
-                "INSERT INTO accounts (api_key_hash, name, description, email, wallet_address, managed, created_at)
-                 VALUES (?1, ?2, ?3, ?4, ?5, 1, ?6) RETURNING id",
-                params![
-                    new.api_key_hash.0.as_slice(),
-                    new.name,
-                    new.description,
-                    new.email,
-                    new.wallet.address.to_checksum(),
-                    now_unix()
+            let inserted = integrity::insert_new(
+                tx,
+                &ACCOUNTS,
+                columns![
+                    ("api_key_hash", new.api_key_hash.0.as_slice()),
+                    ("name", new.name),
+                    ("description", new.description),
+                    ("email", new.email),
+                    ("wallet_address", new.wallet.address.to_checksum()),
+                    ("managed", 1i64),
+                    ("admin_wallet_address", None::<String>),
+                    ("created_at", now_unix()),
                 ],
-                |r| r.get::<i64>(0),
             );
             match inserted {
                 Ok(id) => {
@@ -89,10 +90,10 @@ impl Store {
                     super::ledger::grant_initial(tx, account, credit)?;
                     Ok(account)
                 }
-                Err(e) if is_unique_violation(&e) => {
-                    Err(StoreError::Conflict("an account with this key already exists".into()))
-                }
-                Err(e) => Err(e.into()),
+                Err(e) if integrity::is_unique_violation(&e) => Err(StoreError::Conflict(
+                    "an account with this key already exists".into(),
+                )),
+                Err(e) => Err(e),
             }
         })
         .await

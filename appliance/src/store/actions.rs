@@ -7,7 +7,7 @@ use alloy::primitives::B256;
 use chain_contracts::ops::MirrorOp;
 
 use super::base::{AccountId, require_group};
-use super::integrity::{ACTIONS, GROUP_ACTIONS};
+use super::integrity::{self, ACTIONS, GROUP_ACTIONS, columns};
 use super::ledger::Charge;
 use super::sql::{Conn, Row, SqlResult, params};
 use super::{Page, Result, Store, StoreError, now_unix, outbox};
@@ -84,11 +84,18 @@ pub(super) fn ensure(
         return Ok((row, false));
     }
     let now = now_unix();
-    let row = tx.query_row(
-        "INSERT INTO actions (account_id, cid_hash, ipfs_cid, name, description, created_at, updated_at)
-         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?6) RETURNING id",
-        params![account.0, hash.0, cid, name, description, now],
-        |r| r.get(0),
+    let row = integrity::insert_new(
+        tx,
+        &ACTIONS,
+        columns![
+            ("account_id", account.0),
+            ("cid_hash", hash.0),
+            ("ipfs_cid", cid),
+            ("name", name),
+            ("description", description),
+            ("created_at", now),
+            ("updated_at", now),
+        ],
     )?;
     Ok((row, true))
 }
@@ -133,7 +140,7 @@ impl Store {
         self.write_charged(account, charge, move |tx| {
             let row = require(tx, account, &hash)?;
             // group_actions rows go with it (ON DELETE CASCADE).
-            tx.execute("DELETE FROM actions WHERE id = ?1", params![row])?;
+            integrity::delete(tx, &ACTIONS, "id = ?1", params![row])?;
             outbox::record(
                 tx,
                 account,
@@ -155,10 +162,13 @@ impl Store {
     ) -> Result<()> {
         self.write_charged(account, charge, move |tx| {
             let row = require(tx, account, &hash)?;
-            tx.execute(
-                "UPDATE actions SET name = ?2, description = ?3, updated_at = ?4 WHERE id = ?1",
-                params![row, name, description, now_unix()],
-            )?;
+            let now = now_unix();
+            integrity::update_eq(tx, &ACTIONS, columns![("id", row)], |action| {
+                action.set("name", &name)?;
+                action.set("description", &description)?;
+                action.set("updated_at", &now)?;
+                Ok(true)
+            })?;
             outbox::record(
                 tx,
                 account,

@@ -6,7 +6,7 @@
 use keyservice_api::{Address, DerivationPath, PkpId};
 
 use super::integrity::{ACCOUNTS, GROUPS};
-use super::sql::{Conn, SqlError, params};
+use super::sql::{Conn, params};
 
 use super::{Result, StoreError};
 use crate::api_keys::KeyHash;
@@ -72,11 +72,6 @@ impl ResolvedKey {
             Self::Account(id) | Self::Usage { account: id, .. } => *id,
         }
     }
-}
-
-/// Whether `err` is a `UNIQUE` or `PRIMARY KEY` constraint failure.
-pub(super) fn is_unique_violation(err: &SqlError) -> bool {
-    err.is_unique_violation()
 }
 
 /// An account's on-chain identity (`apiKeyHash`) and mode.

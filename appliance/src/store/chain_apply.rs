@@ -11,7 +11,10 @@ use chain_contracts::ops::{MirrorOp, MirrorPermissions};
 
 use super::actions::{self, CidHash};
 use super::base::{AccountId, AccountMode, WalletIdentity};
-use super::integrity::{ACCOUNTS, ACTIONS, GROUPS, MINTED_USAGE_KEYS, WALLETS};
+use super::integrity::{
+    self, ACCOUNTS, ACTIONS, GROUP_ACTIONS, GROUP_WALLETS, GROUPS, MINTED_USAGE_KEYS, USAGE_KEYS,
+    WALLETS, columns,
+};
 use super::outbox::{cursor_at, set_cursor};
 use super::sql::{Conn, params};
 use super::wallets::{self, WalletRef};
@@ -144,23 +147,19 @@ fn set_group_members(
 ) -> Result<()> {
     let all_wallets = pkp_ids.contains(&B256::ZERO);
     let all_actions = cid_hashes.contains(&B256::ZERO);
-    tx.execute(
-        "UPDATE groups SET all_wallets = ?2, all_actions = ?3 WHERE id = ?1",
-        params![group, all_wallets, all_actions],
-    )?;
-    tx.execute(
-        "DELETE FROM group_wallets WHERE group_id = ?1",
-        params![group],
-    )?;
-    tx.execute(
-        "DELETE FROM group_actions WHERE group_id = ?1",
-        params![group],
-    )?;
+    integrity::update_eq(tx, &GROUPS, columns![("id", group)], |row| {
+        row.set("all_wallets", &all_wallets)?;
+        row.set("all_actions", &all_actions)?;
+        Ok(true)
+    })?;
+    integrity::delete(tx, &GROUP_WALLETS, "group_id = ?1", params![group])?;
+    integrity::delete(tx, &GROUP_ACTIONS, "group_id = ?1", params![group])?;
     for pkp in pkp_ids.iter().filter(|p| !p.is_zero()) {
         if let Some(wallet) = wallet_row(tx, account, pkp)? {
-            tx.execute(
-                "INSERT INTO group_wallets (group_id, wallet_id) VALUES (?1, ?2) ON CONFLICT DO NOTHING",
-                params![group, wallet],
+            integrity::insert_or_ignore(
+                tx,
+                &GROUP_WALLETS,
+                columns![("group_id", group), ("wallet_id", wallet)],
             )?;
         } else {
             tracing::warn!(group, pkp_id = %pkp, "group names a wallet the account has not registered; ignored");
@@ -168,9 +167,10 @@ fn set_group_members(
     }
     for cid in cid_hashes.iter().filter(|c| !c.is_zero()) {
         let action = action_row(tx, account, cid)?;
-        tx.execute(
-            "INSERT INTO group_actions (group_id, action_id) VALUES (?1, ?2) ON CONFLICT DO NOTHING",
-            params![group, action],
+        integrity::insert_or_ignore(
+            tx,
+            &GROUP_ACTIONS,
+            columns![("group_id", group), ("action_id", action)],
         )?;
     }
     Ok(())
@@ -278,21 +278,27 @@ fn apply_op(tx: Conn<'_>, secured: &Secured, op: &MirrorOp, block: u64) -> Resul
             name,
             description,
         } => {
-            tx.execute(
-                "UPDATE usage_keys SET name = ?3, description = ?4, updated_at = ?5
-                 WHERE account_id = ?1 AND key_hash = ?2",
-                params![
-                    account.0,
-                    usage_key_hash.as_slice(),
-                    name,
-                    description,
-                    now_unix()
+            let now = now_unix();
+            integrity::update_eq(
+                tx,
+                &USAGE_KEYS,
+                columns![
+                    ("account_id", account.0),
+                    ("key_hash", usage_key_hash.as_slice())
                 ],
+                |row| {
+                    row.set("name", name)?;
+                    row.set("description", description)?;
+                    row.set("updated_at", &now)?;
+                    Ok(true)
+                },
             )?;
         }
         MirrorOp::RemoveUsageApiKey { usage_key_hash } => {
-            tx.execute(
-                "DELETE FROM usage_keys WHERE account_id = ?1 AND key_hash = ?2",
+            integrity::delete(
+                tx,
+                &USAGE_KEYS,
+                "account_id = ?1 AND key_hash = ?2",
                 params![account.0, usage_key_hash.as_slice()],
             )?;
         }
@@ -307,20 +313,32 @@ fn apply_op(tx: Conn<'_>, secured: &Secured, op: &MirrorOp, block: u64) -> Resul
             let existing = group_of(tx, account, *group_id)?;
             let group = match (existing, *new, group_row(*group_id)) {
                 (Some(id), _, _) => {
-                    tx.execute(
-                        "UPDATE groups SET name = ?2, description = ?3, updated_at = ?4 WHERE id = ?1",
-                        params![id, name, description, now_unix()],
-                    )?;
+                    let now = now_unix();
+                    integrity::update_eq(tx, &GROUPS, columns![("id", id)], |row| {
+                        row.set("name", name)?;
+                        row.set("description", description)?;
+                        row.set("updated_at", &now)?;
+                        Ok(true)
+                    })?;
                     id
                 }
                 (None, true, Some(id)) => {
                     let now = now_unix();
-                    let inserted = tx.execute(
-                        "INSERT INTO groups (id, account_id, name, description, created_at, updated_at)
-                         VALUES (?1, ?2, ?3, ?4, ?5, ?5) ON CONFLICT DO NOTHING",
-                        params![id, account.0, name, description, now],
+                    let inserted = integrity::insert_or_ignore(
+                        tx,
+                        &GROUPS,
+                        columns![
+                            ("id", id),
+                            ("account_id", account.0),
+                            ("name", name),
+                            ("description", description),
+                            ("all_wallets", false),
+                            ("all_actions", false),
+                            ("created_at", now),
+                            ("updated_at", now),
+                        ],
                     )?;
-                    if inserted == 0 {
+                    if !inserted {
                         tracing::warn!(group_id, "group id already used locally; ignored");
                         return Ok(());
                     }
@@ -338,7 +356,7 @@ fn apply_op(tx: Conn<'_>, secured: &Secured, op: &MirrorOp, block: u64) -> Resul
         }
         MirrorOp::RemoveGroup { group_id } => {
             if let Some(id) = group_of(tx, account, *group_id)? {
-                tx.execute("DELETE FROM groups WHERE id = ?1", params![id])?;
+                integrity::delete(tx, &GROUPS, "id = ?1", params![id])?;
             }
         }
         MirrorOp::AddPkpToGroup { group_id, pkp_id } => {
@@ -346,9 +364,10 @@ fn apply_op(tx: Conn<'_>, secured: &Secured, op: &MirrorOp, block: u64) -> Resul
                 group_of(tx, account, *group_id)?,
                 wallet_row(tx, account, pkp_id)?,
             ) {
-                tx.execute(
-                    "INSERT INTO group_wallets (group_id, wallet_id) VALUES (?1, ?2) ON CONFLICT DO NOTHING",
-                    params![group, wallet],
+                integrity::insert_or_ignore(
+                    tx,
+                    &GROUP_WALLETS,
+                    columns![("group_id", group), ("wallet_id", wallet)],
                 )?;
             }
         }
@@ -357,8 +376,10 @@ fn apply_op(tx: Conn<'_>, secured: &Secured, op: &MirrorOp, block: u64) -> Resul
                 group_of(tx, account, *group_id)?,
                 wallet_row(tx, account, pkp_id)?,
             ) {
-                tx.execute(
-                    "DELETE FROM group_wallets WHERE group_id = ?1 AND wallet_id = ?2",
+                integrity::delete(
+                    tx,
+                    &GROUP_WALLETS,
+                    "group_id = ?1 AND wallet_id = ?2",
                     params![group, wallet],
                 )?;
             }
@@ -366,16 +387,19 @@ fn apply_op(tx: Conn<'_>, secured: &Secured, op: &MirrorOp, block: u64) -> Resul
         MirrorOp::AddActionToGroup { group_id, cid_hash } => {
             if let Some(group) = group_of(tx, account, *group_id)? {
                 let action = action_row(tx, account, cid_hash)?;
-                tx.execute(
-                    "INSERT INTO group_actions (group_id, action_id) VALUES (?1, ?2) ON CONFLICT DO NOTHING",
-                    params![group, action],
+                integrity::insert_or_ignore(
+                    tx,
+                    &GROUP_ACTIONS,
+                    columns![("group_id", group), ("action_id", action)],
                 )?;
             }
         }
         MirrorOp::RemoveActionFromGroup { group_id, cid_hash } => {
             if let Some(group) = group_of(tx, account, *group_id)? {
-                tx.execute(
-                    "DELETE FROM group_actions WHERE group_id = ?1 AND action_id IN
+                integrity::delete(
+                    tx,
+                    &GROUP_ACTIONS,
+                    "group_id = ?1 AND action_id IN
                         (SELECT id FROM actions WHERE account_id = ?2 AND cid_hash = ?3)",
                     params![group, account.0, cid_hash.as_slice()],
                 )?;
@@ -387,14 +411,19 @@ fn apply_op(tx: Conn<'_>, secured: &Secured, op: &MirrorOp, block: u64) -> Resul
             description,
         } => {
             let action = action_row(tx, account, cid_hash)?;
-            tx.execute(
-                "UPDATE actions SET name = ?2, description = ?3, updated_at = ?4 WHERE id = ?1",
-                params![action, name, description, now_unix()],
-            )?;
+            let now = now_unix();
+            integrity::update_eq(tx, &ACTIONS, columns![("id", action)], |row| {
+                row.set("name", name)?;
+                row.set("description", description)?;
+                row.set("updated_at", &now)?;
+                Ok(true)
+            })?;
         }
         MirrorOp::DeleteAction { cid_hash } => {
-            tx.execute(
-                "DELETE FROM actions WHERE account_id = ?1 AND cid_hash = ?2",
+            integrity::delete(
+                tx,
+                &ACTIONS,
+                "account_id = ?1 AND cid_hash = ?2",
                 params![account.0, cid_hash.as_slice()],
             )?;
         }
@@ -415,17 +444,32 @@ fn apply(tx: Conn<'_>, event: &ChainEvent) -> Result<()> {
                 return Ok(()); // the service's own account, already in the store
             }
             let admin = admin.to_checksum(None);
-            tx.execute(
-                "INSERT INTO accounts (api_key_hash, name, description, wallet_address, managed,
-                    admin_wallet_address, created_at)
-                 VALUES (?1, ?2, ?3, ?4, 0, ?4, ?5) ON CONFLICT DO NOTHING",
-                params![hash.as_slice(), name, description, admin, now_unix()],
+            integrity::insert_new_or_ignore(
+                tx,
+                &ACCOUNTS,
+                columns![
+                    ("api_key_hash", hash.as_slice()),
+                    ("name", name),
+                    ("description", description),
+                    ("email", None::<String>),
+                    ("wallet_address", admin),
+                    ("managed", 0i64),
+                    ("admin_wallet_address", admin),
+                    ("created_at", now_unix()),
+                ],
             )?;
         }
         ChainChange::Converted { new_admin } => {
-            tx.execute(
-                "UPDATE accounts SET managed = 0, admin_wallet_address = ?2 WHERE api_key_hash = ?1",
-                params![hash.as_slice(), new_admin.to_checksum(None)],
+            let new_admin = new_admin.to_checksum(None);
+            integrity::update_eq(
+                tx,
+                &ACCOUNTS,
+                columns![("api_key_hash", hash.as_slice())],
+                |row| {
+                    row.set("managed", &0i64)?;
+                    row.set("admin_wallet_address", &new_admin)?;
+                    Ok(true)
+                },
             )?;
         }
         ChainChange::Wallet {
@@ -453,9 +497,23 @@ fn apply(tx: Conn<'_>, event: &ChainEvent) -> Result<()> {
                     wallets::insert(tx, Some(account), identity, name, description)?;
                 }
                 Some((None, Some(minter))) if minted_by_admin(&secured, &minter) => {
-                    tx.execute(
-                        "UPDATE wallets SET account_id = ?2, name = ?3, description = ?4 WHERE derivation_path = ?1",
-                        params![identity.derivation_path.0.as_slice(), account.0, name, description],
+                    // Re-checked on the row written: only an unattached wallet this
+                    // admin minted joins the account.
+                    integrity::update_eq(
+                        tx,
+                        &WALLETS,
+                        columns![("derivation_path", identity.derivation_path.0.as_slice())],
+                        |row| {
+                            let still_free = row.get::<Option<i64>>("account_id")?.is_none()
+                                && row.is("minted_by", &minter);
+                            if !still_free {
+                                return Ok(false);
+                            }
+                            row.set("account_id", &account.0)?;
+                            row.set("name", name)?;
+                            row.set("description", description)?;
+                            Ok(true)
+                        },
                     )?;
                 }
                 Some((None, _)) => {

@@ -1,12 +1,22 @@
 //! ChainSecured accounts: converting an API-mode account (its master key stops
 //! authenticating, its admin wallet takes over on chain), finding an account by its master
 //! key in either mode, and finding the ChainSecured account a wallet administers.
+//!
+//! Invariant: a conversion never gives a wallet a second account. A wallet that already
+//! administers a ChainSecured account is refused as the new admin of another
+//! ([`Conversion::AdminTaken`]), so a wallet signature (`X-Wallet-Auth`, billing) always
+//! means one account. The check and the update are one write job, and writes are
+//! serialised (SQLite's one writer; PostgreSQL's write lock), so two conversions cannot
+//! both pass it. The chain itself lets a wallet create its own account
+//! (`newChainSecuredAccount`) after another was converted to it; the indexer mirrors what
+//! the chain says, and [`Store::chain_secured_account_of`] then resolves the wallet to its
+//! own account.
 
 use alloy::primitives::{Address, keccak256};
 use chain_contracts::ops::MirrorOp;
 
 use super::base::{AccountId, AccountMode, account_head, key_hash_from};
-use super::integrity::ACCOUNTS;
+use super::integrity::{self, ACCOUNTS, columns};
 use super::sql::params;
 use super::{Result, Store, StoreError, outbox, signature_replay};
 use crate::api_keys::KeyHash;
@@ -28,6 +38,9 @@ pub enum Conversion {
     Converted { api_key_hash: KeyHash },
     /// The account is ChainSecured already.
     AlreadyChainSecured,
+    /// The new admin already administers a ChainSecured account; nothing changed (the
+    /// signature is not consumed).
+    AdminTaken,
     /// The signature was accepted before.
     Replayed,
 }
@@ -81,16 +94,33 @@ impl Store {
                 return Ok(Conversion::AlreadyChainSecured);
             }
             let api_key_hash = key_hash_from(&head.api_key_hash)?;
+            let taken = tx.query_opt(
+                &format!(
+                    "SELECT id, {} FROM accounts
+                     WHERE managed = 0 AND lower(admin_wallet_address) = lower(?1) LIMIT 1",
+                    ACCOUNTS.select("")
+                ),
+                params![new_admin.to_checksum(None)],
+                |r| {
+                    r.seal(1, &ACCOUNTS)?;
+                    r.get::<i64>(0)
+                },
+            )?;
+            if taken.is_some() {
+                return Ok(Conversion::AdminTaken);
+            }
             if !signature_replay::accept(tx, &signature)? {
                 return Ok(Conversion::Replayed);
             }
             // Queued while the account is still in API mode (the outbox skips
             // ChainSecured ones).
             outbox::record(tx, account, &MirrorOp::ConvertAccount { new_admin })?;
-            tx.execute(
-                "UPDATE accounts SET managed = 0, admin_wallet_address = ?2 WHERE id = ?1",
-                params![account.0, new_admin.to_checksum(None)],
-            )?;
+            let admin = new_admin.to_checksum(None);
+            integrity::update_eq(tx, &ACCOUNTS, columns![("id", account.0)], |row| {
+                row.set("managed", &0i64)?;
+                row.set("admin_wallet_address", &admin)?;
+                Ok(true)
+            })?;
             Ok(Conversion::Converted { api_key_hash })
         })
         .await
@@ -185,8 +215,9 @@ mod tests {
             .create_account(new(22), InitialCredit::NONE)
             .await
             .unwrap();
-        let admin = Address::repeat_byte(0xCD);
         for (account, n) in [(refused, 23), (mined, 24)] {
+            // One admin per account.
+            let admin = Address::repeat_byte(0xC0 + n);
             store
                 .convert_account(account, admin, signature(n, now()))
                 .await
@@ -247,6 +278,63 @@ mod tests {
         );
         assert_eq!(master(22).await.mode, AccountMode::ChainSecured);
         assert_eq!(store.resolve_key(KeyHash([22; 32])).await.unwrap(), None);
+    }
+
+    async fn a_wallet_is_the_admin_of_at_most_one_account(db) {
+        let store = db.open().await;
+        let new = |n: u8| NewAccount {
+            api_key_hash: KeyHash([n; 32]),
+            name: format!("{n}"),
+            description: String::new(),
+            email: None,
+            wallet: identity(n),
+        };
+        let first = store.create_account(new(31), InitialCredit::NONE).await.unwrap();
+        let second = store.create_account(new(32), InitialCredit::NONE).await.unwrap();
+        let admin = Address::repeat_byte(0xE1);
+        assert!(matches!(
+            store
+                .convert_account(first, admin, signature(33, now()))
+                .await
+                .unwrap(),
+            Conversion::Converted { .. }
+        ));
+        let queued = store.outbox_pending(100).await.unwrap().len();
+        let second_signature = signature(34, now());
+        assert_eq!(
+            store
+                .convert_account(second, admin, second_signature)
+                .await
+                .unwrap(),
+            Conversion::AdminTaken
+        );
+        // Nothing changed: still API mode, nothing queued, the signature not consumed.
+        let master = store
+            .master_key_account(KeyHash([32; 32]))
+            .await
+            .unwrap()
+            .unwrap();
+        assert_eq!(master.mode, AccountMode::Api);
+        assert_eq!(master.admin_wallet_address, None);
+        assert_eq!(store.outbox_pending(100).await.unwrap().len(), queued);
+        assert!(
+            !store
+                .signature_accepted(second_signature.digest)
+                .await
+                .unwrap()
+        );
+        assert_eq!(
+            store.chain_secured_account_of(admin).await.unwrap().map(|a| a.account),
+            Some(first)
+        );
+        // Another wallet may take the second account.
+        assert!(matches!(
+            store
+                .convert_account(second, Address::repeat_byte(0xE2), signature(35, now()))
+                .await
+                .unwrap(),
+            Conversion::Converted { .. }
+        ));
     }
 
     async fn conversion_queues_the_chain_call_and_unmanages_the_account_once(db) {

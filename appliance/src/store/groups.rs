@@ -12,7 +12,9 @@ use chain_contracts::ops::MirrorOp;
 
 use super::actions::{self, CidHash};
 use super::base::{AccountId, GroupFlags, group_sql_id as sql_id, require_group as require};
-use super::integrity::{ACTIONS, GROUP_ACTIONS, GROUP_WALLETS, GROUPS, Table, WALLETS};
+use super::integrity::{
+    self, ACTIONS, GROUP_ACTIONS, GROUP_WALLETS, GROUPS, Table, WALLETS, columns,
+};
 use super::ledger::Charge;
 use super::sql::{Conn, params};
 use super::wallets::{self, WALLET_WIDTH, WalletRecord, WalletRef, wallet_columns, wallet_from};
@@ -47,29 +49,25 @@ pub struct GroupRecord {
 /// Replaces the group's permitted sets; every named wallet and action must exist in
 /// the account.
 fn set_members(tx: Conn<'_>, account: AccountId, group: i64, spec: &GroupSpec) -> Result<()> {
-    tx.execute(
-        "DELETE FROM group_wallets WHERE group_id = ?1",
-        params![group],
-    )?;
-    tx.execute(
-        "DELETE FROM group_actions WHERE group_id = ?1",
-        params![group],
-    )?;
+    integrity::delete(tx, &GROUP_WALLETS, "group_id = ?1", params![group])?;
+    integrity::delete(tx, &GROUP_ACTIONS, "group_id = ?1", params![group])?;
     if let Permitted::Only(list) = &spec.wallets {
         for wallet in list {
             let record = wallets::require(tx, account, wallet)?;
-            tx.execute(
-                "INSERT INTO group_wallets (group_id, wallet_id) VALUES (?1, ?2) ON CONFLICT DO NOTHING",
-                params![group, record.row],
+            integrity::insert_or_ignore(
+                tx,
+                &GROUP_WALLETS,
+                columns![("group_id", group), ("wallet_id", record.row)],
             )?;
         }
     }
     if let Permitted::Only(list) = &spec.actions {
         for hash in list {
             let action = actions::require(tx, account, hash)?;
-            tx.execute(
-                "INSERT INTO group_actions (group_id, action_id) VALUES (?1, ?2) ON CONFLICT DO NOTHING",
-                params![group, action],
+            integrity::insert_or_ignore(
+                tx,
+                &GROUP_ACTIONS,
+                columns![("group_id", group), ("action_id", action)],
             )?;
         }
     }
@@ -82,19 +80,23 @@ pub const CHAIN_GROUP_ID_BASE: u64 = 1 << 62;
 
 /// The next service-assigned group id (never reused).
 fn next_group_id(tx: Conn<'_>) -> Result<i64> {
-    let id: i64 = tx.query_row(
-        "INSERT INTO id_sequences (name, next) VALUES ('groups', 2)
-         ON CONFLICT (name) DO UPDATE SET next = id_sequences.next + 1
-         RETURNING next - 1",
-        params![],
-        |r| r.get(0),
-    )?;
+    let id = integrity::next_id(tx, "groups", |_| Ok(1))?;
     if id as u64 >= CHAIN_GROUP_ID_BASE {
         return Err(StoreError::Conflict(
             "the group id space is exhausted".into(),
         ));
     }
     Ok(id)
+}
+
+/// Records that `group` changed now.
+fn touch(tx: Conn<'_>, group: GroupId) -> Result<()> {
+    let now = now_unix();
+    integrity::update_eq(tx, &GROUPS, columns![("id", sql_id(group))], |row| {
+        row.set("updated_at", &now)?;
+        Ok(true)
+    })?;
+    Ok(())
 }
 
 /// The mirror of a group as it now is (`addGroup` when new, else `updateGroup`).
@@ -217,17 +219,18 @@ impl Store {
         self.write_charged(account, charge, move |tx| {
             let now = now_unix();
             let id = next_group_id(tx)?;
-            tx.execute(
-                "INSERT INTO groups (id, account_id, name, description, all_wallets, all_actions, created_at, updated_at)
-                 VALUES (?7, ?1, ?2, ?3, ?4, ?5, ?6, ?6)",
-                params![
-                    account.0,
-                    spec.name,
-                    spec.description,
-                    spec.wallets == Permitted::All,
-                    spec.actions == Permitted::All,
-                    now,
-                    id
+            integrity::insert(
+                tx,
+                &GROUPS,
+                columns![
+                    ("id", id),
+                    ("account_id", account.0),
+                    ("name", spec.name),
+                    ("description", spec.description),
+                    ("all_wallets", spec.wallets == Permitted::All),
+                    ("all_actions", spec.actions == Permitted::All),
+                    ("created_at", now),
+                    ("updated_at", now),
                 ],
             )?;
             set_members(tx, account, id, &spec)?;
@@ -337,18 +340,15 @@ impl Store {
     ) -> Result<()> {
         self.write_charged(account, charge, move |tx| {
             require(tx, account, group)?;
-            tx.execute(
-                "UPDATE groups SET name = ?2, description = ?3, all_wallets = ?4, all_actions = ?5, updated_at = ?6
-                 WHERE id = ?1",
-                params![
-                    sql_id(group),
-                    spec.name,
-                    spec.description,
-                    spec.wallets == Permitted::All,
-                    spec.actions == Permitted::All,
-                    now_unix()
-                ],
-            )?;
+            let now = now_unix();
+            integrity::update_eq(tx, &GROUPS, columns![("id", sql_id(group))], |row| {
+                row.set("name", &spec.name)?;
+                row.set("description", &spec.description)?;
+                row.set("all_wallets", &(spec.wallets == Permitted::All))?;
+                row.set("all_actions", &(spec.actions == Permitted::All))?;
+                row.set("updated_at", &now)?;
+                Ok(true)
+            })?;
             set_members(tx, account, sql_id(group), &spec)?;
             mirror_group(tx, account, sql_id(group), false)
         })
@@ -364,7 +364,7 @@ impl Store {
         self.write_charged(account, charge, move |tx| {
             require(tx, account, group)?;
             // Memberships go with it (ON DELETE CASCADE).
-            tx.execute("DELETE FROM groups WHERE id = ?1", params![sql_id(group)])?;
+            integrity::delete(tx, &GROUPS, "id = ?1", params![sql_id(group)])?;
             outbox::record(tx, account, &MirrorOp::RemoveGroup { group_id: group.0 })
         })
         .await
@@ -381,15 +381,13 @@ impl Store {
         self.write_charged(account, charge, move |tx| {
             require(tx, account, group)?;
             let record = wallets::require(tx, account, &wallet)?;
-            let added = tx.execute(
-                "INSERT INTO group_wallets (group_id, wallet_id) VALUES (?1, ?2) ON CONFLICT DO NOTHING",
-                params![sql_id(group), record.row],
+            let added = integrity::insert_or_ignore(
+                tx,
+                &GROUP_WALLETS,
+                columns![("group_id", sql_id(group)), ("wallet_id", record.row)],
             )?;
-            tx.execute(
-                "UPDATE groups SET updated_at = ?2 WHERE id = ?1",
-                params![sql_id(group), now_unix()],
-            )?;
-            if added == 0 {
+            touch(tx, group)?;
+            if !added {
                 return Ok(());
             }
             outbox::record(
@@ -419,8 +417,10 @@ impl Store {
                 )));
             }
             let record = wallets::require(tx, account, &wallet)?;
-            let removed = tx.execute(
-                "DELETE FROM group_wallets WHERE group_id = ?1 AND wallet_id = ?2",
+            let removed = integrity::delete(
+                tx,
+                &GROUP_WALLETS,
+                "group_id = ?1 AND wallet_id = ?2",
                 params![sql_id(group), record.row],
             )?;
             if removed == 0 {
@@ -428,10 +428,7 @@ impl Store {
                     "wallet {wallet} is not in group {group}"
                 )));
             }
-            tx.execute(
-                "UPDATE groups SET updated_at = ?2 WHERE id = ?1",
-                params![sql_id(group), now_unix()],
-            )?;
+            touch(tx, group)?;
             outbox::record(
                 tx,
                 account,
@@ -468,15 +465,13 @@ impl Store {
                     },
                 )?;
             }
-            let added = tx.execute(
-                "INSERT INTO group_actions (group_id, action_id) VALUES (?1, ?2) ON CONFLICT DO NOTHING",
-                params![sql_id(group), action],
+            let added = integrity::insert_or_ignore(
+                tx,
+                &GROUP_ACTIONS,
+                columns![("group_id", sql_id(group)), ("action_id", action)],
             )?;
-            tx.execute(
-                "UPDATE groups SET updated_at = ?2 WHERE id = ?1",
-                params![sql_id(group), now_unix()],
-            )?;
-            if added == 0 {
+            touch(tx, group)?;
+            if !added {
                 return Ok(());
             }
             outbox::record(
@@ -506,8 +501,10 @@ impl Store {
                 )));
             }
             let action = actions::require(tx, account, &hash)?;
-            let removed = tx.execute(
-                "DELETE FROM group_actions WHERE group_id = ?1 AND action_id = ?2",
+            let removed = integrity::delete(
+                tx,
+                &GROUP_ACTIONS,
+                "group_id = ?1 AND action_id = ?2",
                 params![sql_id(group), action],
             )?;
             if removed == 0 {
@@ -515,10 +512,7 @@ impl Store {
                     "action {hash} is not in group {group}"
                 )));
             }
-            tx.execute(
-                "UPDATE groups SET updated_at = ?2 WHERE id = ?1",
-                params![sql_id(group), now_unix()],
-            )?;
+            touch(tx, group)?;
             outbox::record(
                 tx,
                 account,

@@ -1,5 +1,10 @@
 //! Row integrity for a database outside the TEE (PostgreSQL).
 //!
+//! **Invariant: every row MAC the appliance ever computes covers values the appliance
+//! itself decided to write, and nothing on this path depends on code running inside the
+//! database.** A row the appliance did not intend to write never gets a MAC, whatever
+//! triggers, rules or functions the database runs.
+//!
 //! Every row of the tables that decide who may do what, and of the ledger and the chain
 //! mirror, carries `row_mac`: HMAC-SHA256 over the row's canonical encoding, under a key
 //! keyservice derives from the root and never exports ([`RowAuthenticator`]; the
@@ -13,33 +18,51 @@
 //! write job) ends, every queued row is checked with one keyservice round trip, before
 //! its result leaves the store.
 //!
-//! **Writes.** Each write job runs with a fresh random 16-byte *mark*
-//! (`appliance.row_mark`, transaction-local). Triggers on every protected table
-//! (migration 10, PostgreSQL only) set `row_mac` of each inserted or updated row to the
-//! mark, copy the previous image of each updated or deleted row (unless it carries the
-//! mark: written earlier in this job) into `<table>_prior`, and note the table in
-//! `row_dirty`. Before the job's savepoint is released, [`seal`] checks every prior
-//! image's MAC (so an UPDATE or DELETE never launders a row that was tampered with),
-//! checks the rows the job read, and computes the MACs of the rows that carry the mark.
-//! A row carrying the current mark was written by this job's own statements: the job
-//! may read it back without a check. A mark is a random value of one job, so nobody
-//! outside the appliance's transaction can produce a row that passes as one of the job's
-//! own.
+//! **Writes.** Domain code never writes a protected table with free SQL: it goes through
+//! the typed calls of this module, which take the row's full new image from Rust.
+//! [`insert`] binds every column; [`update`] reads the current row (queued for its
+//! check), lets Rust compute the new image from it, and writes that image with a
+//! `WHERE` on the key *and* the old MAC, so a row changed underneath fails instead of
+//! being overwritten; [`delete`] checks what it removed. Each image a job writes is kept
+//! in the job's [`Checks`]; when the job ends, [`Integrity::seal`] asks keyservice for
+//! the MACs of those images and of the rows the job read in one round trip, refuses the
+//! job if a read row fails, and writes each MAC by the row's key. What the database
+//! stores is irrelevant to the MAC: if a trigger changed a row (or moved another one),
+//! the stored values no longer match the MAC of the image the appliance chose, and
+//! every later read refuses the row. A row the job reads back after writing it must
+//! equal the image it wrote (the job's own rows have no MAC until the job ends).
 //!
-//! What this does not stop (`docs/threat-model.md`, "The database operator"): rows
-//! withheld or deleted, an earlier version of a row put back with its earlier MAC, the
-//! whole database rolled back, and a database server that lies inside the appliance's
+//! **Ids.** Row ids are allocated in the appliance from `id_sequences` (itself MACed)
+//! and bound like any other column, never taken from the database (PostgreSQL; SQLite,
+//! inside the TEE, keeps its `AUTOINCREMENT` ids).
+//!
+//! **Rollback.** Every committed write batch advances `write_epoch`, a one-row table
+//! whose MAC covers the epoch and the previous MAC (a chain). Each replica keeps the
+//! highest epoch it has seen (its own commits, the reads that check rows, the periodic
+//! check) and refuses the database (503, logged, counted) while it shows a lower one.
+//!
+//! **Drift.** At start and periodically, [`foreign_objects`] lists the triggers, rules,
+//! functions and event triggers of the database; the migrations create none, so any is
+//! reported on `/health` and in metrics. Defence in depth only: nothing above relies on
+//! it.
+//!
+//! What this does not stop (`docs/threat-model.md` §7): rows withheld or deleted, an
+//! earlier version of a row put back with its earlier MAC, the whole database rolled
+//! back while no replica runs, and a database server that lies inside the appliance's
 //! own transactions.
 //!
 //! SQLite lives on the CVM's encrypted volume, inside the TEE's boundary: the column
 //! exists there too (the SQL is shared), always NULL, never checked.
 
 use std::cell::RefCell;
+use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, OnceLock, PoisonError};
 
 pub(crate) use super::sql::Table;
-use super::sql::{Conn, OwnedValue, Row, RowChecks, SqlResult, params};
+use super::sql::{
+    Conn, Engine, FromSql, OwnedValue, Param, Row, RowChecks, SqlResult, ToParam, ValueRef, params,
+};
 use super::{Result, StoreError};
 
 macro_rules! table {
@@ -215,7 +238,15 @@ table!(
 );
 table!(ID_SEQUENCES, "id_sequences", key["name"], ["name", "next"]);
 
-/// Every protected table.
+table!(
+    WRITE_EPOCH,
+    "write_epoch",
+    key["id"],
+    ["id", "epoch", "prev_mac"]
+);
+
+/// Every protected table of migration 10 (`write_epoch`, migration 14, is MACed too).
+#[cfg(test)]
 pub(crate) const PROTECTED: [&Table; 15] = [
     &ACCOUNTS,
     &USAGE_KEYS,
@@ -233,10 +264,6 @@ pub(crate) const PROTECTED: [&Table; 15] = [
     &CHAIN_CURSORS,
     &ID_SEQUENCES,
 ];
-
-fn protected(name: &str) -> Option<&'static Table> {
-    PROTECTED.iter().copied().find(|t| t.name == name)
-}
 
 /// Computes row MACs. Blocking: called from the writer thread and from reads on the
 /// blocking pool, never on an async task.
@@ -275,11 +302,15 @@ fn encode(table: &str, values: &[OwnedValue]) -> Vec<u8> {
     out
 }
 
+fn column_index(table: &Table, column: &str) -> Option<usize> {
+    table.columns.iter().position(|c| *c == column)
+}
+
 /// The key columns of a row, for messages (numbers and short text; bytes as hex).
 fn describe_key(table: &Table, values: &[OwnedValue]) -> String {
     let mut parts = Vec::new();
     for k in table.key {
-        let idx = table.columns.iter().position(|c| c == k).unwrap_or(0);
+        let idx = column_index(table, k).unwrap_or(0);
         let shown = match values.get(idx) {
             Some(OwnedValue::Int(i)) => i.to_string(),
             Some(OwnedValue::Text(t)) => t.chars().take(64).collect(),
@@ -291,8 +322,38 @@ fn describe_key(table: &Table, values: &[OwnedValue]) -> String {
     parts.join(", ")
 }
 
-/// Length of a job's mark (a MAC is 32 bytes, so the two never mix up).
-pub(super) const MARK_LEN: usize = 16;
+/// The key columns of a row, encoded (what identifies a row a job wrote).
+fn key_of(table: &Table, values: &[OwnedValue]) -> Vec<u8> {
+    let key: Vec<OwnedValue> = table
+        .key
+        .iter()
+        .map(|k| {
+            column_index(table, k)
+                .and_then(|i| values.get(i).cloned())
+                .unwrap_or(OwnedValue::Null)
+        })
+        .collect();
+    encode(table.name, &key)
+}
+
+fn owned(param: Param<'_>) -> OwnedValue {
+    match param {
+        Param::Null => OwnedValue::Null,
+        Param::Int(i) => OwnedValue::Int(i),
+        Param::Text(t) => OwnedValue::Text(t.to_owned()),
+        Param::Blob(b) => OwnedValue::Blob(b.to_vec()),
+    }
+}
+
+fn value_ref(value: &OwnedValue) -> ValueRef<'_> {
+    match value {
+        OwnedValue::Null => ValueRef::Null,
+        OwnedValue::Int(i) => ValueRef::Int(*i),
+        OwnedValue::Real(r) => ValueRef::Real(*r),
+        OwnedValue::Text(t) => ValueRef::Text(t),
+        OwnedValue::Blob(b) => ValueRef::Blob(b),
+    }
+}
 
 /// One row to check.
 struct Check {
@@ -317,34 +378,40 @@ impl Check {
     }
 }
 
-/// The rows one read or one write job has seen, to check before its result is used.
+/// The rows one read or one write job has seen, to check before its result is used,
+/// and the row images a write job wrote, to seal when it ends.
 pub(crate) struct Checks {
     pending: RefCell<Vec<Check>>,
-    /// The current write job's mark (`None` for a read).
-    mark: Option<[u8; MARK_LEN]>,
+    /// The images this job wrote, by key (`key_of`), in the order first written.
+    written: RefCell<HashMap<Vec<u8>, Written>>,
 }
+
+/// A row image a write job wrote: when it was first written (its place in the job), its
+/// table and its values.
+type Written = (usize, &'static Table, Vec<OwnedValue>);
 
 impl Checks {
     pub(super) fn for_read() -> Self {
         Self {
             pending: RefCell::new(Vec::new()),
-            mark: None,
+            written: RefCell::new(HashMap::new()),
         }
     }
 
-    pub(super) fn for_write(mark: [u8; MARK_LEN]) -> Self {
-        Self {
-            pending: RefCell::new(Vec::new()),
-            mark: Some(mark),
-        }
+    pub(super) fn for_write() -> Self {
+        Self::for_read()
     }
 
     fn take(&self) -> Vec<Check> {
         std::mem::take(&mut *self.pending.borrow_mut())
     }
 
-    pub(super) fn is_empty(&self) -> bool {
-        self.pending.borrow().is_empty()
+    fn take_written(&self) -> Vec<(&'static Table, Vec<OwnedValue>)> {
+        let mut rows: Vec<_> = std::mem::take(&mut *self.written.borrow_mut())
+            .into_values()
+            .collect();
+        rows.sort_by_key(|(order, _, _)| *order);
+        rows.into_iter().map(|(_, t, v)| (t, v)).collect()
     }
 }
 
@@ -361,23 +428,438 @@ impl RowChecks for Checks {
             OwnedValue::Blob(b) => Some(b),
             _ => Some(Vec::new()),
         };
-        if let (Some(mac), Some(mark)) = (&mac, &self.mark)
-            && mac.as_slice() == mark.as_slice()
-        {
-            return Ok(()); // written by this very job
+        let own = self
+            .written
+            .borrow()
+            .get(&key_of(table, &values))
+            .map(|(_, _, image)| *image == values);
+        match own {
+            // Written by this very job, exactly as it chose: no MAC yet, nothing to check.
+            Some(true) => {}
+            // Written by this job but not what it wrote: refused (a NULL MAC never passes).
+            Some(false) => self
+                .pending
+                .borrow_mut()
+                .push(Check::new(table, values, None)),
+            None => self
+                .pending
+                .borrow_mut()
+                .push(Check::new(table, values, mac)),
         }
-        self.pending
-            .borrow_mut()
-            .push(Check::new(table, values, mac));
         Ok(())
+    }
+
+    fn wrote(&self, table: &'static Table, values: Vec<OwnedValue>) {
+        let mut written = self.written.borrow_mut();
+        let order = written.len();
+        let key = key_of(table, &values);
+        match written.get_mut(&key) {
+            Some(entry) => entry.2 = values,
+            None => {
+                written.insert(key, (order, table, values));
+            }
+        }
+    }
+
+    fn forget(&self, table: &'static Table, values: &[OwnedValue]) {
+        self.written.borrow_mut().remove(&key_of(table, values));
+    }
+
+    fn removed(&self, table: &'static Table, values: Vec<OwnedValue>, mac: Option<Vec<u8>>) {
+        let key = key_of(table, &values);
+        if self.written.borrow_mut().remove(&key).is_none() {
+            // A delete never launders a row: what it removed must have been genuine.
+            self.pending
+                .borrow_mut()
+                .push(Check::new(table, values, mac));
+        }
     }
 }
 
-/// Refused rows, for `/health` and the log.
+/// A protected row's columns by name, as a write gives them.
+pub(crate) type Columns<'a> = &'a [(&'static str, &'a dyn ToParam)];
+
+/// `columns![("a", x), ("b", y)]` as [`Columns`].
+macro_rules! columns {
+    ($(($c:literal, $v:expr)),+ $(,)?) => {
+        &[$(($c, &$v as &dyn $crate::store::sql::ToParam)),+]
+            as &[(&'static str, &dyn $crate::store::sql::ToParam)]
+    };
+}
+pub(crate) use columns;
+
+fn bug(what: String) -> StoreError {
+    StoreError::Task(what)
+}
+
+/// The full image of a new row: every column given, in the table's order (the id column
+/// left NULL when `allocated`).
+fn image(table: &'static Table, columns: Columns<'_>, allocated: bool) -> Result<Vec<OwnedValue>> {
+    for (name, _) in columns {
+        if column_index(table, name).is_none() {
+            return Err(bug(format!("{} has no column {name}", table.name)));
+        }
+    }
+    table
+        .columns
+        .iter()
+        .enumerate()
+        .map(|(i, c)| match columns.iter().find(|(name, _)| name == c) {
+            Some((_, v)) => Ok(owned(v.to_param())),
+            None if allocated && i == 0 => Ok(OwnedValue::Null),
+            None => Err(bug(format!(
+                "a write of {} gives no value for {c}",
+                table.name
+            ))),
+        })
+        .collect()
+}
+
+fn numbered(from: usize, count: usize) -> String {
+    (from..from + count)
+        .map(|i| format!("?{i}"))
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+fn insert_image(
+    tx: Conn<'_>,
+    table: &'static Table,
+    values: Vec<OwnedValue>,
+    or_ignore: bool,
+) -> Result<bool> {
+    let sql = format!(
+        "INSERT INTO {} ({}) VALUES ({}){}",
+        table.name,
+        table.columns.join(", "),
+        numbered(1, values.len()),
+        if or_ignore {
+            " ON CONFLICT DO NOTHING"
+        } else {
+            ""
+        }
+    );
+    let bound: Vec<&dyn ToParam> = values.iter().map(|v| v as &dyn ToParam).collect();
+    let inserted = tx.execute(&sql, &bound)? == 1;
+    if inserted && let Some(checks) = tx.checks() {
+        checks.wrote(table, values);
+    }
+    Ok(inserted)
+}
+
+/// Inserts a row: every column given by name (`NULL`s too).
+pub(crate) fn insert(tx: Conn<'_>, table: &'static Table, columns: Columns<'_>) -> Result<()> {
+    let values = image(table, columns, false)?;
+    insert_image(tx, table, values, false).map(|_| ())
+}
+
+/// Inserts a row unless one with its key exists (`ON CONFLICT DO NOTHING`); whether it
+/// did.
+pub(crate) fn insert_or_ignore(
+    tx: Conn<'_>,
+    table: &'static Table,
+    columns: Columns<'_>,
+) -> Result<bool> {
+    let values = image(table, columns, false)?;
+    insert_image(tx, table, values, true)
+}
+
+/// Inserts a row whose first column is its id, and returns that id: allocated by the
+/// appliance from `id_sequences` (PostgreSQL), or SQLite's `AUTOINCREMENT`.
+pub(crate) fn insert_new(tx: Conn<'_>, table: &'static Table, columns: Columns<'_>) -> Result<i64> {
+    insert_new_row(tx, table, columns, false)?
+        .ok_or_else(|| bug(format!("an insert into {} kept no row", table.name)))
+}
+
+/// As [`insert_new`], unless a row with one of its unique values exists (`None`).
+pub(crate) fn insert_new_or_ignore(
+    tx: Conn<'_>,
+    table: &'static Table,
+    columns: Columns<'_>,
+) -> Result<Option<i64>> {
+    insert_new_row(tx, table, columns, true)
+}
+
+fn insert_new_row(
+    tx: Conn<'_>,
+    table: &'static Table,
+    columns: Columns<'_>,
+    or_ignore: bool,
+) -> Result<Option<i64>> {
+    let mut values = image(table, columns, true)?;
+    match tx.engine() {
+        Engine::Sqlite => {
+            let sql = format!(
+                "INSERT INTO {} ({}) VALUES ({}){} RETURNING {}",
+                table.name,
+                table.columns[1..].join(", "),
+                numbered(1, values.len() - 1),
+                if or_ignore {
+                    " ON CONFLICT DO NOTHING"
+                } else {
+                    ""
+                },
+                table.columns[0]
+            );
+            let bound: Vec<&dyn ToParam> = values[1..].iter().map(|v| v as &dyn ToParam).collect();
+            Ok(tx.query_opt(&sql, &bound, |r| r.get(0))?)
+        }
+        Engine::Postgres => {
+            let id = next_id(tx, table.name, |tx| {
+                // The first id after the upgrade to appliance-allocated ids: past every
+                // id the database's identity column handed out.
+                let sql = format!(
+                    "SELECT GREATEST(COALESCE((SELECT MAX({c}) FROM {t}), 0) + 1,
+                                     nextval(pg_get_serial_sequence('{t}', '{c}')))",
+                    t = table.name,
+                    c = table.columns[0]
+                );
+                Ok(tx.query_row(&sql, params![], |r| r.get(0))?)
+            })?;
+            values[0] = OwnedValue::Int(id);
+            Ok(insert_image(tx, table, values, or_ignore)?.then_some(id))
+        }
+    }
+}
+
+/// The next value of the named sequence (`id_sequences`, MACed), `first` when it has
+/// none yet.
+pub(crate) fn next_id(
+    tx: Conn<'_>,
+    name: &str,
+    first: impl FnOnce(Conn<'_>) -> Result<i64>,
+) -> Result<i64> {
+    let mut id = None;
+    update(tx, &ID_SEQUENCES, "name = ?1", params![name], |row| {
+        if !row.is("name", &name) {
+            return Ok(false);
+        }
+        let next: i64 = row.get("next")?;
+        row.set("next", &(next + 1))?;
+        id = Some(next);
+        Ok(true)
+    })?;
+    if let Some(id) = id {
+        return Ok(id);
+    }
+    let id = first(tx)?;
+    insert(
+        tx,
+        &ID_SEQUENCES,
+        columns![("name", name), ("next", id + 1)],
+    )?;
+    Ok(id)
+}
+
+/// A protected row as an update reads it and changes it.
+pub(crate) struct RowImage {
+    table: &'static Table,
+    values: Vec<OwnedValue>,
+}
+
+impl RowImage {
+    fn index(&self, column: &str) -> Result<usize> {
+        column_index(self.table, column)
+            .ok_or_else(|| bug(format!("{} has no column {column}", self.table.name)))
+    }
+
+    pub(crate) fn get<T: FromSql>(&self, column: &str) -> Result<T> {
+        let i = self.index(column)?;
+        T::from_sql(value_ref(&self.values[i])).map_err(|reason| {
+            StoreError::Corrupt(format!("{}.{column}: {reason}", self.table.name))
+        })
+    }
+
+    pub(crate) fn set(&mut self, column: &str, value: &dyn ToParam) -> Result<()> {
+        let i = self.index(column)?;
+        if self.table.key.contains(&column) {
+            return Err(bug(format!(
+                "an update of {} changes its key {column}",
+                self.table.name
+            )));
+        }
+        self.values[i] = owned(value.to_param());
+        Ok(())
+    }
+
+    /// Whether `column` holds `value` (an update re-checks its filter in Rust: the
+    /// database chose which rows it returned).
+    pub(crate) fn is(&self, column: &str, value: &dyn ToParam) -> bool {
+        self.index(column)
+            .is_ok_and(|i| self.values[i] == owned(value.to_param()))
+    }
+}
+
+fn read_row(r: &Row<'_>, n: usize) -> SqlResult<(Vec<OwnedValue>, Option<Vec<u8>>)> {
+    let mut values = Vec::with_capacity(n);
+    for i in 0..n {
+        values.push(r.value(i)?);
+    }
+    let mac = match r.value(n)? {
+        OwnedValue::Null => None,
+        OwnedValue::Blob(b) => Some(b),
+        _ => Some(Vec::new()),
+    };
+    Ok((values, mac))
+}
+
+/// Updates the rows of `table` that `filter` (SQL on the table's own columns, with
+/// `params`) selects: each is read (and queued for its check), `change` computes its new
+/// image in Rust (`false`: leave it), and the image is written with a `WHERE` on the
+/// key and the MAC read. The number of rows changed.
+pub(crate) fn update(
+    tx: Conn<'_>,
+    table: &'static Table,
+    filter: &str,
+    params: &[&dyn ToParam],
+    mut change: impl FnMut(&mut RowImage) -> Result<bool>,
+) -> Result<usize> {
+    let n = table.columns.len();
+    let sql = format!(
+        "SELECT {} FROM {} WHERE {filter}",
+        table.select(""),
+        table.name
+    );
+    let rows = tx.query_map(&sql, params, |r| {
+        r.seal(0, table)?;
+        read_row(r, n)
+    })?;
+    let mut changed = 0;
+    for (old, mac) in rows {
+        let mut row = RowImage {
+            table,
+            values: old.clone(),
+        };
+        if !change(&mut row)? {
+            continue;
+        }
+        write_update(tx, table, &old, mac.as_deref(), row.values)?;
+        changed += 1;
+    }
+    Ok(changed)
+}
+
+/// As [`update`], for the rows whose columns equal the values given (checked again in
+/// Rust on each row the database returns).
+pub(crate) fn update_eq(
+    tx: Conn<'_>,
+    table: &'static Table,
+    filter: Columns<'_>,
+    mut change: impl FnMut(&mut RowImage) -> Result<bool>,
+) -> Result<usize> {
+    let sql: Vec<String> = filter
+        .iter()
+        .enumerate()
+        .map(|(i, (c, _))| format!("{c} = ?{}", i + 1))
+        .collect();
+    let params: Vec<&dyn ToParam> = filter.iter().map(|(_, v)| *v).collect();
+    update(tx, table, &sql.join(" AND "), &params, |row| {
+        if !filter.iter().all(|(c, v)| row.is(c, *v)) {
+            return Ok(false);
+        }
+        change(row)
+    })
+}
+
+fn write_update(
+    tx: Conn<'_>,
+    table: &'static Table,
+    old: &[OwnedValue],
+    old_mac: Option<&[u8]>,
+    new: Vec<OwnedValue>,
+) -> Result<()> {
+    let n = table.columns.len();
+    let mut sql = format!("UPDATE {} SET ", table.name);
+    for (i, c) in table.columns.iter().enumerate() {
+        sql.push_str(&format!("{c} = ?{}, ", i + 1));
+    }
+    sql.push_str("row_mac = NULL WHERE ");
+    let mut bound: Vec<&dyn ToParam> = new.iter().map(|v| v as &dyn ToParam).collect();
+    for k in table.key {
+        let i = column_index(table, k).unwrap_or(0);
+        bound.push(&old[i]);
+        sql.push_str(&format!("{k} = ?{} AND ", bound.len()));
+    }
+    bound.push(&old_mac);
+    sql.push_str(&format!("row_mac IS NOT DISTINCT FROM ?{}", bound.len()));
+    debug_assert_eq!(bound.len(), n + table.key.len() + 1);
+    if tx.execute(&sql, &bound)? != 1 {
+        return Err(StoreError::Conflict(format!(
+            "a row of {} ({}) changed while this write used it; nothing was written",
+            table.name,
+            describe_key(table, old)
+        )));
+    }
+    if let Some(checks) = tx.checks() {
+        checks.wrote(table, new);
+    }
+    Ok(())
+}
+
+/// Deletes the rows of `table` that `filter` selects; each row removed is checked (a
+/// delete never launders a tampered row). The number deleted.
+pub(crate) fn delete(
+    tx: Conn<'_>,
+    table: &'static Table,
+    filter: &str,
+    params: &[&dyn ToParam],
+) -> Result<usize> {
+    let n = table.columns.len();
+    let sql = format!(
+        "DELETE FROM {} WHERE {filter} RETURNING {}",
+        table.name,
+        table.select("")
+    );
+    let rows = tx.query_map(&sql, params, |r| read_row(r, n))?;
+    let count = rows.len();
+    if let Some(checks) = tx.checks() {
+        for (values, mac) in rows {
+            checks.removed(table, values, mac);
+        }
+    }
+    Ok(count)
+}
+
+/// Deletes the rows of `table` that `filter` selects without checking them: rows the
+/// appliance has no use for any more whatever they hold (expired ones), so that one
+/// tampered row cannot block every later write that prunes. The number deleted.
+pub(crate) fn prune(
+    tx: Conn<'_>,
+    table: &'static Table,
+    filter: &str,
+    params: &[&dyn ToParam],
+) -> Result<usize> {
+    let n = table.columns.len();
+    let sql = format!(
+        "DELETE FROM {} WHERE {filter} RETURNING {}",
+        table.name,
+        table.select("")
+    );
+    let rows = tx.query_map(&sql, params, |r| read_row(r, n))?;
+    let count = rows.len();
+    if let Some(checks) = tx.checks() {
+        for (values, _) in rows {
+            checks.forget(table, &values);
+        }
+    }
+    Ok(count)
+}
+
+/// Whether a write failed on a `UNIQUE` or primary key constraint.
+pub(crate) fn is_unique_violation(err: &StoreError) -> bool {
+    matches!(err, StoreError::Database(e) if e.is_unique_violation())
+}
+
+/// Refused rows, rollbacks and foreign database objects, for `/health`, metrics and the
+/// log.
 #[derive(Debug, Default)]
 pub struct IntegrityReport {
     failures: AtomicU64,
     last: Mutex<Option<IntegrityFailure>>,
+    rollbacks: AtomicU64,
+    last_rollback: Mutex<Option<Rollback>>,
+    foreign: Mutex<Option<Vec<String>>>,
+    epoch: AtomicU64,
 }
 
 /// The last refused row.
@@ -389,6 +871,16 @@ pub struct IntegrityFailure {
     pub at_unix: i64,
 }
 
+/// The last time the database showed an older write epoch than this replica had seen.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+pub struct Rollback {
+    /// The epoch the database showed.
+    pub found: u64,
+    /// The highest this replica had seen.
+    pub highest: u64,
+    pub at_unix: i64,
+}
+
 impl IntegrityReport {
     /// Rows refused since start.
     pub fn failures(&self) -> u64 {
@@ -397,6 +889,32 @@ impl IntegrityReport {
 
     pub fn last(&self) -> Option<IntegrityFailure> {
         self.last
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone()
+    }
+
+    /// Reads and write batches refused because the database went back in time.
+    pub fn rollbacks(&self) -> u64 {
+        self.rollbacks.load(Ordering::Relaxed)
+    }
+
+    pub fn last_rollback(&self) -> Option<Rollback> {
+        *self
+            .last_rollback
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// The highest write epoch this replica has seen.
+    pub fn epoch(&self) -> u64 {
+        self.epoch.load(Ordering::Relaxed)
+    }
+
+    /// Triggers, rules, functions and event triggers in the database that no migration
+    /// created (`None`: not checked yet, or the last check could not run).
+    pub fn foreign_objects(&self) -> Option<Vec<String>> {
+        self.foreign
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
             .clone()
@@ -415,6 +933,44 @@ impl IntegrityReport {
             at_unix: super::now_unix(),
         });
     }
+
+    fn record_rollback(&self, found: u64, highest: u64) {
+        self.rollbacks.fetch_add(1, Ordering::Relaxed);
+        tracing::error!(
+            found,
+            highest,
+            "store integrity: the database shows an older write epoch than this replica has seen (rolled back); refused"
+        );
+        *self
+            .last_rollback
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner) = Some(Rollback {
+            found,
+            highest,
+            at_unix: super::now_unix(),
+        });
+    }
+
+    fn record_foreign(&self, objects: Option<Vec<String>>) {
+        if let Some(list) = &objects
+            && !list.is_empty()
+        {
+            tracing::error!(
+                objects = %list.join(", "),
+                "store integrity: the database holds triggers, rules or functions the migrations did not create"
+            );
+        }
+        *self.foreign.lock().unwrap_or_else(PoisonError::into_inner) = objects;
+    }
+}
+
+/// The epoch step a write batch will commit: checked when the batch begins, written
+/// before it commits.
+pub(super) struct EpochStep {
+    old: u64,
+    old_mac: Option<Vec<u8>>,
+    new: u64,
+    tag: [u8; 32],
 }
 
 /// The integrity state of a PostgreSQL store.
@@ -442,24 +998,6 @@ impl Integrity {
                 "the store's row keys are not available yet (keyservice has no root)".into(),
             )
         })
-    }
-
-    /// Checks what a read saw.
-    pub(super) fn verify(&self, checks: &Checks) -> Result<()> {
-        let mut pending = checks.take();
-        if pending.is_empty() {
-            return Ok(());
-        }
-        let tags = self.tags(
-            pending
-                .iter_mut()
-                .map(|c| std::mem::take(&mut c.input))
-                .collect(),
-        )?;
-        for (check, tag) in pending.iter().zip(tags) {
-            self.compare(check, &tag)?;
-        }
-        Ok(())
     }
 
     fn tags(&self, inputs: Vec<Vec<u8>>) -> Result<Vec<[u8; 32]>> {
@@ -492,116 +1030,249 @@ impl Integrity {
         })
     }
 
-    /// The end of a write job (on the writer's connection, inside the job's savepoint):
-    /// checks the prior images of changed rows and the rows the job read, then seals the
-    /// rows the job wrote.
-    pub(super) fn seal(&self, conn: Conn<'_>, checks: &Checks) -> Result<()> {
-        let Some(mark) = checks.mark else {
-            return Err(StoreError::Task("sealing outside a write job".into()));
-        };
-        let dirty: Vec<(String, bool)> = conn.query_map(
-            "SELECT tbl, prior FROM row_dirty ORDER BY tbl",
-            params![],
-            |r| Ok((r.get(0)?, r.get(1)?)),
-        )?;
-        if dirty.is_empty() && checks.is_empty() {
+    /// Checks what a read saw, together with the database's write epoch (on `conn`,
+    /// outside the read's own snapshot, so a commit this replica saw is visible to it).
+    pub(super) fn verify(&self, conn: Conn<'_>, checks: &Checks) -> Result<()> {
+        let mut pending = checks.take();
+        if pending.is_empty() {
             return Ok(());
         }
+        let highest = self.report.epoch();
+        let epoch = read_epoch(conn)?;
+        let mut inputs: Vec<Vec<u8>> = pending
+            .iter_mut()
+            .map(|c| std::mem::take(&mut c.input))
+            .collect();
+        let mut epoch_check = epoch.check();
+        if let Some(check) = &mut epoch_check {
+            inputs.push(std::mem::take(&mut check.input));
+        }
+        let tags = self.tags(inputs)?;
+        for (check, tag) in pending.iter().zip(&tags) {
+            self.compare(check, tag)?;
+        }
+        if let Some(check) = &epoch_check {
+            self.compare(check, &tags[pending.len()])?;
+        }
+        self.accept_epoch(epoch.epoch, highest)?;
+        Ok(())
+    }
+
+    /// Refuses an epoch below `highest` (read before the epoch was); else remembers it.
+    fn accept_epoch(&self, found: u64, highest: u64) -> Result<()> {
+        if found < highest {
+            self.report.record_rollback(found, highest);
+            return Err(StoreError::Unavailable(format!(
+                "the database was rolled back (write epoch {found}, this replica has seen {highest}); refusing it"
+            )));
+        }
+        self.report.epoch.fetch_max(found, Ordering::Relaxed);
+        Ok(())
+    }
+
+    /// The periodic check of the database's write epoch (nothing before the row keys are
+    /// available).
+    pub(super) fn check_epoch(&self, conn: Conn<'_>) -> Result<u64> {
+        if self.authenticator.get().is_none() {
+            return Ok(self.report.epoch());
+        }
+        let highest = self.report.epoch();
+        let epoch = read_epoch(conn)?;
+        if let Some(mut check) = epoch.check() {
+            let tags = self.tags(vec![std::mem::take(&mut check.input)])?;
+            self.compare(&check, &tags[0])?;
+        }
+        self.accept_epoch(epoch.epoch, highest)?;
+        Ok(epoch.epoch)
+    }
+
+    /// The start of a write batch (under the replicas' write lock): the database's epoch
+    /// must not be below what this replica has seen; the next epoch's MAC is computed in
+    /// the same keyservice round trip.
+    ///
+    /// `None` before the row keys are available: such a batch cannot touch a protected
+    /// row (every job that does is refused when it is sealed), only the tables the root's
+    /// hand-over uses, so it leaves the epoch alone.
+    pub(super) fn begin_batch(&self, conn: Conn<'_>) -> Result<Option<EpochStep>> {
+        if self.authenticator.get().is_none() {
+            return Ok(None);
+        }
+        let highest = self.report.epoch();
+        let epoch = read_epoch(conn)?;
+        let new = epoch.epoch + 1;
+        let next = vec![
+            OwnedValue::Int(1),
+            OwnedValue::Int(to_i64(new)?),
+            epoch.mac.clone().map_or(OwnedValue::Null, OwnedValue::Blob),
+        ];
+        let mut inputs = vec![encode(WRITE_EPOCH.name, &next)];
+        let mut epoch_check = epoch.check();
+        if let Some(check) = &mut epoch_check {
+            inputs.push(std::mem::take(&mut check.input));
+        }
+        let tags = self.tags(inputs)?;
+        if let Some(check) = &epoch_check {
+            self.compare(check, &tags[1])?;
+        }
+        self.accept_epoch(epoch.epoch, highest)?;
+        Ok(Some(EpochStep {
+            old: epoch.epoch,
+            old_mac: epoch.mac,
+            new,
+            tag: tags[0],
+        }))
+    }
+
+    /// Writes the batch's epoch step (just before the commit).
+    pub(super) fn finish_batch(&self, conn: Conn<'_>, step: &EpochStep) -> Result<()> {
+        let changed = conn.execute(
+            "UPDATE write_epoch SET epoch = ?1, prev_mac = ?2, row_mac = ?3
+             WHERE id = 1 AND epoch = ?4 AND row_mac IS NOT DISTINCT FROM ?2",
+            params![to_i64(step.new)?, step.old_mac, step.tag, to_i64(step.old)?],
+        )?;
+        if changed != 1 {
+            return Err(StoreError::Unavailable(
+                "the write epoch changed during a write batch; nothing was kept".into(),
+            ));
+        }
+        Ok(())
+    }
+
+    /// The batch committed: its epoch is the highest this replica has seen.
+    pub(super) fn committed(&self, step: &EpochStep) {
+        self.report.epoch.fetch_max(step.new, Ordering::Relaxed);
+    }
+
+    /// The end of a write job (on the writer's connection, inside the job's savepoint):
+    /// checks the rows the job read and removed, then writes the MACs of the images the
+    /// job chose, by key. One keyservice round trip.
+    pub(super) fn seal(&self, conn: Conn<'_>, checks: &Checks) -> Result<()> {
         let mut verify = checks.take();
-        let mut seal: Vec<(&'static Table, Vec<OwnedValue>, Vec<u8>)> = Vec::new();
-        for (name, prior) in &dirty {
-            let table = protected(name).ok_or_else(|| {
-                StoreError::Task(format!(
-                    "row_dirty names a table that is not protected: {name}"
-                ))
-            })?;
-            let n = table.columns.len();
-            if *prior {
-                let sql = format!("SELECT {} FROM {}_prior", table.select(""), table.name);
-                let rows = conn.query_map(&sql, params![], |r| read_row(r, n))?;
-                for (values, mac) in rows {
-                    verify.push(Check::new(table, values, mac));
-                }
-            }
-            let sql = format!(
-                "SELECT {} FROM {} WHERE octet_length(row_mac) = {MARK_LEN} AND row_mac = ?1",
-                table.select(""),
-                table.name
-            );
-            for (values, _) in conn.query_map(&sql, params![mark], |r| read_row(r, n))? {
-                let input = encode(table.name, &values);
-                seal.push((table, values, input));
-            }
+        let mut written = checks.take_written();
+        if verify.is_empty() && written.is_empty() {
+            return Ok(());
         }
         let mut inputs: Vec<Vec<u8>> = verify
             .iter_mut()
             .map(|c| std::mem::take(&mut c.input))
             .collect();
-        inputs.extend(seal.iter_mut().map(|(_, _, input)| std::mem::take(input)));
+        inputs.extend(written.iter_mut().map(|(t, v)| encode(t.name, v)));
         let tags = self.tags(inputs)?;
         let (checked, sealed) = tags.split_at(verify.len());
         for (check, tag) in verify.iter().zip(checked) {
             self.compare(check, tag)?;
         }
-        for ((table, values, _), tag) in seal.iter().zip(sealed) {
-            let mut sql = format!("UPDATE {} SET row_mac = ?1 WHERE ", table.name);
-            let mut key_values: Vec<&OwnedValue> = Vec::new();
-            for (i, k) in table.key.iter().enumerate() {
-                if i > 0 {
-                    sql.push_str(" AND ");
-                }
-                sql.push_str(&format!("{k} = ?{}", i + 2));
-                let idx = table.columns.iter().position(|c| c == k).unwrap_or(0);
-                key_values.push(&values[idx]);
+        for ((table, values), tag) in written.iter().zip(sealed) {
+            let mut sql = format!(
+                "UPDATE {} SET row_mac = ?1 WHERE row_mac IS NULL",
+                table.name
+            );
+            let mut bound: Vec<&dyn ToParam> = vec![tag];
+            for k in table.key {
+                let idx = column_index(table, k).unwrap_or(0);
+                bound.push(&values[idx]);
+                sql.push_str(&format!(" AND {k} = ?{}", bound.len()));
             }
-            let mut bound: Vec<&dyn super::sql::ToParam> = vec![tag];
-            bound.extend(key_values.iter().map(|v| *v as &dyn super::sql::ToParam));
             if conn.execute(&sql, &bound)? != 1 {
-                return Err(StoreError::Task(format!(
-                    "sealing {}: the row {} was not found",
+                return Err(StoreError::Unavailable(format!(
+                    "sealing {}: the row {} this write made is gone; nothing was kept",
                     table.name,
                     describe_key(table, values)
                 )));
             }
         }
-        for (name, prior) in &dirty {
-            if *prior {
-                conn.execute(&format!("DELETE FROM {name}_prior"), params![])?;
-            }
-        }
-        conn.execute("DELETE FROM row_dirty", params![])?;
         Ok(())
     }
 }
 
-fn read_row(r: &Row<'_>, n: usize) -> SqlResult<(Vec<OwnedValue>, Option<Vec<u8>>)> {
-    let mut values = Vec::with_capacity(n);
-    for i in 0..n {
-        values.push(r.value(i)?);
+fn to_i64(n: u64) -> Result<i64> {
+    i64::try_from(n).map_err(|_| StoreError::Corrupt("write epoch out of range".into()))
+}
+
+/// The `write_epoch` row as the database shows it.
+struct Epoch {
+    epoch: u64,
+    prev: Option<Vec<u8>>,
+    mac: Option<Vec<u8>>,
+}
+
+impl Epoch {
+    /// Its check; none for the row migration 14 created (epoch 0, no MAC yet: a
+    /// database reset to it shows epoch 0, below anything a replica has seen).
+    fn check(&self) -> Option<Check> {
+        if self.epoch == 0 && self.mac.is_none() && self.prev.is_none() {
+            return None;
+        }
+        let values = vec![
+            OwnedValue::Int(1),
+            OwnedValue::Int(i64::try_from(self.epoch).unwrap_or(i64::MAX)),
+            self.prev.clone().map_or(OwnedValue::Null, OwnedValue::Blob),
+        ];
+        Some(Check::new(&WRITE_EPOCH, values, self.mac.clone()))
     }
-    let mac = match r.value(n)? {
-        OwnedValue::Null => None,
-        OwnedValue::Blob(b) => Some(b),
-        _ => Some(Vec::new()),
-    };
-    Ok((values, mac))
 }
 
-/// A fresh mark for a write job.
-pub(super) fn new_mark() -> Result<[u8; MARK_LEN]> {
-    let mut mark = [0u8; MARK_LEN];
-    ring::rand::SecureRandom::fill(&ring::rand::SystemRandom::new(), &mut mark)
-        .map_err(|_| StoreError::Task("no randomness for a write mark".into()))?;
-    Ok(mark)
+fn read_epoch(conn: Conn<'_>) -> Result<Epoch> {
+    let row = conn.query_opt(
+        "SELECT epoch, prev_mac, row_mac FROM write_epoch WHERE id = 1",
+        params![],
+        |r| Ok((r.get::<u64>(0)?, r.get(1)?, r.get(2)?)),
+    )?;
+    match row {
+        Some((epoch, prev, mac)) => Ok(Epoch { epoch, prev, mac }),
+        None => Err(StoreError::Tampered {
+            table: WRITE_EPOCH.name,
+            row: "id=1 (missing)".into(),
+        }),
+    }
 }
 
-/// The SQL that sets a job's mark (transaction-local, so it ends with the batch).
-pub(super) fn set_mark(conn: Conn<'_>, mark: &[u8; MARK_LEN]) -> SqlResult<()> {
-    conn.query_row(
-        "SELECT set_config('appliance.row_mark', ?1, true)",
-        params![hex::encode(mark)],
-        |_| Ok(()),
-    )
+/// The triggers, rules, functions and event triggers of the database (outside the
+/// system schemas and extensions), by kind and name. Migration 14 removed the only ones
+/// the migrations ever created; the change feed is a `NOTIFY` in the writer's commit, not
+/// a trigger. So every one listed is foreign.
+pub(super) fn foreign_objects(conn: Conn<'_>) -> Result<Vec<String>> {
+    Ok(conn.query_map(
+        "SELECT 'trigger ' || n.nspname || '.' || c.relname || '.' || t.tgname
+           FROM pg_trigger t JOIN pg_class c ON c.oid = t.tgrelid
+           JOIN pg_namespace n ON n.oid = c.relnamespace
+          WHERE NOT t.tgisinternal
+         UNION ALL
+         SELECT 'rule ' || n.nspname || '.' || c.relname || '.' || r.rulename
+           FROM pg_rewrite r JOIN pg_class c ON c.oid = r.ev_class
+           JOIN pg_namespace n ON n.oid = c.relnamespace
+          WHERE r.rulename <> '_RETURN'
+            AND n.nspname NOT IN ('pg_catalog', 'information_schema')
+         UNION ALL
+         SELECT 'function ' || n.nspname || '.' || p.proname
+           FROM pg_proc p JOIN pg_namespace n ON n.oid = p.pronamespace
+          WHERE n.nspname NOT IN ('pg_catalog', 'information_schema')
+            AND n.nspname NOT LIKE 'pg\\_toast%' AND n.nspname NOT LIKE 'pg\\_temp%'
+            AND NOT EXISTS (SELECT 1 FROM pg_depend d
+                             WHERE d.classid = 'pg_proc'::regclass AND d.objid = p.oid
+                               AND d.deptype = 'e')
+         UNION ALL
+         SELECT 'event trigger ' || e.evtname FROM pg_event_trigger e
+         ORDER BY 1",
+        params![],
+        |r| r.get(0),
+    )?)
+}
+
+impl Integrity {
+    /// One drift check: lists foreign objects (reported) and checks the write epoch.
+    pub(super) fn watch(&self, conn: Conn<'_>) {
+        match foreign_objects(conn) {
+            Ok(list) => self.report.record_foreign(Some(list)),
+            Err(err) => {
+                tracing::warn!(error = %err, "store integrity: cannot list the database's triggers and functions");
+                self.report.record_foreign(None);
+            }
+        }
+        if let Err(err) = self.check_epoch(conn) {
+            tracing::warn!(error = %err, "store integrity: the periodic write-epoch check failed");
+        }
+    }
 }
 
 /// Migration 10 for PostgreSQL, as generated from [`PROTECTED`] when it was written
@@ -615,7 +1286,7 @@ pub(super) fn migration_postgres() -> String {
             "
 ALTER TABLE {t} ADD COLUMN row_mac BYTEA;
 CREATE TABLE {t}_prior (LIKE {t});
-CREATE INDEX {t}_marked ON {t} (row_mac) WHERE octet_length(row_mac) = {MARK_LEN};
+CREATE INDEX {t}_marked ON {t} (row_mac) WHERE octet_length(row_mac) = 16;
 CREATE TRIGGER {t}_row_changed BEFORE INSERT OR UPDATE OR DELETE ON {t}
     FOR EACH ROW EXECUTE FUNCTION appliance_row_changed();
 "
@@ -889,6 +1560,236 @@ mod tests {
         tokio::time::sleep(crate::store::key_cache::REPLICA_TTL).await;
         assert_eq!(store.resolve_key(KeyHash([9; 32])).await.unwrap(), None);
         let _ = account;
+    }
+
+    /// The issue's attack: a trigger the database's operator adds moves the victim's
+    /// wallet to the attacker's account whenever the appliance writes an accepted
+    /// signature (a write anyone can cause). The appliance never MACs the moved row:
+    /// the attacker's reads and uses of it are refused and counted, and the drift check
+    /// names the trigger.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_foreign_trigger_cannot_hand_a_wallet_to_another_account() {
+        let Some((db, store, victim)) = populated().await else {
+            return;
+        };
+        let attacker = new_account(&store, 2).await;
+        assert_eq!(store.check_database().await.unwrap(), Some(vec![]));
+        db.behind_the_back(&format!(
+            "CREATE FUNCTION steal() RETURNS trigger LANGUAGE plpgsql AS $$
+             BEGIN
+                 UPDATE wallets SET account_id = {attacker} WHERE account_id = {victim};
+                 RETURN NEW;
+             END $$;
+             CREATE TRIGGER steal AFTER INSERT ON accepted_signatures
+                 FOR EACH ROW EXECUTE FUNCTION steal();",
+            attacker = attacker.0,
+            victim = victim.0
+        ))
+        .await;
+        let report = store.integrity_report().unwrap();
+        let before = report.failures();
+        // Any write of an accepted signature fires it (here the one `X-Wallet-Auth` and
+        // `create_wallet_with_signature` make).
+        assert!(
+            store
+                .accept_signature(crate::store::testing::signature(
+                    1,
+                    crate::store::testing::now()
+                ))
+                .await
+                .unwrap()
+        );
+        let moved = crate::store::WalletRef::Pkp(identity(7).pkp_id);
+        assert_tampered(store.wallet(attacker, moved).await, "wallets");
+        assert_tampered(
+            store
+                .list_wallets(
+                    attacker,
+                    Page {
+                        number: 0,
+                        size: 10,
+                    },
+                )
+                .await,
+            "wallets",
+        );
+        // Nor can a later write of the attacker's seal it for him.
+        assert!(
+            store
+                .create_wallet(
+                    attacker,
+                    identity(8),
+                    "w2".into(),
+                    String::new(),
+                    Charge::free()
+                )
+                .await
+                .is_ok()
+        );
+        assert_tampered(store.wallet(attacker, moved).await, "wallets");
+        assert!(report.failures() >= before + 3, "{}", report.failures());
+        assert_eq!(report.last().unwrap().table, "wallets");
+        let foreign = store.check_database().await.unwrap().unwrap();
+        assert!(
+            foreign.contains(&"trigger public.accepted_signatures.steal".to_owned())
+                && foreign.contains(&"function public.steal".to_owned()),
+            "{foreign:?}"
+        );
+        assert_eq!(report.foreign_objects(), Some(foreign));
+    }
+
+    /// The issue's second path: database code that runs when the appliance writes (a
+    /// replaced appliance function was one; the appliance has none left to replace, so
+    /// here it is a function and a trigger of the operator's) inflates a balance as it is
+    /// written. The inflated balance never gets a MAC, is never charged against, and the
+    /// refusal is counted.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn database_code_cannot_inflate_a_balance() {
+        let Some((db, store, account)) = populated().await else {
+            return;
+        };
+        // Nothing of the appliance's runs in the database.
+        assert_eq!(store.check_database().await.unwrap(), Some(vec![]));
+        store
+            .credit_payment(account, "pi_1".into(), 100)
+            .await
+            .unwrap();
+        db.behind_the_back(
+            "CREATE FUNCTION inflate_balance() RETURNS trigger LANGUAGE plpgsql AS $$
+             BEGIN
+                 NEW.balance_cents := 1000000;
+                 RETURN NEW;
+             END $$;
+             CREATE TRIGGER inflate BEFORE INSERT OR UPDATE ON credit_balances
+                 FOR EACH ROW EXECUTE FUNCTION inflate_balance();",
+        )
+        .await;
+        let report = store.integrity_report().unwrap();
+        let before = report.failures();
+        // The appliance decides 95; the database stores a million under a MAC of 95.
+        assert_eq!(store.charge(account, 5, "x").await.unwrap(), 95);
+        assert_tampered(store.balance(account).await, "credit_balances");
+        assert_tampered(store.charge(account, 5000, "x").await, "credit_balances");
+        assert!(report.failures() >= before + 2);
+        let foreign = store.check_database().await.unwrap().unwrap();
+        assert!(
+            foreign.contains(&"trigger public.credit_balances.inflate".to_owned())
+                && foreign.contains(&"function public.inflate_balance".to_owned()),
+            "{foreign:?}"
+        );
+    }
+
+    /// The tables a rollback test snapshots and restores (every table a write below
+    /// touches, and the epoch).
+    const ROLLED_BACK: [&str; 8] = [
+        "usage_keys",
+        "credit_ledger",
+        "credit_balances",
+        "chain_outbox",
+        "accepted_signatures",
+        "id_sequences",
+        "wallets",
+        "write_epoch",
+    ];
+
+    /// A database put back to an older, correctly MACed copy under a running replica:
+    /// the revoked key does not come back and the spent credit cannot be spent again;
+    /// every read and write is refused (503), logged and counted.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_database_rolled_back_under_a_running_replica_is_refused() {
+        let Some((db, store, account)) = populated().await else {
+            return;
+        };
+        store
+            .credit_payment(account, "pi_1".into(), 100)
+            .await
+            .unwrap();
+        let mut snapshot = String::from("CREATE SCHEMA snap;");
+        for t in ROLLED_BACK {
+            snapshot.push_str(&format!("CREATE TABLE snap.{t} AS SELECT * FROM {t};"));
+        }
+        db.behind_the_back(&snapshot).await;
+        // Revoke the key and spend the credit.
+        store
+            .remove_usage_key(account, KeyHash([9; 32]), Charge::free())
+            .await
+            .unwrap();
+        assert_eq!(store.charge(account, 100, "x").await.unwrap(), 0);
+        let report = store.integrity_report().unwrap();
+        assert_eq!(report.rollbacks(), 0);
+        let seen = report.epoch();
+        assert!(seen >= 3, "{seen}");
+        let mut restore = String::from("BEGIN;");
+        for t in ROLLED_BACK {
+            restore.push_str(&format!(
+                "DELETE FROM {t}; INSERT INTO {t} SELECT * FROM snap.{t};"
+            ));
+        }
+        restore.push_str("COMMIT;");
+        db.behind_the_back(&restore).await;
+        tokio::time::sleep(crate::store::key_cache::REPLICA_TTL).await;
+        assert_unavailable(store.resolve_key(KeyHash([9; 32])).await);
+        assert_unavailable(store.balance(account).await);
+        assert_unavailable(store.charge(account, 50, "x").await);
+        assert_unavailable(
+            store
+                .add_usage_key(
+                    account,
+                    NewUsageKey {
+                        key_hash: KeyHash([10; 32]),
+                        name: "k2".into(),
+                        description: String::new(),
+                        permissions: Permissions::default(),
+                    },
+                    Charge::free(),
+                )
+                .await,
+        );
+        // The periodic check sees it too, without any request.
+        let _ = store.check_database().await;
+        assert!(report.rollbacks() >= 5, "{}", report.rollbacks());
+        let last = report.last_rollback().unwrap();
+        assert!(
+            last.found < last.highest && last.highest == seen,
+            "{last:?}"
+        );
+        // A replica that starts afterwards has seen nothing and cannot tell
+        // (docs/threat-model.md §7): the limit of the defence, stated here.
+        let fresh = db.open().await;
+        assert!(matches!(
+            fresh.resolve_key(KeyHash([9; 32])).await,
+            Ok(Some(_))
+        ));
+    }
+
+    fn assert_unavailable<T: std::fmt::Debug>(out: Result<T>) {
+        match out {
+            Err(StoreError::Unavailable(msg)) => assert!(msg.contains("rolled back"), "{msg}"),
+            other => panic!("expected the rolled-back database to be refused, got {other:?}"),
+        }
+    }
+
+    /// Every committed batch advances the epoch, and the epoch row's MAC chains.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn each_committed_batch_advances_the_write_epoch() {
+        let Some((db, store, account)) = populated().await else {
+            return;
+        };
+        let report = store.integrity_report().unwrap();
+        let before = report.epoch();
+        store
+            .credit_payment(account, "pi_1".into(), 100)
+            .await
+            .unwrap();
+        assert_eq!(report.epoch(), before + 1);
+        // The epoch row edited behind the back (moved forward) is refused like any row.
+        db.behind_the_back("UPDATE write_epoch SET epoch = epoch + 10")
+            .await;
+        match store.charge(account, 1, "x").await {
+            Err(err) => assert!(err.to_string().contains("write_epoch"), "{err}"),
+            Ok(balance) => panic!("charged against an edited epoch: {balance}"),
+        }
+        assert_eq!(report.last().unwrap().table, "write_epoch");
     }
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

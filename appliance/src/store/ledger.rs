@@ -15,7 +15,7 @@
 //! same way, in the transaction that creates the account.
 
 use super::base::AccountId;
-use super::integrity::{CREDIT_BALANCES, CREDIT_LEDGER};
+use super::integrity::{self, CREDIT_BALANCES, CREDIT_LEDGER, columns};
 use super::sql::{Conn, params};
 use super::{Page, Result, Store, StoreError, now_unix};
 
@@ -158,24 +158,47 @@ fn append(
         .filter(|a| *a >= 0)
         .ok_or_else(|| StoreError::PaymentRequired(insufficient(before, -amount)))?;
     let now = now_unix();
-    tx.execute(
-        "INSERT INTO credit_ledger (account_id, kind, amount_cents, balance_after, payment_intent_id, operation, created_at)
-         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
-        params![
-            account.0,
-            kind.as_str(),
-            amount,
-            after,
-            payment_intent_id,
-            operation,
-            now
+    integrity::insert_new(
+        tx,
+        &CREDIT_LEDGER,
+        columns![
+            ("account_id", account.0),
+            ("kind", kind.as_str()),
+            ("amount_cents", amount),
+            ("balance_after", after),
+            ("payment_intent_id", payment_intent_id),
+            ("operation", operation),
+            ("created_at", now),
         ],
     )?;
-    tx.execute(
-        "INSERT INTO credit_balances (account_id, balance_cents, updated_at) VALUES (?1, ?2, ?3)
-         ON CONFLICT (account_id) DO UPDATE SET balance_cents = excluded.balance_cents, updated_at = excluded.updated_at",
-        params![account.0, after, now],
+    // The new balance is decided here, from the balance read above; the row must still
+    // hold that balance when it is written.
+    let moved = integrity::update_eq(
+        tx,
+        &CREDIT_BALANCES,
+        columns![("account_id", account.0)],
+        |row| {
+            if row.get::<i64>("balance_cents")? != before {
+                return Err(StoreError::Conflict(
+                    "the balance changed during this write; nothing was charged".into(),
+                ));
+            }
+            row.set("balance_cents", &after)?;
+            row.set("updated_at", &now)?;
+            Ok(true)
+        },
     )?;
+    if moved == 0 {
+        integrity::insert(
+            tx,
+            &CREDIT_BALANCES,
+            columns![
+                ("account_id", account.0),
+                ("balance_cents", after),
+                ("updated_at", now),
+            ],
+        )?;
+    }
     Ok(u64::try_from(after).unwrap_or(0))
 }
 

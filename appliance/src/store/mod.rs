@@ -50,7 +50,7 @@ mod sealed_roots;
 mod signature_replay;
 pub(crate) mod sql;
 #[cfg(test)]
-mod testing;
+pub(crate) mod testing;
 mod usage_keys;
 mod wallets;
 mod writer;
@@ -69,7 +69,7 @@ pub use chain_apply::{ChainChange, ChainEvent};
 pub use chain_secured::{ChainSecuredAccount, Conversion, MasterKeyAccount};
 pub use execution::WalletScope;
 pub use groups::{GroupRecord, GroupSpec, Permitted};
-pub use integrity::{IntegrityFailure, IntegrityReport, RowAuthenticator};
+pub use integrity::{IntegrityFailure, IntegrityReport, Rollback, RowAuthenticator};
 pub use leadership::Leadership;
 pub use ledger::{Charge, Credited, InitialCredit, LedgerEntry, LedgerKind};
 pub use postgres::{PgOptions, redact as postgres_target};
@@ -259,6 +259,21 @@ impl Store {
         postgres::follow_changes(Arc::clone(&pool), Arc::downgrade(&keys))
             .map_err(|e| StoreError::Task(format!("cannot start the store's change feed: {e}")))?;
         let integrity = Arc::new(integrity::Integrity::new());
+        // The database's triggers, rules and functions, at start and then periodically
+        // (defence in depth: `store::integrity`).
+        {
+            let integrity = Arc::clone(&integrity);
+            pool.run(move |session| {
+                integrity.watch(Conn::postgres(session));
+                Ok(())
+            })
+            .await?;
+        }
+        tokio::spawn(watch_database(
+            Arc::downgrade(&pool),
+            Arc::downgrade(&integrity),
+            options.integrity_check_interval,
+        ));
         Self::assemble(
             Backend::Postgres(Arc::clone(&pool)),
             writer::WriterDb::Postgres {
@@ -317,6 +332,23 @@ impl Store {
     /// Rows refused for failing their MAC (PostgreSQL; `None` for SQLite).
     pub fn integrity_report(&self) -> Option<Arc<IntegrityReport>> {
         self.inner.integrity.as_ref().map(|i| Arc::clone(&i.report))
+    }
+
+    /// Runs the database check now (PostgreSQL; `None` for SQLite): lists the
+    /// triggers, rules and functions no migration created (also reported on the
+    /// [`IntegrityReport`]) and checks the write epoch. It also runs at start and every
+    /// `integrity_check_interval`.
+    pub async fn check_database(&self) -> Result<Option<Vec<String>>> {
+        let (Backend::Postgres(pool), Some(integrity)) =
+            (&self.inner.backend, self.inner.integrity.clone())
+        else {
+            return Ok(None);
+        };
+        pool.run(move |session| {
+            integrity.watch(Conn::postgres(session));
+            Ok(integrity.report.foreign_objects())
+        })
+        .await
     }
 
     /// The engine behind this store.
@@ -400,7 +432,7 @@ impl Store {
                         Some(integrity) => {
                             let checks = integrity::Checks::for_read();
                             let out = f(conn.with_checks(&checks))?;
-                            integrity.verify(&checks)?;
+                            integrity.verify(conn, &checks)?;
                             Ok(out)
                         }
                         None => f(conn),
@@ -447,6 +479,31 @@ impl Store {
     /// The schema version in force.
     pub async fn schema_version(&self) -> Result<i64> {
         self.read(migrations::current_version).await
+    }
+}
+
+/// Every `interval`, lists the database's foreign objects and checks its write epoch,
+/// until the store is dropped.
+async fn watch_database(
+    pool: std::sync::Weak<postgres::PgPool>,
+    integrity: std::sync::Weak<integrity::Integrity>,
+    interval: std::time::Duration,
+) {
+    let interval = interval.max(std::time::Duration::from_secs(1));
+    loop {
+        tokio::time::sleep(interval).await;
+        let (Some(pool), Some(integrity)) = (pool.upgrade(), integrity.upgrade()) else {
+            return;
+        };
+        let watched = pool
+            .run(move |session| {
+                integrity.watch(Conn::postgres(session));
+                Ok(())
+            })
+            .await;
+        if let Err(err) = watched {
+            tracing::warn!(error = %err, "store integrity: the periodic check could not run");
+        }
     }
 }
 

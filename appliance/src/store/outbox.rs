@@ -12,7 +12,7 @@ use alloy::primitives::B256;
 use chain_contracts::ops::MirrorOp;
 
 use super::base::{AccountId, AccountMode, account_head};
-use super::integrity::{CHAIN_BATCHES, CHAIN_CURSORS, CHAIN_OUTBOX};
+use super::integrity::{self, ACCOUNTS, CHAIN_BATCHES, CHAIN_CURSORS, CHAIN_OUTBOX, columns};
 use super::sql::{Conn, SqlResult, params};
 use super::{Result, Store, StoreError, now_unix};
 
@@ -30,9 +30,19 @@ pub(super) fn record(tx: Conn<'_>, account: AccountId, op: &MirrorOp) -> Result<
     }
     let api_key_hash = head.api_key_hash;
     let json = serde_json::to_string(op).map_err(|e| StoreError::Task(e.to_string()))?;
-    tx.execute(
-        "INSERT INTO chain_outbox (api_key_hash, format, op, created_at) VALUES (?1, ?2, ?3, ?4)",
-        params![api_key_hash, FORMAT, json, now_unix()],
+    integrity::insert_new(
+        tx,
+        &CHAIN_OUTBOX,
+        columns![
+            ("api_key_hash", api_key_hash),
+            ("format", FORMAT),
+            ("op", json),
+            ("created_at", now_unix()),
+            ("state", "pending"),
+            ("batch_id", None::<i64>),
+            ("solo", 0i64),
+            ("error", None::<String>),
+        ],
     )?;
     Ok(())
 }
@@ -125,9 +135,15 @@ impl Store {
     /// Marks one entry as failed for good (the chain refuses it; see the log and `error`).
     pub async fn outbox_fail(&self, seq: i64, error: String) -> Result<()> {
         self.write(move |tx| {
-            tx.execute(
-                "UPDATE chain_outbox SET state = 'failed', error = ?2 WHERE seq = ?1 AND state = 'pending'",
-                params![seq, error],
+            integrity::update_eq(
+                tx,
+                &CHAIN_OUTBOX,
+                columns![("seq", seq), ("state", "pending")],
+                |row| {
+                    row.set("state", &"failed")?;
+                    row.set("error", &error)?;
+                    Ok(true)
+                },
             )?;
             undo_refused_conversions(tx, "seq = ?1", seq)
         })
@@ -166,19 +182,39 @@ impl Store {
                     "batch {other} is still in flight"
                 )));
             }
-            let id: i64 = tx.query_row(
-                "INSERT INTO chain_batches (first_seq, last_seq, payer, nonce, raw_tx, tx_hashes, state, created_at)
-                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, 'sent', ?7) RETURNING id",
-                params![first, last, payer, nonce as i64, raw_tx, hashes_json(&[tx_hash]), now],
-                |r| r.get(0),
+            let id = integrity::insert_new(
+                tx,
+                &CHAIN_BATCHES,
+                columns![
+                    ("first_seq", first),
+                    ("last_seq", last),
+                    ("payer", payer),
+                    ("nonce", nonce as i64),
+                    ("raw_tx", raw_tx),
+                    ("tx_hashes", hashes_json(&[tx_hash])),
+                    ("state", "sent"),
+                    ("mined_hash", None::<Vec<u8>>),
+                    ("block_number", None::<i64>),
+                    ("gas_used", None::<i64>),
+                    ("created_at", now),
+                    ("mined_at", None::<i64>),
+                ],
             )?;
             for seq in &seqs {
-                if tx.execute(
-                    "UPDATE chain_outbox SET state = 'sent', batch_id = ?2 WHERE seq = ?1 AND state = 'pending'",
-                    params![seq, id],
-                )? != 1
-                {
-                    return Err(StoreError::Conflict(format!("outbox entry {seq} is not pending")));
+                let sent = integrity::update_eq(
+                    tx,
+                    &CHAIN_OUTBOX,
+                    columns![("seq", *seq), ("state", "pending")],
+                    |row| {
+                        row.set("state", &"sent")?;
+                        row.set("batch_id", &id)?;
+                        Ok(true)
+                    },
+                )?;
+                if sent != 1 {
+                    return Err(StoreError::Conflict(format!(
+                        "outbox entry {seq} is not pending"
+                    )));
                 }
             }
             Ok(SentBatch {
@@ -207,10 +243,12 @@ impl Store {
             current.tx_hashes.push(tx_hash);
             current.raw_tx = raw_tx;
             current.sent_at = now_unix();
-            tx.execute(
-                "UPDATE chain_batches SET raw_tx = ?2, tx_hashes = ?3, created_at = ?4 WHERE id = ?1",
-                params![batch, current.raw_tx, hashes_json(&current.tx_hashes), current.sent_at],
-            )?;
+            integrity::update_eq(tx, &CHAIN_BATCHES, columns![("id", batch)], |row| {
+                row.set("raw_tx", &current.raw_tx)?;
+                row.set("tx_hashes", &hashes_json(&current.tx_hashes))?;
+                row.set("created_at", &current.sent_at)?;
+                Ok(true)
+            })?;
             Ok(current)
         })
         .await
@@ -250,38 +288,43 @@ impl Store {
     ) -> Result<()> {
         self.write(move |tx| {
             let now = now_unix();
-            let settled = tx.execute(
-                "UPDATE chain_batches SET state = ?2, mined_hash = ?3, block_number = ?4, gas_used = ?5, mined_at = ?6
-                 WHERE id = ?1 AND state = 'sent'",
-                params![
-                    batch,
-                    if success { "mined" } else { "reverted" },
-                    tx_hash.as_slice(),
-                    block as i64,
-                    gas_used as i64,
-                    now
-                ],
+            let settled = integrity::update_eq(
+                tx,
+                &CHAIN_BATCHES,
+                columns![("id", batch), ("state", "sent")],
+                |row| {
+                    row.set("state", &if success { "mined" } else { "reverted" })?;
+                    row.set("mined_hash", &tx_hash.as_slice())?;
+                    row.set("block_number", &(block as i64))?;
+                    row.set("gas_used", &(gas_used as i64))?;
+                    row.set("mined_at", &now)?;
+                    Ok(true)
+                },
             )?;
             if settled == 0 {
                 // Settled already (by another replica's relayer): its entries too.
                 return Ok(());
             }
             if success {
-                tx.execute(
-                    "UPDATE chain_outbox SET state = 'mined' WHERE batch_id = ?1",
-                    params![batch],
-                )?;
+                integrity::update_eq(tx, &CHAIN_OUTBOX, columns![("batch_id", batch)], |row| {
+                    row.set("state", &"mined")?;
+                    Ok(true)
+                })?;
             } else {
                 // Alone, the entry itself is refused; in a batch, retry each alone.
-                tx.execute(
-                    "UPDATE chain_outbox SET
-                        state = CASE WHEN solo = 1 THEN 'failed' ELSE 'pending' END,
-                        error = CASE WHEN solo = 1 THEN CAST(?2 AS TEXT) ELSE NULL END,
-                        batch_id = CASE WHEN solo = 1 THEN batch_id ELSE NULL END,
-                        solo = 1
-                     WHERE batch_id = ?1",
-                    params![batch, format!("reverted on chain in {tx_hash}")],
-                )?;
+                let error = format!("reverted on chain in {tx_hash}");
+                integrity::update_eq(tx, &CHAIN_OUTBOX, columns![("batch_id", batch)], |row| {
+                    if row.get::<i64>("solo")? == 1 {
+                        row.set("state", &"failed")?;
+                        row.set("error", &error)?;
+                    } else {
+                        row.set("state", &"pending")?;
+                        row.set("error", &None::<String>)?;
+                        row.set("batch_id", &None::<i64>)?;
+                    }
+                    row.set("solo", &1i64)?;
+                    Ok(true)
+                })?;
                 undo_refused_conversions(tx, "batch_id = ?1", batch)?;
             }
             Ok(())
@@ -341,10 +384,15 @@ fn undo_refused_conversions(tx: Conn<'_>, just_failed: &str, id: i64) -> Result<
             Ok(MirrorOp::ConvertAccount { .. })
         );
         if conversion {
-            undone += tx.execute(
-                "UPDATE accounts SET managed = 1, admin_wallet_address = NULL
-                 WHERE managed = 0 AND api_key_hash = ?1",
-                params![api_key_hash],
+            undone += integrity::update_eq(
+                tx,
+                &ACCOUNTS,
+                columns![("managed", 0i64), ("api_key_hash", api_key_hash)],
+                |row| {
+                    row.set("managed", &1i64)?;
+                    row.set("admin_wallet_address", &None::<String>)?;
+                    Ok(true)
+                },
             )?;
         }
     }
@@ -375,11 +423,17 @@ pub(super) fn cursor_at(conn: Conn<'_>, name: &str) -> Result<Option<u64>> {
 }
 
 pub(super) fn set_cursor(tx: Conn<'_>, name: &str, block: u64) -> Result<()> {
-    tx.execute(
-        "INSERT INTO chain_cursors (name, block) VALUES (?1, ?2)
-         ON CONFLICT (name) DO UPDATE SET block = excluded.block",
-        params![name, block as i64],
-    )?;
+    let moved = integrity::update_eq(tx, &CHAIN_CURSORS, columns![("name", name)], |row| {
+        row.set("block", &(block as i64))?;
+        Ok(true)
+    })?;
+    if moved == 0 {
+        integrity::insert(
+            tx,
+            &CHAIN_CURSORS,
+            columns![("name", name), ("block", block as i64)],
+        )?;
+    }
     Ok(())
 }
 

@@ -43,6 +43,9 @@ pub struct PgOptions {
     pub acquire_timeout: Duration,
     /// Server-side bound on any one statement.
     pub statement_timeout: Duration,
+    /// How often the store lists the database's triggers, rules and functions and checks
+    /// its write epoch (`store::integrity`); also done once at start.
+    pub integrity_check_interval: Duration,
 }
 
 impl std::fmt::Debug for PgOptions {
@@ -53,6 +56,7 @@ impl std::fmt::Debug for PgOptions {
             .field("max_connections", &self.max_connections)
             .field("acquire_timeout", &self.acquire_timeout)
             .field("statement_timeout", &self.statement_timeout)
+            .field("integrity_check_interval", &self.integrity_check_interval)
             .finish()
     }
 }
@@ -65,6 +69,7 @@ impl PgOptions {
             max_connections: 16,
             acquire_timeout: Duration::from_secs(5),
             statement_timeout: Duration::from_secs(30),
+            integrity_check_interval: Duration::from_secs(60),
         }
     }
 }

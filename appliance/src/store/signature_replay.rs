@@ -3,36 +3,60 @@
 //! authorizes, and the primary key makes a second insert fail. Rows are kept until the
 //! signature's issuedAt window has passed (then the window check alone refuses it) and
 //! pruned afterwards.
+//!
+//! Invariant: "passed" is decided by the database's clock, never by a replica's own
+//! ([`database_now`]): rows are pruned, and signatures whose window has passed are
+//! refused, against the same clock every replica shares. A replica whose clock runs fast
+//! therefore cannot prune a row other replicas still need (which would reopen a replay
+//! window on them), and one whose clock runs slow cannot accept a signature whose row
+//! may already be gone.
 
-use super::base::{WalletIdentity, is_unique_violation};
-use super::integrity::ACCEPTED_SIGNATURES;
-use super::sql::{Conn, params};
+use super::base::WalletIdentity;
+use super::integrity::{self, ACCEPTED_SIGNATURES, MINTED_USAGE_KEYS, WALLETS, columns};
+use super::sql::{Conn, Engine, params};
 use super::{Result, Store, StoreError, now_unix, wallets};
 use crate::api_keys::KeyHash;
 use crate::typed_data::Verified;
 
-/// Records `signature` as accepted; `false` if it already was (a replay). Prunes rows whose
-/// window has passed.
+/// Records `signature` as accepted; `false` if it already was (a replay), or if its
+/// window has passed by the database's clock. Prunes rows whose window has passed.
 pub(super) fn accept(tx: Conn<'_>, signature: &Verified) -> Result<bool> {
-    let now = now_unix();
-    tx.execute(
-        "DELETE FROM accepted_signatures WHERE expires_at < ?1",
-        params![now],
-    )?;
+    accept_at(tx, signature, now_unix())
+}
+
+/// The database server's clock, in Unix seconds (for SQLite, inside the CVM, the
+/// machine's).
+fn database_now(tx: Conn<'_>) -> Result<i64> {
+    let sql = match tx.engine() {
+        Engine::Sqlite => "SELECT CAST(strftime('%s', 'now') AS INTEGER)",
+        Engine::Postgres => "SELECT CAST(floor(extract(epoch FROM now())) AS BIGINT)",
+    };
+    Ok(tx.query_row(sql, params![], |r| r.get::<i64>(0))?)
+}
+
+/// [`accept`], with `replica_now` this replica's clock: recorded as `accepted_at` (for
+/// people reading the table), never used to decide what is pruned or refused.
+fn accept_at(tx: Conn<'_>, signature: &Verified, replica_now: i64) -> Result<bool> {
+    let now = database_now(tx)?;
+    integrity::prune(tx, &ACCEPTED_SIGNATURES, "expires_at < ?1", params![now])?;
+    if signature.remember_until() < now {
+        // Its row, had it been accepted before, may be pruned already: it cannot be
+        // told apart from a replay, so it is refused as one.
+        return Ok(false);
+    }
     // A replay inserts nothing (and fails no statement: on PostgreSQL a failed statement
     // would abort the whole write).
-    let inserted = tx.execute(
-        "INSERT INTO accepted_signatures (digest, flow, signer, expires_at, accepted_at)
-         VALUES (?1, ?2, ?3, ?4, ?5) ON CONFLICT (digest) DO NOTHING",
-        params![
-            signature.digest.as_slice(),
-            signature.flow.primary_type(),
-            signature.signer.as_slice(),
-            signature.remember_until(),
-            now
+    integrity::insert_or_ignore(
+        tx,
+        &ACCEPTED_SIGNATURES,
+        columns![
+            ("digest", signature.digest.as_slice()),
+            ("flow", signature.flow.primary_type()),
+            ("signer", signature.signer.as_slice()),
+            ("expires_at", signature.remember_until()),
+            ("accepted_at", replica_now),
         ],
-    )?;
-    Ok(inserted == 1)
+    )
 }
 
 impl Store {
@@ -74,21 +98,25 @@ impl Store {
                 return Ok(false);
             }
             let row = wallets::insert(tx, None, &wallet, "", "")?;
-            tx.execute(
-                "UPDATE wallets SET minted_by = ?2 WHERE id = ?1",
-                params![row, signature.signer.as_slice()],
-            )?;
+            integrity::update_eq(tx, &WALLETS, columns![("id", row)], |w| {
+                w.set("minted_by", &signature.signer.as_slice())?;
+                Ok(true)
+            })?;
             if let Some(key) = usage_key {
-                tx.execute(
-                    "INSERT INTO minted_usage_keys (key_hash, minted_by, minted_at)
-                     VALUES (?1, ?2, ?3)",
-                    params![key.0, signature.signer.as_slice(), now_unix()],
+                integrity::insert(
+                    tx,
+                    &MINTED_USAGE_KEYS,
+                    columns![
+                        ("key_hash", key.0),
+                        ("minted_by", signature.signer.as_slice()),
+                        ("minted_at", now_unix()),
+                    ],
                 )
                 .map_err(|e| {
-                    if is_unique_violation(&e) {
+                    if integrity::is_unique_violation(&e) {
                         StoreError::Conflict("this usage key was minted before".into())
                     } else {
-                        e.into()
+                        e
                     }
                 })?;
             }
@@ -125,9 +153,24 @@ mod tests {
     store_test! {
     async fn expired_signatures_are_pruned(db) {
         let store = db.open().await;
-        // Issued long ago: its window has passed, so its row may go.
-        store.accept_signature(signature(1, 1_000)).await.unwrap();
-        store.accept_signature(signature(2, now())).await.unwrap();
+        // A row whose window passed long ago (as if accepted then): it may go.
+        store
+            .write(|tx| {
+                integrity::insert(
+                    tx,
+                    &ACCEPTED_SIGNATURES,
+                    columns![
+                        ("digest", [1u8; 32].as_slice()),
+                        ("flow", "ConvertAccount"),
+                        ("signer", [1u8; 20].as_slice()),
+                        ("expires_at", 1_000i64),
+                        ("accepted_at", 700i64),
+                    ],
+                )
+            })
+            .await
+            .unwrap();
+        assert!(store.accept_signature(signature(2, now())).await.unwrap());
         let rows = || async {
             store
                 .read(|c| {
@@ -141,6 +184,46 @@ mod tests {
                 .unwrap()
         };
         assert_eq!(rows().await, 1, "the expired row was not pruned");
+    }
+
+    async fn a_fast_replica_clock_prunes_no_signature_still_in_its_window(db) {
+        let store = db.open().await;
+        let sig = signature(11, now());
+        assert!(store.accept_signature(sig).await.unwrap());
+        // A replica whose clock runs a day ahead accepts a signature (its own window
+        // check passed by its own clock) and prunes on the way.
+        let day = 86_400;
+        let ahead = signature(12, now() + day);
+        assert!(
+            store
+                .write(move |tx| accept_at(tx, &ahead, now_unix() + day as i64))
+                .await
+                .unwrap()
+        );
+        assert!(
+            store.signature_accepted(sig.digest).await.unwrap(),
+            "a fast clock pruned a signature still in its window"
+        );
+        assert!(
+            !store.accept_signature(sig).await.unwrap(),
+            "a replay was accepted after a fast clock pruned"
+        );
+    }
+
+    async fn a_slow_replica_clock_cannot_accept_a_signature_past_its_window(db) {
+        let store = db.open().await;
+        // Issued 20 minutes ago: within the window of a replica whose clock is 20
+        // minutes slow, past it by the database's clock (where its row may be gone).
+        let late = now() - 1_200;
+        let old = signature(13, late);
+        let slow = now_unix() - 1_200;
+        assert!(
+            !store
+                .write(move |tx| accept_at(tx, &old, slow))
+                .await
+                .unwrap()
+        );
+        assert!(!store.signature_accepted(old.digest).await.unwrap());
     }
 
     async fn a_replayed_wallet_signature_stores_nothing(db) {

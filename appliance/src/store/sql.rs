@@ -468,10 +468,17 @@ impl Table {
 }
 
 /// Where a read's protected rows go to be checked (`integrity::Checks`): the rows a query
-/// returns are queued with [`Row::seal`], and checked before the result leaves the store.
+/// returns are queued with [`Row::seal`], and checked before the result leaves the store;
+/// and where a write job's row images go to be sealed.
 pub(crate) trait RowChecks {
     /// Queues the row whose columns start at `offset` (the layout of [`Table::select`]).
     fn queue(&self, row: &Row<'_>, offset: usize, table: &'static Table) -> SqlResult<()>;
+    /// A write job wrote this full image of a row of `table` (sealed when the job ends).
+    fn wrote(&self, table: &'static Table, values: Vec<OwnedValue>);
+    /// A write job deleted this row without needing it genuine (a prune).
+    fn forget(&self, table: &'static Table, values: &[OwnedValue]);
+    /// A write job deleted this row (as the database reported it, with its MAC).
+    fn removed(&self, table: &'static Table, values: Vec<OwnedValue>, mac: Option<Vec<u8>>);
 }
 
 /// One row of a result.
@@ -766,6 +773,11 @@ impl<'c> Conn<'c> {
             checks: Some(checks),
             ..self
         }
+    }
+
+    /// The operation's row checks (a PostgreSQL store's; `None` on SQLite).
+    pub(crate) fn checks(&self) -> Option<&'c dyn RowChecks> {
+        self.checks
     }
 
     pub fn engine(&self) -> Engine {

@@ -4,10 +4,8 @@ use alloy::primitives::B256;
 
 use chain_contracts::ops::{MirrorOp, MirrorPermissions};
 
-use super::base::{
-    AccountId, AccountMode, ResolvedKey, UsageKeyId, account_head, is_unique_violation,
-};
-use super::integrity::USAGE_KEYS;
+use super::base::{AccountId, AccountMode, ResolvedKey, UsageKeyId, account_head};
+use super::integrity::{self, USAGE_KEYS, columns};
 use super::ledger::Charge;
 use super::sql::{Conn, Row, SqlError, SqlResult, params};
 use super::{Page, Result, Store, StoreError, now_unix, outbox};
@@ -92,38 +90,74 @@ pub(super) fn upsert(
     p: &Permissions,
     expires_at: Option<i64>,
 ) -> Result<bool> {
-    let stored = tx.execute(
-        "INSERT INTO usage_keys (account_id, key_hash, name, description, can_create_groups,
-                can_delete_groups, can_create_pkps, manage_ipfs_ids_in_groups, add_pkp_to_groups,
-                remove_pkp_from_groups, execute_in_groups, created_at, updated_at, expires_at)
-             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?12, ?13)
-             ON CONFLICT (key_hash) DO UPDATE SET name = excluded.name,
-                expires_at = excluded.expires_at,
-                description = excluded.description, can_create_groups = excluded.can_create_groups,
-                can_delete_groups = excluded.can_delete_groups,
-                can_create_pkps = excluded.can_create_pkps,
-                manage_ipfs_ids_in_groups = excluded.manage_ipfs_ids_in_groups,
-                add_pkp_to_groups = excluded.add_pkp_to_groups,
-                remove_pkp_from_groups = excluded.remove_pkp_from_groups,
-                execute_in_groups = excluded.execute_in_groups, updated_at = excluded.updated_at
-             WHERE usage_keys.account_id = excluded.account_id",
-        params![
-            account.0,
-            hash.0.as_slice(),
-            name,
-            description,
-            p.can_create_groups,
-            p.can_delete_groups,
-            p.can_create_pkps,
-            encode_set(&p.manage_ipfs_ids_in_groups),
-            encode_set(&p.add_pkp_to_groups),
-            encode_set(&p.remove_pkp_from_groups),
-            encode_set(&p.execute_in_groups),
-            now_unix(),
-            expires_at
+    let now = now_unix();
+    let (mut found, mut ours) = (false, false);
+    integrity::update_eq(
+        tx,
+        &USAGE_KEYS,
+        columns![("key_hash", hash.0.as_slice())],
+        |row| {
+            found = true;
+            if !row.is("account_id", &account.0) {
+                return Ok(false);
+            }
+            ours = true;
+            set_permissions(row, p)?;
+            row.set("name", &name)?;
+            row.set("description", &description)?;
+            row.set("updated_at", &now)?;
+            row.set("expires_at", &expires_at)?;
+            Ok(true)
+        },
+    )?;
+    if found {
+        return Ok(ours);
+    }
+    integrity::insert_new(
+        tx,
+        &USAGE_KEYS,
+        columns![
+            ("account_id", account.0),
+            ("key_hash", hash.0.as_slice()),
+            ("name", name),
+            ("description", description),
+            ("can_create_groups", p.can_create_groups),
+            ("can_delete_groups", p.can_delete_groups),
+            ("can_create_pkps", p.can_create_pkps),
+            (
+                "manage_ipfs_ids_in_groups",
+                encode_set(&p.manage_ipfs_ids_in_groups)
+            ),
+            ("add_pkp_to_groups", encode_set(&p.add_pkp_to_groups)),
+            (
+                "remove_pkp_from_groups",
+                encode_set(&p.remove_pkp_from_groups)
+            ),
+            ("execute_in_groups", encode_set(&p.execute_in_groups)),
+            ("created_at", now),
+            ("updated_at", now),
+            ("expires_at", expires_at),
         ],
     )?;
-    Ok(stored == 1)
+    Ok(true)
+}
+
+/// Sets a usage key row's permission columns.
+fn set_permissions(row: &mut integrity::RowImage, p: &Permissions) -> Result<()> {
+    row.set("can_create_groups", &p.can_create_groups)?;
+    row.set("can_delete_groups", &p.can_delete_groups)?;
+    row.set("can_create_pkps", &p.can_create_pkps)?;
+    row.set(
+        "manage_ipfs_ids_in_groups",
+        &encode_set(&p.manage_ipfs_ids_in_groups),
+    )?;
+    row.set("add_pkp_to_groups", &encode_set(&p.add_pkp_to_groups))?;
+    row.set(
+        "remove_pkp_from_groups",
+        &encode_set(&p.remove_pkp_from_groups),
+    )?;
+    row.set("execute_in_groups", &encode_set(&p.execute_in_groups))?;
+    Ok(())
 }
 
 /// The full mirror of a usage key as it now is (the contract replaces it whole).
@@ -227,44 +261,49 @@ impl Store {
         self.write_charged(account, charge, move |tx| {
             let now = now_unix();
             let p = &new.permissions;
-            let inserted = tx.query_row(
-                "INSERT INTO usage_keys (account_id, key_hash, name, description, can_create_groups,
-                    can_delete_groups, can_create_pkps, manage_ipfs_ids_in_groups, add_pkp_to_groups,
-                    remove_pkp_from_groups, execute_in_groups, created_at, updated_at)
-                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?12) RETURNING id",
-                params![
-                    account.0,
-                    new.key_hash.0.as_slice(),
-                    new.name,
-                    new.description,
-                    p.can_create_groups,
-                    p.can_delete_groups,
-                    p.can_create_pkps,
-                    encode_set(&p.manage_ipfs_ids_in_groups),
-                    encode_set(&p.add_pkp_to_groups),
-                    encode_set(&p.remove_pkp_from_groups),
-                    encode_set(&p.execute_in_groups),
-                    now
+            let inserted = integrity::insert_new(
+                tx,
+                &USAGE_KEYS,
+                columns![
+                    ("account_id", account.0),
+                    ("key_hash", new.key_hash.0.as_slice()),
+                    ("name", new.name),
+                    ("description", new.description),
+                    ("can_create_groups", p.can_create_groups),
+                    ("can_delete_groups", p.can_delete_groups),
+                    ("can_create_pkps", p.can_create_pkps),
+                    (
+                        "manage_ipfs_ids_in_groups",
+                        encode_set(&p.manage_ipfs_ids_in_groups)
+                    ),
+                    ("add_pkp_to_groups", encode_set(&p.add_pkp_to_groups)),
+                    (
+                        "remove_pkp_from_groups",
+                        encode_set(&p.remove_pkp_from_groups)
+                    ),
+                    ("execute_in_groups", encode_set(&p.execute_in_groups)),
+                    ("created_at", now),
+                    ("updated_at", now),
+                    ("expires_at", None::<i64>),
                 ],
-                |r| r.get::<i64>(0),
             );
             match inserted {
                 Ok(id) => {
                     let id = UsageKeyId(id);
                     mirror(tx, account, &new.key_hash)?;
                     Ok(UsageKeyRecord {
-                    id,
-                    key_hash: new.key_hash,
-                    name: new.name,
-                    description: new.description,
-                    permissions: new.permissions,
-                    created_at: now,
-                })
+                        id,
+                        key_hash: new.key_hash,
+                        name: new.name,
+                        description: new.description,
+                        permissions: new.permissions,
+                        created_at: now,
+                    })
                 }
-                Err(e) if is_unique_violation(&e) => {
-                    Err(StoreError::Conflict("a key with this value already exists".into()))
-                }
-                Err(e) => Err(e.into()),
+                Err(e) if integrity::is_unique_violation(&e) => Err(StoreError::Conflict(
+                    "a key with this value already exists".into(),
+                )),
+                Err(e) => Err(e),
             }
         })
         .await
@@ -304,27 +343,22 @@ impl Store {
     ) -> Result<()> {
         self.write_charged(account, charge, move |tx| {
             let p = &permissions;
-            let changed = tx.execute(
-                "UPDATE usage_keys SET can_create_groups = ?3, can_delete_groups = ?4,
-                    can_create_pkps = ?5, manage_ipfs_ids_in_groups = ?6, add_pkp_to_groups = ?7,
-                    remove_pkp_from_groups = ?8, execute_in_groups = ?9,
-                    name = coalesce(?10, name), description = coalesce(?11, description),
-                    updated_at = ?12
-                 WHERE account_id = ?1 AND key_hash = ?2",
-                params![
-                    account.0,
-                    key.0,
-                    p.can_create_groups,
-                    p.can_delete_groups,
-                    p.can_create_pkps,
-                    encode_set(&p.manage_ipfs_ids_in_groups),
-                    encode_set(&p.add_pkp_to_groups),
-                    encode_set(&p.remove_pkp_from_groups),
-                    encode_set(&p.execute_in_groups),
-                    name,
-                    description,
-                    now_unix()
-                ],
+            let now = now_unix();
+            let changed = integrity::update_eq(
+                tx,
+                &USAGE_KEYS,
+                columns![("account_id", account.0), ("key_hash", key.0)],
+                |row| {
+                    set_permissions(row, p)?;
+                    if let Some(name) = &name {
+                        row.set("name", name)?;
+                    }
+                    if let Some(description) = &description {
+                        row.set("description", description)?;
+                    }
+                    row.set("updated_at", &now)?;
+                    Ok(true)
+                },
             )?;
             if changed == 0 {
                 Err(not_found())
@@ -344,10 +378,17 @@ impl Store {
         charge: Charge,
     ) -> Result<()> {
         self.write_charged(account, charge, move |tx| {
-            let changed = tx.execute(
-                "UPDATE usage_keys SET name = ?3, description = ?4, updated_at = ?5
-                 WHERE account_id = ?1 AND key_hash = ?2",
-                params![account.0, key.0, name, description, now_unix()],
+            let now = now_unix();
+            let changed = integrity::update_eq(
+                tx,
+                &USAGE_KEYS,
+                columns![("account_id", account.0), ("key_hash", key.0)],
+                |row| {
+                    row.set("name", &name)?;
+                    row.set("description", &description)?;
+                    row.set("updated_at", &now)?;
+                    Ok(true)
+                },
             )?;
             if changed == 0 {
                 Err(not_found())
@@ -374,8 +415,10 @@ impl Store {
         charge: Charge,
     ) -> Result<()> {
         self.write_charged(account, charge, move |tx| {
-            let changed = tx.execute(
-                "DELETE FROM usage_keys WHERE account_id = ?1 AND key_hash = ?2",
+            let changed = integrity::delete(
+                tx,
+                &USAGE_KEYS,
+                "account_id = ?1 AND key_hash = ?2",
                 params![account.0, key.0],
             )?;
             if changed == 0 {

@@ -4,8 +4,8 @@ use keyservice_api::{Address, DerivationPath, PkpId};
 
 use chain_contracts::ops::MirrorOp;
 
-use super::base::{AccountId, WalletIdentity, is_unique_violation};
-use super::integrity::WALLETS;
+use super::base::{AccountId, WalletIdentity};
+use super::integrity::{self, WALLETS, columns};
 use super::ledger::Charge;
 use super::sql::{Conn, Row, SqlResult, params};
 use super::{Page, Result, Store, StoreError, now_unix, outbox};
@@ -69,25 +69,25 @@ pub(super) fn insert(
     name: &str,
     description: &str,
 ) -> Result<i64> {
-    tx.query_row(
-        "INSERT INTO wallets (account_id, pkp_id, address, derivation_path, name, description, created_at)
-         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7) RETURNING id",
-        params![
-            account.map(|a| a.0),
-            wallet.pkp_id.0,
-            wallet.address.0,
-            wallet.derivation_path.0,
-            name,
-            description,
-            now_unix()
+    integrity::insert_new(
+        tx,
+        &WALLETS,
+        columns![
+            ("account_id", account.map(|a| a.0)),
+            ("pkp_id", wallet.pkp_id.0),
+            ("address", wallet.address.0),
+            ("derivation_path", wallet.derivation_path.0),
+            ("name", name),
+            ("description", description),
+            ("created_at", now_unix()),
+            ("minted_by", None::<Vec<u8>>),
         ],
-        |r| r.get(0),
     )
     .map_err(|e| {
-        if is_unique_violation(&e) {
+        if integrity::is_unique_violation(&e) {
             StoreError::Conflict("this wallet already exists".into())
         } else {
-            e.into()
+            e
         }
     })
 }

@@ -16,6 +16,11 @@
 //!
 //! The queue is bounded ([`MAX_QUEUED`]): beyond it a write is refused at once with
 //! `StoreError::Unavailable` (503) rather than held in memory.
+//!
+//! On PostgreSQL each job's rows are checked and its written row images sealed before
+//! its savepoint is released, and each batch first checks that the database's write
+//! epoch is not below the highest this replica has seen, then advances it just before
+//! the commit (`store::integrity`): a batch on a rolled-back database is refused whole.
 
 use std::panic::AssertUnwindSafe;
 use std::sync::Arc;
@@ -23,7 +28,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::mpsc::{Receiver, SyncSender, TrySendError};
 use std::time::Duration;
 
-use super::integrity::{self, Checks, Integrity};
+use super::integrity::{Checks, EpochStep, Integrity};
 use super::postgres::{CHANGES_CHANNEL, PgPool};
 use super::sql::{Conn, PgSession};
 use super::{Result, StoreError};
@@ -315,6 +320,24 @@ fn commit_batch(
         }
         return false;
     }
+    // PostgreSQL: the database must not have gone back in time, and this batch advances
+    // its write epoch (`store::integrity`).
+    let epoch = match (db.integrity(), db.conn()) {
+        (Some(integrity), Some(tx)) => match integrity.begin_batch(tx) {
+            Ok(step) => step,
+            Err(err) => {
+                tracing::error!(error = %err, jobs = batch.len(), "store: a write batch was refused");
+                db.rollback();
+                for job in batch {
+                    let (_, completion) = job(None);
+                    completion(Some(&err), None);
+                }
+                after_batch();
+                return true;
+            }
+        },
+        _ => None,
+    };
     let mut completions: Vec<(Completion, Option<StoreError>)> = Vec::with_capacity(batch.len());
     let mut broken: Option<StoreError> = None;
     for job in batch {
@@ -330,19 +353,7 @@ fn commit_batch(
         };
         // PostgreSQL: the job's rows are checked and sealed before its savepoint is
         // released (`store::integrity`).
-        let checks = match db.integrity() {
-            Some(_) => match integrity::new_mark().and_then(|mark| {
-                integrity::set_mark(tx, &mark)?;
-                Ok(Checks::for_write(mark))
-            }) {
-                Ok(checks) => Some(checks),
-                Err(err) => {
-                    broken = Some(err);
-                    break;
-                }
-            },
-            None => None,
-        };
+        let checks = db.integrity().map(|_| Checks::for_write());
         let job_tx = match &checks {
             Some(checks) => tx.with_checks(checks),
             None => tx,
@@ -381,6 +392,11 @@ fn commit_batch(
             break;
         }
     }
+    if broken.is_none()
+        && let Some(step) = &epoch
+    {
+        broken = finish_epoch(db, step).err();
+    }
     let failure = match broken {
         Some(err) => {
             db.rollback();
@@ -388,6 +404,11 @@ fn commit_batch(
         }
         None => db.commit().err(),
     };
+    if failure.is_none()
+        && let (Some(integrity), Some(step)) = (db.integrity(), &epoch)
+    {
+        integrity.committed(step);
+    }
     match &failure {
         Some(err) => {
             tracing::error!(error = %err, jobs = completions.len(), "store: a write batch was not committed");
@@ -403,6 +424,16 @@ fn commit_batch(
         completion(failure.as_ref(), refused);
     }
     true
+}
+
+/// Writes the batch's epoch step, on the batch's transaction.
+fn finish_epoch(db: &WriterDb, step: &EpochStep) -> Result<()> {
+    match (db.integrity(), db.conn()) {
+        (Some(integrity), Some(tx)) => integrity.finish_batch(tx, step),
+        _ => Err(StoreError::Unavailable(
+            "the database session is gone".into(),
+        )),
+    }
 }
 
 #[cfg(test)]

@@ -185,6 +185,10 @@ async fn refresh(shared: &Shared) {
     }
     if let Some(report) = state.store.integrity_report() {
         m.set_store_refused_rows(report.failures());
+        m.set_store_database_checks(
+            report.rollbacks(),
+            report.foreign_objects().map_or(0, |list| list.len() as u64),
+        );
     }
     // keyservice_up follows the result (the client reports every call).
     let (_, backlog) = tokio::join!(

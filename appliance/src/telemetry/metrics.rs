@@ -67,6 +67,11 @@ struct OutcomeLabel {
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct SourceLabel {
+    source: &'static str,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct ClassLabel {
     class: &'static str,
 }
@@ -156,6 +161,8 @@ pub struct Metrics {
     worker_start_failures: Counter,
     workers_retired: Family<ReasonLabel, Counter>,
     actions: Family<OutcomeLabel, Counter>,
+    /// Code refused because it did not hash to the CID it would run as, by source.
+    action_code_refused: Family<SourceLabel, Counter>,
     action_run: Histogram,
     action_queue_wait: Histogram,
 
@@ -164,6 +171,8 @@ pub struct Metrics {
 
     store_duration: Family<KindLabel, Histogram, fn() -> Histogram>,
     store_refused_rows: Gauge,
+    store_rollbacks: Gauge,
+    store_foreign_objects: Gauge,
 
     outbox_entries: Family<StateLabel, Gauge>,
     mirror_lag_seconds: Gauge,
@@ -211,12 +220,15 @@ impl Metrics {
             worker_start_failures: Counter::default(),
             workers_retired: Family::default(),
             actions: Family::default(),
+            action_code_refused: Family::default(),
             action_run: latency_histogram(),
             action_queue_wait: latency_histogram(),
             keyservice_duration: Family::new_with_constructor(latency_histogram),
             keyservice_up: Gauge::default(),
             store_duration: Family::new_with_constructor(latency_histogram),
             store_refused_rows: Gauge::default(),
+            store_rollbacks: Gauge::default(),
+            store_foreign_objects: Gauge::default(),
             outbox_entries: Family::default(),
             mirror_lag_seconds: Gauge::default(),
             chain_head_block: Gauge::default(),
@@ -267,7 +279,7 @@ impl Metrics {
         );
         r.register(
             "http_connections_refused",
-            "Connections closed at accept, by reason (per_ip_limit)",
+            "Connections closed at accept, by reason (per_ip_limit, proxy_header)",
             self.connections_refused.clone(),
         );
         r.register(
@@ -325,8 +337,13 @@ impl Metrics {
         );
         r.register(
             "actions",
-            "Action requests by outcome: ok, or the code's error kind (exception, timeout, memory, limit), or why it did not run or finish (busy, insufficient_credit, denied, wallet_refused, invalid, unknown_code, gateway, abandoned, unavailable, error)",
+            "Action requests by outcome: ok, or the code's error kind (exception, timeout, memory, limit), or why it did not run or finish (busy, insufficient_credit, denied, wallet_refused, invalid, unknown_code, gateway, integrity, abandoned, unavailable, error)",
             self.actions.clone(),
+        );
+        r.register(
+            "action_code_refused",
+            "Action code refused because it does not hash to the CID it would run as, by where it came from (store, gateway, inline): a store or gateway changed outside the service",
+            self.action_code_refused.clone(),
         );
         r.register(
             "action_run_duration_seconds",
@@ -360,6 +377,16 @@ impl Metrics {
             "store_refused_rows",
             "Rows the store refused for a failed integrity check since start (PostgreSQL)",
             self.store_refused_rows.clone(),
+        );
+        r.register(
+            "store_rollbacks",
+            "Reads and write batches refused since start because the database showed an older write epoch than this replica had seen (rolled back; PostgreSQL)",
+            self.store_rollbacks.clone(),
+        );
+        r.register(
+            "store_foreign_objects",
+            "Triggers, rules, functions and event triggers in the database that no migration created, at the last check (PostgreSQL)",
+            self.store_foreign_objects.clone(),
         );
         r.register(
             "chain_outbox_entries",
@@ -503,6 +530,14 @@ impl Metrics {
         self.actions.get_or_create(&OutcomeLabel { outcome }).inc();
     }
 
+    /// Code that did not hash to the CID it would run as was refused (`source`: store,
+    /// gateway or inline).
+    pub fn action_code_refused(&self, source: &'static str) {
+        self.action_code_refused
+            .get_or_create(&SourceLabel { source })
+            .inc();
+    }
+
     pub fn action_ran(&self, run_time: Duration) {
         self.action_run.observe(run_time.as_secs_f64());
     }
@@ -532,6 +567,12 @@ impl Metrics {
 
     pub fn set_store_refused_rows(&self, rows: u64) {
         self.store_refused_rows.set(gauge(rows));
+    }
+
+    /// The store's rollback refusals and foreign database objects (`store::integrity`).
+    pub fn set_store_database_checks(&self, rollbacks: u64, foreign_objects: u64) {
+        self.store_rollbacks.set(gauge(rollbacks));
+        self.store_foreign_objects.set(gauge(foreign_objects));
     }
 
     pub fn set_outbox(&self, outbox: OutboxGauges) {
@@ -833,11 +874,13 @@ mod tests {
         m.worker_start_failed();
         m.worker_retired("max_jobs");
         m.action_finished("ok");
+        m.action_code_refused("store");
         m.action_ran(d);
         m.action_waited(d);
         m.keyservice_call("status", "ok", d);
         m.store_transaction("read", d);
         m.set_store_refused_rows(0);
+        m.set_store_database_checks(0, 0);
         m.set_outbox(OutboxGauges::default());
         m.chain_indexer(2, 1);
         m.set_certificate_expiry(1);

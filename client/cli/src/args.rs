@@ -88,6 +88,9 @@ pub struct ProfileSet {
     /// Accept simulated quotes (the development stack only: NOT confidential).
     #[arg(long, value_name = "true|false")]
     pub allow_simulated: Option<bool>,
+    /// Accept an evidence quote without the nonce the client sent (stale or replayed).
+    #[arg(long, value_name = "true|false")]
+    pub allow_stale: Option<bool>,
     /// Compose hash the deployment must run (repeat for several; replaces the list).
     #[arg(long = "compose-hash", value_name = "HEX")]
     pub compose_hashes: Vec<String>,

@@ -95,6 +95,9 @@ fn profile_set(cli: &Cli, dir: &Path, set: &ProfileSet) -> Result<(), CliError> 
     if let Some(allow) = set.allow_simulated {
         entry.allow_simulated = allow;
     }
+    if let Some(allow) = set.allow_stale {
+        entry.allow_stale = allow;
+    }
     if !set.compose_hashes.is_empty() {
         entry.compose_hashes = set.compose_hashes.clone();
     }

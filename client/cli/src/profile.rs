@@ -60,6 +60,10 @@ pub struct Profile {
     /// Accept simulated quotes: the development stack only, NOT confidential.
     #[serde(default, skip_serializing_if = "is_false")]
     pub allow_simulated: bool,
+    /// Accept an evidence quote without the nonce the client sent (a stale or replayed
+    /// quote): for deployments that do not answer `?nonce=`.
+    #[serde(default, skip_serializing_if = "is_false")]
+    pub allow_stale: bool,
     /// Compose hashes the deployment must run (empty: any that governance allows).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub compose_hashes: Vec<String>,
@@ -101,6 +105,7 @@ impl Profile {
     pub fn policy(&self) -> Policy {
         let mut policy = Policy {
             allow_simulated: self.allow_simulated,
+            allow_stale: self.allow_stale,
             compose_hashes: self.compose_hashes.clone(),
             rpc_url: self.rpc_url.clone(),
             dns_server: self.dns,

@@ -138,6 +138,7 @@ pub async fn simulated_bundle_with(cert: &rcgen::Certificate, domain: &str, acme
         tls_leaf_der: Some(cert.der().to_vec()),
         domain: Some(domain.to_owned()),
         collateral_json: None,
+        nonce: None,
     }
 }
 

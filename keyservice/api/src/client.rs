@@ -26,7 +26,8 @@ use crate::error::KeyError;
 use crate::protocol::{
     ErrorCode, HEADER_LEN, MAX_CID_LEN, MAX_EVIDENCE_SUMS_LEN, MAX_FRAME_LEN, MAX_PLAINTEXT_LEN,
     MAX_RANDOM_BYTES, MAX_ROW_MAC_ITEM_LEN, MAX_ROW_MAC_ITEMS, MAX_SERVICE_PLAINTEXT_LEN,
-    MAX_UNSIGNED_TX_LEN, NONCE_LEN, Op, PROTOCOL_VERSION, Request, Response, TAG_LEN,
+    MAX_TLS_CHAIN_LEN, MAX_TLS_SIGN_MESSAGE_LEN, MAX_UNSIGNED_TX_LEN, NONCE_LEN, Op,
+    PROTOCOL_VERSION, Request, Response, TAG_LEN, TLS_SCHEME_ECDSA_P256_SHA256,
 };
 use crate::types::{
     Address, DeploymentInfo, DerivationPath, NewSealedRoot, NewWallet, Payer, PayerList,
@@ -570,6 +571,29 @@ impl KeyClient {
         }
     }
 
+    /// As [`Self::evidence_quote`], but the report data's second half is `nonce` (a
+    /// verifier's challenge) instead of zeros: SHA-256(`sums`) ‖ `nonce`.
+    pub async fn fresh_evidence_quote(
+        &self,
+        sums: &[u8],
+        nonce: [u8; 32],
+    ) -> Result<QuoteBundle, KeyError> {
+        if sums.is_empty() || sums.len() > MAX_EVIDENCE_SUMS_LEN {
+            return Err(KeyError::InvalidArgument(format!(
+                "sha256sum.txt is {} bytes; expected 1..={MAX_EVIDENCE_SUMS_LEN}",
+                sums.len()
+            )));
+        }
+        let req = Request::FreshEvidenceQuote {
+            nonce,
+            sums: sums.to_vec(),
+        };
+        match self.call_quote(req).await? {
+            Response::Quote(q) => Ok(q),
+            other => Err(unexpected(Op::FreshEvidenceQuote, &other)),
+        }
+    }
+
     /// The deployment's identity from keyservice's quote provider (what `/info` serves).
     pub async fn attestation_info(&self) -> Result<DeploymentInfo, KeyError> {
         match self.call_quote(Request::AttestationInfo).await? {
@@ -665,6 +689,59 @@ impl KeyClient {
             Ok(tags)
         })
         .await
+    }
+
+    /// The SubjectPublicKeyInfo DER of TLS key `index` (P-256; the private key stays in
+    /// keyservice).
+    pub async fn tls_public_key(&self, index: u32) -> Result<Vec<u8>, KeyError> {
+        match self.call(Request::TlsPublicKey { index }).await? {
+            Response::Spki(spki) => Ok(spki),
+            other => Err(unexpected(Op::TlsPublicKey, &other)),
+        }
+    }
+
+    /// A DER ECDSA signature by TLS key `index` over `message` (SHA-256 inside), for a
+    /// handshake or a certificate / CSR to be signed.
+    pub async fn tls_sign(&self, index: u32, message: &[u8]) -> Result<Vec<u8>, KeyError> {
+        if message.is_empty() || message.len() > MAX_TLS_SIGN_MESSAGE_LEN {
+            return Err(KeyError::InvalidArgument(format!(
+                "a TLS signing message is {} bytes; expected 1..={MAX_TLS_SIGN_MESSAGE_LEN}",
+                message.len()
+            )));
+        }
+        let req = Request::TlsSign {
+            index,
+            scheme: TLS_SCHEME_ECDSA_P256_SHA256,
+            message: message.to_vec(),
+        };
+        match self.call(req).await? {
+            Response::TlsSignature(sig) => Ok(sig),
+            other => Err(unexpected(Op::TlsSign, &other)),
+        }
+    }
+
+    /// Registers the PEM chain (leaf first) of TLS key `index` so that evidence quotes may
+    /// cover a listing naming it; refused unless the leaf carries that key. Returns
+    /// SHA-256 of the chain bytes (what `sha256sum.txt` lists for it).
+    pub async fn tls_register_certificate(
+        &self,
+        index: u32,
+        chain_pem: &[u8],
+    ) -> Result<[u8; 32], KeyError> {
+        if chain_pem.is_empty() || chain_pem.len() > MAX_TLS_CHAIN_LEN {
+            return Err(KeyError::InvalidArgument(format!(
+                "a certificate chain is {} bytes; expected 1..={MAX_TLS_CHAIN_LEN}",
+                chain_pem.len()
+            )));
+        }
+        let req = Request::TlsRegisterCertificate {
+            index,
+            chain_pem: chain_pem.to_vec(),
+        };
+        match self.call(req).await? {
+            Response::CertificateRegistered(hash) => Ok(hash),
+            other => Err(unexpected(Op::TlsRegisterCertificate, &other)),
+        }
     }
 
     // ---- plumbing ----------------------------------------------------------------------

@@ -16,12 +16,14 @@
 //! # Ok(()) }
 //! ```
 
+pub mod blocking;
 pub mod client;
 pub mod codec;
 pub mod error;
 pub mod protocol;
 pub mod types;
 
+pub use blocking::BlockingClient;
 pub use client::{CallObserver, CallOutcome, ClientConfig, KeyClient, Observer};
 pub use error::KeyError;
 pub use protocol::{

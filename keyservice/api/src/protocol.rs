@@ -29,6 +29,10 @@
 //! | 0x15 | `CreateSealedRoot` | — | `sealed:101 ‖ root_id:32` |
 //! | 0x16 | `AdoptRoot` | `sealed:101` | `root_id:32` |
 //! | 0x17 | `RowMac` | `n:u16 ‖ n × (len:u16 ‖ bytes)` | `n × tag:32` |
+//! | 0x18 | `TlsPublicKey` | `index:u32` | `spki…` (SubjectPublicKeyInfo DER, P-256) |
+//! | 0x19 | `TlsSign` | `index:u32 ‖ scheme:u16 ‖ message (1..=16384)` | `sig…` (DER ECDSA) |
+//! | 0x1A | `TlsRegisterCertificate` | `index:u32 ‖ chain PEM (1..=32768)` | `sha256(chain):32` |
+//! | 0x1C | `FreshEvidenceQuote` | `nonce:32 ‖ sha256sum.txt bytes (1..=8192)` | `quote`, report data = SHA-256(bytes) ‖ nonce |
 //!
 //! `RootStatus`, `CreateSealedRoot` and `AdoptRoot` serve shared-root mode (replicas of one
 //! app sharing one sealed root, kept by the front end): `sealed` is the 101-byte sealed-root
@@ -93,6 +97,13 @@ pub const MAX_ROW_MAC_ITEMS: usize = 1024;
 pub const MAX_ROW_MAC_ITEM_LEN: usize = MAX_FRAME_LEN - HEADER_LEN - 2 - 2;
 /// Length of one `RowMac` tag (HMAC-SHA256).
 pub const ROW_MAC_LEN: usize = 32;
+/// Largest message a `TlsSign` request may carry: a TLS handshake transcript part is a few
+/// hundred bytes, a certificate or CSR to be signed (rcgen's TBS) a few kilobytes.
+pub const MAX_TLS_SIGN_MESSAGE_LEN: usize = 16 * 1024;
+/// Largest PEM chain a `TlsRegisterCertificate` request may carry.
+pub const MAX_TLS_CHAIN_LEN: usize = 32 * 1024;
+/// The one `TlsSign` scheme: `ecdsa_secp256r1_sha256` (TLS SignatureScheme 0x0403).
+pub const TLS_SCHEME_ECDSA_P256_SHA256: u16 = 0x0403;
 
 /// Operation codes (the header's `op` byte).
 #[derive(Clone, Copy, PartialEq, Eq, Hash, Debug)]
@@ -122,6 +133,10 @@ pub enum Op {
     CreateSealedRoot = 0x15,
     AdoptRoot = 0x16,
     RowMac = 0x17,
+    TlsPublicKey = 0x18,
+    TlsSign = 0x19,
+    TlsRegisterCertificate = 0x1A,
+    FreshEvidenceQuote = 0x1C,
 }
 
 impl Op {
@@ -150,6 +165,10 @@ impl Op {
             Self::CreateSealedRoot => "create_sealed_root",
             Self::AdoptRoot => "adopt_root",
             Self::RowMac => "row_mac",
+            Self::TlsPublicKey => "tls_public_key",
+            Self::TlsSign => "tls_sign",
+            Self::TlsRegisterCertificate => "tls_register_certificate",
+            Self::FreshEvidenceQuote => "fresh_evidence_quote",
         }
     }
 
@@ -177,6 +196,10 @@ impl Op {
             0x15 => Self::CreateSealedRoot,
             0x16 => Self::AdoptRoot,
             0x17 => Self::RowMac,
+            0x18 => Self::TlsPublicKey,
+            0x19 => Self::TlsSign,
+            0x1A => Self::TlsRegisterCertificate,
+            0x1C => Self::FreshEvidenceQuote,
             _ => return None,
         })
     }
@@ -323,6 +346,14 @@ pub enum Request {
     EvidenceQuote {
         sums: Vec<u8>,
     },
+    /// A quote over SHA-256(`sums`) ‖ `nonce`: the evidence quote made fresh for the
+    /// verifier that chose `nonce` (`?nonce=` on `/evidences/quote.json`, `/attestation`).
+    /// The nonce is a typed 32-byte field, so the caller still chooses no report data
+    /// beyond it: the first half is always the hash of a checked checksum listing.
+    FreshEvidenceQuote {
+        nonce: [u8; 32],
+        sums: Vec<u8>,
+    },
     /// The deployment's identity (`/info`).
     AttestationInfo,
     /// Whether the keyservice holds its root yet, and which (shared-root mode).
@@ -339,6 +370,25 @@ pub enum Request {
     /// HMAC-SHA256 tags of `items` under the keyservice's store-row MAC key.
     RowMac {
         items: Vec<Vec<u8>>,
+    },
+    /// The SubjectPublicKeyInfo of TLS key `index` (P-256, derived from the root; the
+    /// private key never leaves keyservice).
+    TlsPublicKey {
+        index: u32,
+    },
+    /// A signature by TLS key `index` over `message` with `scheme` (only
+    /// [`TLS_SCHEME_ECDSA_P256_SHA256`]; 1..=[`MAX_TLS_SIGN_MESSAGE_LEN`] bytes).
+    TlsSign {
+        index: u32,
+        scheme: u16,
+        message: Vec<u8>,
+    },
+    /// Registers the certificate chain (PEM, leaf first) of TLS key `index`: accepted only
+    /// if the leaf carries that key. Evidence quotes cover only listings whose
+    /// `cert-*.pem` lines name a registered chain.
+    TlsRegisterCertificate {
+        index: u32,
+        chain_pem: Vec<u8>,
     },
 }
 
@@ -364,6 +414,12 @@ pub enum Response {
     RootId(RootId),
     /// One tag per item of the `RowMac` request, in order.
     RowMacs(Vec<[u8; ROW_MAC_LEN]>),
+    /// `TlsPublicKey`: SubjectPublicKeyInfo DER.
+    Spki(Vec<u8>),
+    /// `TlsSign`: the DER ECDSA signature.
+    TlsSignature(Vec<u8>),
+    /// `TlsRegisterCertificate`: SHA-256 of the registered chain bytes.
+    CertificateRegistered([u8; 32]),
 }
 
 impl fmt::Debug for Response {
@@ -388,6 +444,11 @@ impl fmt::Debug for Response {
             Self::SealedRoot(s) => write!(f, "SealedRoot(root_id {})", s.root_id),
             Self::RootId(id) => f.debug_tuple("RootId").field(id).finish(),
             Self::RowMacs(tags) => write!(f, "RowMacs(<{} tags>)", tags.len()),
+            Self::Spki(spki) => write!(f, "Spki(<{} bytes>)", spki.len()),
+            Self::TlsSignature(sig) => write!(f, "TlsSignature(<{} bytes>)", sig.len()),
+            Self::CertificateRegistered(hash) => {
+                write!(f, "CertificateRegistered({})", hex_prefix(hash))
+            }
         }
     }
 }
@@ -491,6 +552,10 @@ fn put_bytes32(buf: &mut Vec<u8>, bytes: &[u8]) {
     buf.extend_from_slice(&bytes[..len as usize]);
 }
 
+fn hex_prefix(bytes: &[u8]) -> String {
+    bytes.iter().take(8).map(|b| format!("{b:02x}")).collect()
+}
+
 fn put_cid(buf: &mut Vec<u8>, cid: &str) {
     // Length is checked by the client before encoding; clamp defensively so the prefix
     // and the bytes can never disagree.
@@ -520,11 +585,15 @@ impl Request {
             Self::ServiceUnseal { .. } => Op::ServiceUnseal,
             Self::AttestationQuote => Op::AttestationQuote,
             Self::EvidenceQuote { .. } => Op::EvidenceQuote,
+            Self::FreshEvidenceQuote { .. } => Op::FreshEvidenceQuote,
             Self::AttestationInfo => Op::AttestationInfo,
             Self::RootStatus => Op::RootStatus,
             Self::CreateSealedRoot => Op::CreateSealedRoot,
             Self::AdoptRoot { .. } => Op::AdoptRoot,
             Self::RowMac { .. } => Op::RowMac,
+            Self::TlsPublicKey { .. } => Op::TlsPublicKey,
+            Self::TlsSign { .. } => Op::TlsSign,
+            Self::TlsRegisterCertificate { .. } => Op::TlsRegisterCertificate,
         }
     }
 
@@ -539,7 +608,25 @@ impl Request {
             | Self::RootStatus
             | Self::CreateSealedRoot => {}
             Self::EvidenceQuote { sums } => buf.extend_from_slice(sums),
+            Self::FreshEvidenceQuote { nonce, sums } => {
+                buf.extend_from_slice(nonce);
+                buf.extend_from_slice(sums);
+            }
             Self::AdoptRoot { sealed } => buf.extend_from_slice(sealed),
+            Self::TlsPublicKey { index } => buf.extend_from_slice(&index.to_be_bytes()),
+            Self::TlsSign {
+                index,
+                scheme,
+                message,
+            } => {
+                buf.extend_from_slice(&index.to_be_bytes());
+                buf.extend_from_slice(&scheme.to_be_bytes());
+                buf.extend_from_slice(message);
+            }
+            Self::TlsRegisterCertificate { index, chain_pem } => {
+                buf.extend_from_slice(&index.to_be_bytes());
+                buf.extend_from_slice(chain_pem);
+            }
             Self::RowMac { items } => {
                 // Counts and lengths are checked by the client before encoding; clamp
                 // defensively so a prefix and its bytes can never disagree.
@@ -612,6 +699,31 @@ impl Request {
             Op::AdoptRoot => Self::AdoptRoot {
                 sealed: r.rest().to_vec(),
             },
+            Op::TlsPublicKey => Self::TlsPublicKey { index: r.u32()? },
+            Op::TlsSign => {
+                let index = r.u32()?;
+                let scheme = r.u16()?;
+                let message = r.rest();
+                if message.is_empty() || message.len() > MAX_TLS_SIGN_MESSAGE_LEN {
+                    return Err(r.err("a TLS signing message must be 1..=16384 bytes"));
+                }
+                Self::TlsSign {
+                    index,
+                    scheme,
+                    message: message.to_vec(),
+                }
+            }
+            Op::TlsRegisterCertificate => {
+                let index = r.u32()?;
+                let chain_pem = r.rest();
+                if chain_pem.is_empty() || chain_pem.len() > MAX_TLS_CHAIN_LEN {
+                    return Err(r.err("a certificate chain must be 1..=32768 bytes"));
+                }
+                Self::TlsRegisterCertificate {
+                    index,
+                    chain_pem: chain_pem.to_vec(),
+                }
+            }
             Op::RowMac => {
                 // Well-formed counts out of range (0, or over MAX_ROW_MAC_ITEMS) decode: the
                 // keyservice answers them InvalidArgument. Each item takes at least its
@@ -630,6 +742,17 @@ impl Request {
                     return Err(r.err("sha256sum.txt must be 1..=8192 bytes"));
                 }
                 Self::EvidenceQuote {
+                    sums: sums.to_vec(),
+                }
+            }
+            Op::FreshEvidenceQuote => {
+                let nonce = r.array()?;
+                let sums = r.rest();
+                if sums.is_empty() || sums.len() > MAX_EVIDENCE_SUMS_LEN {
+                    return Err(r.err("sha256sum.txt must be 1..=8192 bytes"));
+                }
+                Self::FreshEvidenceQuote {
+                    nonce,
                     sums: sums.to_vec(),
                 }
             }
@@ -780,6 +903,8 @@ impl Response {
                     buf.extend_from_slice(tag);
                 }
             }
+            Self::Spki(d) | Self::TlsSignature(d) => buf.extend_from_slice(d),
+            Self::CertificateRegistered(hash) => buf.extend_from_slice(hash),
         }
     }
 
@@ -841,7 +966,7 @@ impl Response {
                 })
             }
             Op::RandomBytes => Self::Random(SecretBytes::new(Zeroizing::new(r.rest().to_vec()))),
-            Op::AttestationQuote | Op::EvidenceQuote => {
+            Op::AttestationQuote | Op::EvidenceQuote | Op::FreshEvidenceQuote => {
                 let source =
                     QuoteSource::from_u8(r.u8()?).ok_or_else(|| r.err("unknown quote source"))?;
                 Self::Quote(QuoteBundle {
@@ -893,6 +1018,19 @@ impl Response {
                 root_id: RootId(r.array()?),
             }),
             Op::AdoptRoot => Self::RootId(RootId(r.array()?)),
+            Op::TlsPublicKey | Op::TlsSign => {
+                let d = r.rest();
+                // An SPKI of P-256 is 91 bytes, a DER ECDSA P-256 signature at most 72.
+                if d.is_empty() || d.len() > 512 {
+                    return Err(r.err("TLS key answer must be 1..=512 bytes"));
+                }
+                if op == Op::TlsPublicKey {
+                    Self::Spki(d.to_vec())
+                } else {
+                    Self::TlsSignature(d.to_vec())
+                }
+            }
+            Op::TlsRegisterCertificate => Self::CertificateRegistered(r.array()?),
             Op::RowMac => {
                 let d = r.rest();
                 if d.is_empty() || !d.len().is_multiple_of(ROW_MAC_LEN) {
@@ -930,12 +1068,15 @@ mod tests {
         let open_ended = matches!(
             req,
             Request::EvidenceQuote { .. }
+                | Request::FreshEvidenceQuote { .. }
                 | Request::Encrypt { .. }
                 | Request::Decrypt { .. }
                 | Request::PayerSignTransaction { .. }
                 | Request::ServiceSeal { .. }
                 | Request::ServiceUnseal { .. }
                 | Request::AdoptRoot { .. }
+                | Request::TlsSign { .. }
+                | Request::TlsRegisterCertificate { .. }
         );
         buf.push(0);
         if !open_ended {
@@ -984,6 +1125,10 @@ mod tests {
         round_trip(Request::EvidenceQuote {
             sums: b"00  a\n".to_vec(),
         });
+        round_trip(Request::FreshEvidenceQuote {
+            nonce: [0xa5; 32],
+            sums: b"00  a\n".to_vec(),
+        });
         round_trip(Request::RootStatus);
         round_trip(Request::CreateSealedRoot);
         round_trip(Request::AdoptRoot {
@@ -993,6 +1138,30 @@ mod tests {
             items: vec![b"row one".to_vec(), Vec::new(), vec![0xee; 300]],
         });
         round_trip(Request::RowMac { items: Vec::new() });
+    }
+
+    #[test]
+    fn tls_key_requests_round_trip_and_are_bounded() {
+        round_trip(Request::TlsPublicKey { index: 7 });
+        round_trip(Request::TlsSign {
+            index: 1,
+            scheme: TLS_SCHEME_ECDSA_P256_SHA256,
+            message: b"transcript".to_vec(),
+        });
+        round_trip(Request::TlsRegisterCertificate {
+            index: 2,
+            chain_pem: b"-----BEGIN CERTIFICATE-----".to_vec(),
+        });
+        let mut over = vec![0, 0, 0, 1, 0x04, 0x03];
+        over.extend_from_slice(&vec![1; MAX_TLS_SIGN_MESSAGE_LEN + 1]);
+        assert!(Request::decode(Op::TlsSign, &over).is_err());
+        assert!(Request::decode(Op::TlsSign, &[0, 0, 0, 1, 0x04, 0x03]).is_err());
+        let mut chain = vec![0, 0, 0, 1];
+        chain.extend_from_slice(&vec![b'a'; MAX_TLS_CHAIN_LEN + 1]);
+        assert!(Request::decode(Op::TlsRegisterCertificate, &chain).is_err());
+        for op in [0x18, 0x19, 0x1A] {
+            assert_eq!(Op::from_u8(op).map(|o| o as u8), Some(op));
+        }
     }
 
     #[test]
@@ -1128,6 +1297,26 @@ mod tests {
     }
 
     #[test]
+    fn fresh_evidence_quote_is_nonce_then_listing() {
+        let mut buf = Vec::new();
+        Request::FreshEvidenceQuote {
+            nonce: [0x11; 32],
+            sums: b"ab".to_vec(),
+        }
+        .encode_payload(&mut buf);
+        let mut expected = vec![0x11; 32];
+        expected.extend_from_slice(b"ab");
+        assert_eq!(buf, expected);
+        assert_eq!(Op::from_u8(0x1C), Some(Op::FreshEvidenceQuote));
+        // A nonce alone (no listing), or a short nonce, does not decode.
+        assert!(Request::decode(Op::FreshEvidenceQuote, &[0x11; 32]).is_err());
+        assert!(Request::decode(Op::FreshEvidenceQuote, &[0x11; 31]).is_err());
+        let mut over = vec![0x11; 32];
+        over.extend_from_slice(&vec![b'a'; MAX_EVIDENCE_SUMS_LEN + 1]);
+        assert!(Request::decode(Op::FreshEvidenceQuote, &over).is_err());
+    }
+
+    #[test]
     fn quote_answers_round_trip() {
         let quote = Response::Quote(QuoteBundle {
             source: QuoteSource::Simulated,
@@ -1159,7 +1348,8 @@ mod tests {
         // 0x0C was PayerSign (any digest): no request can name it any more.
         assert_eq!(Op::from_u8(0x0C), None);
         assert_eq!(Op::from_u8(0x17), Some(Op::RowMac));
-        assert_eq!(Op::from_u8(0x18), None);
+        assert_eq!(Op::from_u8(0x18), Some(Op::TlsPublicKey));
+        assert_eq!(Op::from_u8(0xFF), None);
         let mut bad_purpose = vec![0u8];
         bad_purpose.extend_from_slice(&[0; 28]);
         assert!(Request::decode(Op::ServiceSeal, &bad_purpose).is_err());

@@ -418,3 +418,72 @@ pub fn assert_closed(s: &mut StdUnixStream) {
 pub fn write_all(s: &mut StdUnixStream, bytes: &[u8]) {
     s.write_all(bytes).unwrap();
 }
+
+/// rcgen's signing key for keyservice TLS key `index`: every signature is `TlsSign`.
+pub struct KeyserviceTlsKey {
+    pub index: u32,
+    pub spki: Vec<u8>,
+    client: keyservice_api::BlockingClient,
+}
+
+impl KeyserviceTlsKey {
+    pub fn new(socket: &Path, index: u32) -> Self {
+        let client = keyservice_api::BlockingClient::new(socket, Duration::from_secs(10));
+        let spki = client.tls_public_key(index).unwrap();
+        Self {
+            index,
+            spki,
+            client,
+        }
+    }
+}
+
+impl rcgen::PublicKeyData for KeyserviceTlsKey {
+    fn der_bytes(&self) -> &[u8] {
+        // The uncompressed point after the 26-byte P-256 SPKI prefix.
+        &self.spki[26..]
+    }
+
+    fn algorithm(&self) -> &'static rcgen::SignatureAlgorithm {
+        &rcgen::PKCS_ECDSA_P256_SHA256
+    }
+}
+
+impl rcgen::SigningKey for KeyserviceTlsKey {
+    fn sign(&self, msg: &[u8]) -> Result<Vec<u8>, rcgen::Error> {
+        self.client
+            .tls_sign(self.index, msg)
+            .map_err(|_| rcgen::Error::RemoteKeyError)
+    }
+}
+
+/// A self-signed certificate for `name` carrying keyservice TLS key `index` (signed by
+/// keyservice), as PEM. Blocking: call it off the async runtime's thread.
+pub fn keyservice_certificate(socket: &Path, index: u32, name: &str) -> String {
+    let key = KeyserviceTlsKey::new(socket, index);
+    rcgen::CertificateParams::new(vec![name.to_owned()])
+        .unwrap()
+        .self_signed(&key)
+        .unwrap()
+        .pem()
+}
+
+/// A `sha256sum.txt` as the appliance writes it, naming a certificate for keyservice's
+/// TLS key 1, registered with keyservice (so it may be quoted).
+pub async fn registered_sums(socket: &Path) -> Vec<u8> {
+    let path = socket.to_owned();
+    let pem = tokio::task::spawn_blocking(move || keyservice_certificate(&path, 1, "a.test"))
+        .await
+        .unwrap();
+    let client = keyservice_api::KeyClient::connect(socket).await.unwrap();
+    client
+        .tls_register_certificate(1, pem.as_bytes())
+        .await
+        .unwrap();
+    format!(
+        "{}  acme-account.json\n{}  cert-a.test.pem\n",
+        hex::encode(Sha256::digest(b"account")),
+        hex::encode(Sha256::digest(pem.as_bytes()))
+    )
+    .into_bytes()
+}

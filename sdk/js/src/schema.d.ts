@@ -718,6 +718,7 @@ export interface paths {
         /**
          * A hardware quote whose report data is all zeros, with the event log: at most
          *     `attestation.quote_refresh_secs` old (one quote serves every request in that window).
+         *     With `?nonce=`, a quote made for this request over SHA-256(sha256sum.txt) ‖ nonce.
          */
         get: operations["attestation"];
         put?: never;
@@ -771,7 +772,8 @@ export interface paths {
         };
         /**
          * One evidence file: `cert-<domain>.pem`, `acme-account.json`, `sha256sum.txt`,
-         *     `quote.json`.
+         *     `quote.json`. `quote.json?nonce=` is a quote made for this request over
+         *     SHA-256(sha256sum.txt) ‖ nonce (the nonce applies to `quote.json` only).
          */
         get: operations["evidence_file"];
         put?: never;
@@ -1024,7 +1026,8 @@ export interface components {
         Health: {
             /**
              * @description `ok`; `degraded` (HTTP 503) when a dependency is down; `alert` (HTTP 200) when
-             *     the store has refused rows that failed their integrity check (see `store`).
+             *     the store has refused rows that failed their integrity check, refused a rolled
+             *     back database, or found database objects it did not create (see `store`).
              * @example ok
              */
             status: string;
@@ -1214,6 +1217,24 @@ export interface components {
              */
             refused_rows: number;
             last_refused?: components["schemas"]["RefusedRow"] | null;
+            /**
+             * Format: int64
+             * @description Reads and write batches refused since start because the database showed an
+             *     older write epoch than this replica had seen: it was rolled back (PostgreSQL).
+             */
+            rollbacks?: number;
+            /**
+             * Format: int64
+             * @description The highest write epoch this replica has seen (PostgreSQL).
+             */
+            write_epoch?: number;
+            /**
+             * @description Triggers, rules, functions and event triggers in the database that no migration
+             *     created, by kind and name, at the last check (PostgreSQL; checked at start and
+             *     periodically). The appliance's integrity does not depend on their absence; any
+             *     is reported as an `alert`.
+             */
+            foreign_objects?: string[];
             /**
              * @description The singletons this replica runs now (`chain-relayer`, `chain-indexer`): with
              *     replicas, each runs on exactly one of them.
@@ -4874,7 +4895,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
-            /** @description The account is ChainSecured already */
+            /** @description The account is ChainSecured already, or the new admin wallet already administers a ChainSecured account */
             409: {
                 headers: {
                     [name: string]: unknown;
@@ -4999,20 +5020,36 @@ export interface operations {
     };
     attestation: {
         parameters: {
-            query?: never;
+            query?: {
+                /**
+                 * @description 64 hex digits (32 bytes) chosen by the verifier: the quote is made for this
+                 *     request and its report data is SHA-256(sha256sum.txt) ‖ nonce. Absent: the
+                 *     cached quote of the specification's form.
+                 */
+                nonce?: string;
+            };
             header?: never;
             path?: never;
             cookie?: never;
         };
         requestBody?: never;
         responses: {
-            /** @description A recent quote (at most attestation.quote_refresh_secs old) */
+            /** @description A recent quote (at most attestation.quote_refresh_secs old), or with ?nonce a quote made for this request */
             200: {
                 headers: {
                     [name: string]: unknown;
                 };
                 content: {
                     "application/json": components["schemas"]["AttestationBody"];
+                };
+            };
+            /** @description The nonce is not 64 hex digits */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
                 };
             };
             /** @description Too many requests from this client address; retry after `Retry-After` seconds. */
@@ -5110,7 +5147,14 @@ export interface operations {
     };
     evidence_file: {
         parameters: {
-            query?: never;
+            query?: {
+                /**
+                 * @description 64 hex digits (32 bytes) chosen by the verifier: the quote is made for this
+                 *     request and its report data is SHA-256(sha256sum.txt) ‖ nonce. Absent: the
+                 *     cached quote of the specification's form.
+                 */
+                nonce?: string;
+            };
             header?: never;
             path: {
                 /** @description A name from the listing */
@@ -5127,6 +5171,15 @@ export interface operations {
                 };
                 content?: never;
             };
+            /** @description The nonce is not 64 hex digits, or was given for a file other than quote.json */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
             /** @description No such evidence file */
             404: {
                 headers: {
@@ -5141,6 +5194,15 @@ export interface operations {
                 headers: {
                     /** @description Whole seconds until the client may retry */
                     "Retry-After"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description With ?nonce: the quote provider is unavailable, or no evidence yet */
+            503: {
+                headers: {
                     [name: string]: unknown;
                 };
                 content: {
