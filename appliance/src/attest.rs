@@ -114,6 +114,11 @@ pub struct EvidenceFile {
 #[derive(Debug, Clone, Default)]
 pub struct EvidenceSet {
     pub files: BTreeMap<String, EvidenceFile>,
+    /// The keyservice TLS key index and the chain it was registered with, so that a
+    /// fresh quote can register it again (keyservice keeps registrations in memory only:
+    /// a restarted keyservice would otherwise refuse every fresh quote until the next
+    /// certificate).
+    pub registration: Option<(u32, String)>,
 }
 
 impl EvidenceSet {
@@ -206,7 +211,10 @@ pub async fn build(cert: &IssuedCert, keys: &Keys) -> Result<EvidenceSet, Attest
             content_type: "application/json",
         },
     );
-    Ok(EvidenceSet { files })
+    Ok(EvidenceSet {
+        files,
+        registration: cert.key_index.map(|index| (index, cert.chain_pem.clone())),
+    })
 }
 
 /// The keyservice handle, the current evidence set and the cached `/attestation` and
@@ -297,6 +305,14 @@ impl Attestation {
             .files
             .get("sha256sum.txt")
             .ok_or(AttestError::NoEvidenceYet)?;
+        // Registering is idempotent and cheap next to a quote; doing it every time keeps
+        // fresh quotes working after keyservice restarted and forgot its registrations.
+        if let Some((index, chain)) = &set.registration {
+            self.keys
+                .client()
+                .tls_register_certificate(*index, chain.as_bytes())
+                .await?;
+        }
         let bundle = self
             .keys
             .client()

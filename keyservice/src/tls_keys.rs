@@ -2,7 +2,7 @@
 //! serves with evidence lives here and nowhere else.
 //!
 //! * TLS key `i` is an ECDSA P-256 key derived from the root (`derive`, label
-//!   `keyservice/v1/tls-key`, data `be32(i)`): replicas sharing a root share the keys, and
+//!   "keyservice/v1/tls-key", data `be32(i)`): replicas sharing a root share the keys, and
 //!   nothing new is persisted. Its label is reached by no wallet, action, payer or seal
 //!   operation, and no operation exports it.
 //! * The front end learns only the public key (`TlsPublicKey`: SubjectPublicKeyInfo DER)

@@ -108,6 +108,25 @@ async fn keyservice_outage_is_503_and_heals_by_itself() {
     let keys = KeyClient::connect(&socket).await.unwrap();
     let held = keys.wallet(&account_wallet_path(&first_key)).await.unwrap();
     assert_eq!(held.address.to_checksum(), first_wallet);
+
+    // keyservice keeps the certificates it may quote for in memory only: the restarted one
+    // knows none, yet fresh evidence works at once (the appliance registers its
+    // certificate again before each fresh quote).
+    let nonce = "5c".repeat(32);
+    let fresh = app
+        .send(app.request(
+            Method::GET,
+            &app.url(&format!("/evidences/quote.json?nonce={nonce}")),
+        ))
+        .await;
+    let body = fresh.assert_ok();
+    let quote = hex::decode(body["quote"].as_str().unwrap().trim_start_matches("0x")).unwrap();
+    let quote = appliance_client::evidence::quote::TdxQuote::parse(&quote).unwrap();
+    assert_eq!(
+        hex::encode(&quote.report.report_data[32..]),
+        nonce,
+        "the fresh quote after a keyservice restart must carry the nonce"
+    );
 }
 
 #[tokio::test]
