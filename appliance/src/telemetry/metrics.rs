@@ -332,7 +332,7 @@ impl Metrics {
         );
         r.register(
             "workers_retired",
-            "Action workers retired, by reason (max_jobs, failed, heap, broken, timeout, refused, abandoned)",
+            "Action workers retired, by reason (max_jobs, failed, heap, broken, timeout, refused, abandoned, evicted, idle)",
             self.workers_retired.clone(),
         );
         r.register(
