@@ -2,12 +2,13 @@
 //! given), code the service keeps by CID, or the configured IPFS gateway, whose answer
 //! counts only if it hashes to the CID asked for.
 //!
-//! Invariant: code runs only if it hashes to the CID it runs as. [`resolve`] recomputes
-//! the CIDv0 of every code string it hands out, whatever its source, in this process
-//! ([`verify`]); nothing the store or the gateway says about a CID is taken on trust
-//! (the code cache lives in the database, which an operator can edit). No cache of
-//! verified CIDs: it would have to be keyed on a hash of the bytes computed here, which
-//! costs what recomputing the CID costs.
+//! Invariant: code runs only if it hashes to the CID it runs as, computed in this
+//! process for every code string, once: inline code's CID *is* the CIDv0 of those bytes
+//! ([`requested_cid`]), the store's bytes are hashed before anything else ([`verify`]),
+//! and the gateway's in [`Gateway::fetch`]. Nothing the store or the gateway says about a
+//! CID is taken on trust (the code cache lives in the database, which an operator can
+//! edit). No cache of verified CIDs: it would have to be keyed on a hash of the bytes
+//! computed here, which costs what recomputing the CID costs.
 
 use std::time::Duration;
 
@@ -38,7 +39,6 @@ impl CodeSource {
 }
 
 /// Whether `code` hashes to `cid`; if not, it is refused, logged at error and counted.
-/// Every code string passes here before it runs.
 pub(super) fn verify(cid: &str, code: &[u8], source: CodeSource) -> Result<(), ExecError> {
     let computed = cid::cid_v0(code);
     if computed == cid {
@@ -173,7 +173,7 @@ pub(super) async fn resolve(
 ) -> Result<String, ExecError> {
     let limits = ctx.limits;
     if let Some(code) = code {
-        verify(&cid_text, code.as_bytes(), CodeSource::Inline)?;
+        // `cid_text` was computed from these very bytes (`requested_cid`).
         remember(ctx, account, &cid_text, &code, false).await;
         return Ok(code);
     }
@@ -188,7 +188,7 @@ pub(super) async fn resolve(
     if let Some(gateway) = ctx.executor.gateway()
         && let Some(code) = gateway.fetch(&cid_text, limits.max_code_bytes).await?
     {
-        verify(&cid_text, code.as_bytes(), CodeSource::Gateway)?;
+        // `fetch` answers only bytes that hash to `cid_text`.
         remember(ctx, account, &cid_text, &code, true).await;
         return Ok(code);
     }

@@ -804,13 +804,7 @@ pub(crate) fn delete(
     filter: &str,
     params: &[&dyn ToParam],
 ) -> Result<usize> {
-    let n = table.columns.len();
-    let sql = format!(
-        "DELETE FROM {} WHERE {filter} RETURNING {}",
-        table.name,
-        table.select("")
-    );
-    let rows = tx.query_map(&sql, params, |r| read_row(r, n))?;
+    let rows = delete_returning(tx, table, filter, params)?;
     let count = rows.len();
     if let Some(checks) = tx.checks() {
         for (values, mac) in rows {
@@ -818,6 +812,25 @@ pub(crate) fn delete(
         }
     }
     Ok(count)
+}
+
+/// A row's data columns and its stored MAC (`None`: NULL).
+type StoredRow = (Vec<OwnedValue>, Option<Vec<u8>>);
+
+/// Deletes the rows of `table` that `filter` selects, and answers them with their MACs.
+fn delete_returning(
+    tx: Conn<'_>,
+    table: &'static Table,
+    filter: &str,
+    params: &[&dyn ToParam],
+) -> Result<Vec<StoredRow>> {
+    let n = table.columns.len();
+    let sql = format!(
+        "DELETE FROM {} WHERE {filter} RETURNING {}",
+        table.name,
+        table.select("")
+    );
+    Ok(tx.query_map(&sql, params, |r| read_row(r, n))?)
 }
 
 /// Deletes the rows of `table` that `filter` selects without checking them: rows the
@@ -829,13 +842,7 @@ pub(crate) fn prune(
     filter: &str,
     params: &[&dyn ToParam],
 ) -> Result<usize> {
-    let n = table.columns.len();
-    let sql = format!(
-        "DELETE FROM {} WHERE {filter} RETURNING {}",
-        table.name,
-        table.select("")
-    );
-    let rows = tx.query_map(&sql, params, |r| read_row(r, n))?;
+    let rows = delete_returning(tx, table, filter, params)?;
     let count = rows.len();
     if let Some(checks) = tx.checks() {
         for (values, _) in rows {

@@ -113,6 +113,22 @@ pub(super) fn upsert(
     if found {
         return Ok(ours);
     }
+    insert(tx, account, hash, name, description, p, now, expires_at)?;
+    Ok(true)
+}
+
+/// Inserts `account`'s usage key `hash` as a new row (its id allocated by the store).
+#[allow(clippy::too_many_arguments)]
+fn insert(
+    tx: Conn<'_>,
+    account: AccountId,
+    hash: &KeyHash,
+    name: &str,
+    description: &str,
+    p: &Permissions,
+    now: i64,
+    expires_at: Option<i64>,
+) -> Result<i64> {
     integrity::insert_new(
         tx,
         &USAGE_KEYS,
@@ -138,8 +154,7 @@ pub(super) fn upsert(
             ("updated_at", now),
             ("expires_at", expires_at),
         ],
-    )?;
-    Ok(true)
+    )
 }
 
 /// Sets a usage key row's permission columns.
@@ -261,31 +276,15 @@ impl Store {
         self.write_charged(account, charge, move |tx| {
             let now = now_unix();
             let p = &new.permissions;
-            let inserted = integrity::insert_new(
+            let inserted = insert(
                 tx,
-                &USAGE_KEYS,
-                columns![
-                    ("account_id", account.0),
-                    ("key_hash", new.key_hash.0.as_slice()),
-                    ("name", new.name),
-                    ("description", new.description),
-                    ("can_create_groups", p.can_create_groups),
-                    ("can_delete_groups", p.can_delete_groups),
-                    ("can_create_pkps", p.can_create_pkps),
-                    (
-                        "manage_ipfs_ids_in_groups",
-                        encode_set(&p.manage_ipfs_ids_in_groups)
-                    ),
-                    ("add_pkp_to_groups", encode_set(&p.add_pkp_to_groups)),
-                    (
-                        "remove_pkp_from_groups",
-                        encode_set(&p.remove_pkp_from_groups)
-                    ),
-                    ("execute_in_groups", encode_set(&p.execute_in_groups)),
-                    ("created_at", now),
-                    ("updated_at", now),
-                    ("expires_at", None::<i64>),
-                ],
+                account,
+                &new.key_hash,
+                &new.name,
+                &new.description,
+                p,
+                now,
+                None,
             );
             match inserted {
                 Ok(id) => {
