@@ -1239,7 +1239,10 @@ fn read_epoch(conn: Conn<'_>) -> Result<Epoch> {
 /// the migrations ever created; the change feed is a `NOTIFY` in the writer's commit, not
 /// a trigger. So every one listed is foreign.
 pub(super) fn foreign_objects(conn: Conn<'_>) -> Result<Vec<String>> {
-    Ok(conn.query_map(
+    // The database decides how many there are: list at most MAX_FOREIGN_LISTED, and say
+    // when there were more, so a hostile catalogue cannot grow every replica's memory
+    // and `/health` body.
+    let mut listed: Vec<String> = conn.query_map(
         "SELECT 'trigger ' || n.nspname || '.' || c.relname || '.' || t.tgname
            FROM pg_trigger t JOIN pg_class c ON c.oid = t.tgrelid
            JOIN pg_namespace n ON n.oid = c.relnamespace
@@ -1260,11 +1263,20 @@ pub(super) fn foreign_objects(conn: Conn<'_>) -> Result<Vec<String>> {
                                AND d.deptype = 'e')
          UNION ALL
          SELECT 'event trigger ' || e.evtname FROM pg_event_trigger e
-         ORDER BY 1",
-        params![],
+         ORDER BY 1
+         LIMIT ?1",
+        params![MAX_FOREIGN_LISTED as i64 + 1],
         |r| r.get(0),
-    )?)
+    )?;
+    if listed.len() > MAX_FOREIGN_LISTED {
+        listed.truncate(MAX_FOREIGN_LISTED);
+        listed.push("… and more (not listed)".to_owned());
+    }
+    Ok(listed)
 }
+
+/// How many foreign objects the drift check names at most.
+pub(super) const MAX_FOREIGN_LISTED: usize = 64;
 
 impl Integrity {
     /// One drift check: lists foreign objects (reported) and checks the write epoch.
@@ -1643,6 +1655,23 @@ mod tests {
             "{foreign:?}"
         );
         assert_eq!(report.foreign_objects(), Some(foreign));
+    }
+
+    /// The drift list is bounded whatever the database holds: past the bound it ends
+    /// with a line saying there are more.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn the_drift_list_is_bounded() {
+        let Some((db, store, _)) = populated().await else {
+            return;
+        };
+        let many: String = (0..MAX_FOREIGN_LISTED + 5)
+            .map(|i| format!("CREATE FUNCTION f{i:03}() RETURNS int LANGUAGE sql AS 'SELECT 1';"))
+            .collect();
+        db.behind_the_back(&many).await;
+        let foreign = store.check_database().await.unwrap().unwrap();
+        assert_eq!(foreign.len(), MAX_FOREIGN_LISTED + 1, "{foreign:?}");
+        assert_eq!(foreign[0], "function public.f000");
+        assert_eq!(foreign[MAX_FOREIGN_LISTED], "… and more (not listed)");
     }
 
     /// The issue's second path: database code that runs when the appliance writes (a
