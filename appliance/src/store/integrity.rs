@@ -1264,7 +1264,7 @@ pub(super) fn foreign_objects(conn: Conn<'_>) -> Result<Vec<String>> {
          UNION ALL
          SELECT 'event trigger ' || e.evtname FROM pg_event_trigger e
          ORDER BY 1
-         LIMIT ?1",
+         LIMIT ?1 + 0",
         params![MAX_FOREIGN_LISTED as i64 + 1],
         |r| r.get(0),
     )?;
