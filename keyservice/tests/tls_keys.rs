@@ -175,3 +175,52 @@ async fn evidence_quote_requires_a_certificate_carrying_a_keyservice_key() {
     let sums = registered_sums(&other.socket).await;
     other_client.evidence_quote(&sums).await.unwrap();
 }
+
+/// keyservice remembers at most `MAX_REGISTERED` certificate chains (a front end cannot
+/// grow its memory by registering without end): the oldest is forgotten first, so a
+/// listing naming it is no longer quoted, while the most recent ones still are; a chain
+/// registered again does not push another out.
+#[tokio::test]
+async fn registered_certificates_are_bounded_and_the_oldest_is_forgotten() {
+    use keyservice::tls_keys::MAX_REGISTERED;
+
+    let env = Env::new();
+    let ks = env.start();
+    let client = KeyClient::connect(&ks.socket).await.unwrap();
+    let socket = ks.socket.clone();
+    let chains = tokio::task::spawn_blocking(move || {
+        (0..=MAX_REGISTERED)
+            .map(|i| keyservice_certificate(&socket, 1, &format!("n{i}.test")))
+            .collect::<Vec<_>>()
+    })
+    .await
+    .unwrap();
+    for chain in &chains[..MAX_REGISTERED] {
+        client
+            .tls_register_certificate(1, chain.as_bytes())
+            .await
+            .unwrap();
+    }
+    // Full: every one is quotable. Registering the oldest again keeps the set as it is.
+    for chain in &chains[..MAX_REGISTERED] {
+        client.evidence_quote(&listing(chain)).await.unwrap();
+    }
+    client
+        .tls_register_certificate(1, chains[0].as_bytes())
+        .await
+        .unwrap();
+    client.evidence_quote(&listing(&chains[1])).await.unwrap();
+
+    // One more: the oldest (chains[0]) is forgotten, the rest stay.
+    client
+        .tls_register_certificate(1, chains[MAX_REGISTERED].as_bytes())
+        .await
+        .unwrap();
+    refused(
+        client.evidence_quote(&listing(&chains[0])).await,
+        "does not hold",
+    );
+    for chain in &chains[1..] {
+        client.evidence_quote(&listing(chain)).await.unwrap();
+    }
+}

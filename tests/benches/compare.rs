@@ -26,6 +26,9 @@
 //! buckets), and its resident memory (`process_resident_memory_bytes`); the other
 //! processes' memory is read from `/proc`.
 //!
+//! `BENCH_ROWS=<text>` keeps only the rows whose name contains that text (e.g.
+//! `BENCH_ROWS=TLS` for the two handshake rows, to compare variants quickly).
+//!
 //! Prints one markdown table, then the memory, start-up, date and machine lines. Run
 //! with `scripts/bench` (it builds the release binaries first).
 
@@ -182,7 +185,11 @@ async fn main() {
 
     let mut measured = Vec::new();
     let mut loaded = None;
-    for row in rows(&fixture) {
+    let only = std::env::var("BENCH_ROWS").unwrap_or_default();
+    for row in rows(&fixture)
+        .into_iter()
+        .filter(|row| row.name.contains(only.as_str()))
+    {
         let sample = (row.name == "sign action" && row.clients == 16).then_some(app.pid());
         let route = row.appliance.path.clone();
         let (appliance, memory, server) = measure(

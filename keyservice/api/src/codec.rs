@@ -197,27 +197,56 @@ pub async fn write_frames<W: AsyncWrite + Unpin>(
     rx: &mut mpsc::Receiver<Vec<u8>>,
     write_timeout: Duration,
 ) -> io::Result<()> {
-    let mut buf: Vec<u8> = Vec::with_capacity(MAX_FRAME_LEN);
-    while let Some(mut frame) = rx.recv().await {
-        buf.extend_from_slice(&frame);
-        frame.zeroize();
-        while buf.len() < MAX_FRAME_LEN {
-            match rx.try_recv() {
-                Ok(mut f) => {
-                    buf.extend_from_slice(&f);
-                    f.zeroize();
-                }
-                Err(_) => break,
+    // Room for one largest frame (its length prefix too): a batch never reallocates, so no
+    // unwiped copy of an answer is left behind in freed memory.
+    let mut buf: Vec<u8> = Vec::with_capacity(MAX_FRAME_LEN + 4);
+    let mut next: Option<Vec<u8>> = None;
+    loop {
+        let first = match next.take() {
+            Some(frame) => frame,
+            None => match rx.recv().await {
+                Some(frame) => frame,
+                None => break,
+            },
+        };
+        take_into(&mut buf, first);
+        while let Ok(frame) = rx.try_recv() {
+            if buf.len() + frame.len() > buf.capacity() {
+                next = Some(frame);
+                break;
             }
+            take_into(&mut buf, frame);
         }
         let written = tokio::time::timeout(write_timeout, wr.write_all(&buf)).await;
-        buf.zeroize();
+        // Wipe the bytes this batch used, not the capacity: `Vec::zeroize` would write all
+        // of it one volatile byte at a time after every answer (it was about half of
+        // keyservice's time per TLS signature). Past `len` the buffer only holds bytes an
+        // earlier batch already wiped.
+        buf.as_mut_slice().zeroize();
+        buf.clear();
         match written {
             Ok(result) => result?,
-            Err(_) => return Err(io::Error::new(io::ErrorKind::TimedOut, "write timed out")),
+            Err(_) => {
+                if let Some(mut frame) = next {
+                    frame.zeroize();
+                }
+                return Err(io::Error::new(io::ErrorKind::TimedOut, "write timed out"));
+            }
         }
     }
     wr.shutdown().await
+}
+
+/// Appends `frame` to the batch and wipes it. Callers only add to a non-empty batch what
+/// fits its room; a first frame larger than the room (the encoder never makes one) grows
+/// the empty, already wiped buffer.
+fn take_into(buf: &mut Vec<u8>, mut frame: Vec<u8>) {
+    if buf.len() + frame.len() > buf.capacity() {
+        debug_assert!(buf.is_empty());
+        buf.reserve(frame.len());
+    }
+    buf.extend_from_slice(&frame);
+    frame.zeroize();
 }
 
 #[cfg(test)]
@@ -281,5 +310,43 @@ mod tests {
             read_frame(&mut &half[..]).await,
             Err(FrameError::Truncated)
         ));
+    }
+
+    /// Queued answers larger together than one batch all arrive, whole and in order (a
+    /// frame that does not fit the batch waits for the next write), and the stream ends
+    /// cleanly when the senders are gone.
+    #[tokio::test]
+    async fn queued_frames_larger_than_a_batch_arrive_whole_and_in_order() {
+        let (tx, mut rx) = mpsc::channel(16);
+        let payload = |i: u8| vec![i; MAX_FRAME_LEN / 3];
+        for i in 0..7u8 {
+            let mut frame = Vec::new();
+            encode_frame(&mut frame, FrameHeader::new(4, 0, u64::from(i)), |b| {
+                b.extend_from_slice(&payload(i))
+            });
+            tx.send(frame).await.unwrap();
+        }
+        // The largest frame the protocol allows fits one batch on its own.
+        let mut largest = Vec::new();
+        encode_frame(&mut largest, FrameHeader::new(4, 0, 7), |b| {
+            b.extend_from_slice(&vec![0xAB; MAX_FRAME_LEN - HEADER_LEN])
+        });
+        tx.send(largest).await.unwrap();
+        drop(tx);
+        let (mut client, mut server) = tokio::io::duplex(4096);
+        let writer = tokio::spawn(async move {
+            write_frames(&mut server, &mut rx, Duration::from_secs(5)).await
+        });
+        let mut reader = FrameReader::new(&mut client);
+        for i in 0..7u8 {
+            let body = reader.next_frame().await.unwrap().unwrap();
+            assert_eq!(FrameHeader::parse(&body).unwrap().id, u64::from(i));
+            assert_eq!(&body[HEADER_LEN..], payload(i).as_slice());
+        }
+        let body = reader.next_frame().await.unwrap().unwrap();
+        assert_eq!(body.len(), MAX_FRAME_LEN);
+        assert!(body[HEADER_LEN..].iter().all(|&b| b == 0xAB));
+        assert!(reader.next_frame().await.unwrap().is_none());
+        writer.await.unwrap().unwrap();
     }
 }
