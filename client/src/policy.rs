@@ -4,6 +4,7 @@ use std::net::SocketAddr;
 use std::time::Duration;
 
 use evidence::collateral::CollateralSource;
+use evidence::os_image::OsPolicy;
 
 /// The verification policy, set by the caller. The default is the strictest useful one:
 /// genuine TDX (`UpToDate` only, no simulated quotes), and every check of
@@ -37,6 +38,15 @@ pub struct Policy {
     /// fails the `freshness` check and the client sends nothing. A nonce is sent either
     /// way.
     pub allow_stale: bool,
+    /// Accepted OS measurements (MRTD, RTMR0-2 per OS image and VM shape: the policy file
+    /// of `evidence verify --os-measurements`, written by `evidence os-measure`). `None`:
+    /// the OS is not pinned, and the `os-image` check fails unless
+    /// [`Policy::allow_unpinned_os`] (a simulated quote has no OS to pin).
+    pub os_measurements: Option<OsPolicy>,
+    /// Accept a genuine quote whose OS measurements are not all pinned (`os-image`
+    /// reported N/A): the client then does not know which firmware, kernel and command
+    /// line produced the quote.
+    pub allow_unpinned_os: bool,
     /// How long a successful verification is trusted before the next call re-verifies.
     pub cache_for: Duration,
     /// When a new connection shows a leaf the evidence neither attests nor announced
@@ -63,6 +73,8 @@ impl Default for Policy {
             caa_domain: None,
             skip: Vec::new(),
             allow_stale: false,
+            os_measurements: None,
+            allow_unpinned_os: false,
             cache_for: Duration::from_secs(3600),
             reverify_on_new_certificate: false,
         }

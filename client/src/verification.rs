@@ -71,6 +71,9 @@ pub async fn verify_bundle(
         skip: policy.skip.clone(),
         strict: false,
         allow_stale: policy.allow_stale,
+        os_policy: policy.os_measurements.clone(),
+        os_image: None,
+        allow_unpinned_os: policy.allow_unpinned_os,
     };
     let mut report = check::run(bundle, &options).await;
     // A stale quote the policy accepts is reported as `freshness` skipped on request.
@@ -166,6 +169,8 @@ mod tests {
                 .collect(),
             tcb_status: None,
             advisory_ids: Vec::new(),
+            os: None,
+            key_provider: None,
         }
     }
 

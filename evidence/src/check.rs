@@ -20,8 +20,17 @@
 //! ([`Options::allow_stale`]), which reports the check as skipped on request. Offline, a
 //! saved bundle cannot show that its quote is fresh now: the check is skipped as not
 //! applicable (and `report-data` accepts the nonce the bundle was saved with).
+//!
+//! `os-image` establishes which operating system produced the quote: its MRTD and RTMR0–2
+//! (firmware, kernel, command line, initrd) are recomputed from an OS image
+//! ([`Options::os_image`]) or looked up in a policy file of accepted measurements
+//! ([`Options::os_policy`]). Registers neither source pins leave the OS *unpinned*: a
+//! failure unless the caller accepts it ([`Options::allow_unpinned_os`]), then reported
+//! N/A, and the summary says the OS was not verified. A simulated quote has no OS
+//! measurement at all: there the check is N/A under the development rule above.
 
 use std::net::SocketAddr;
+use std::sync::Arc;
 
 use dcap_qvl::QuoteCollateralV3;
 use serde::Serialize;
@@ -30,11 +39,12 @@ use sha2::{Digest, Sha256};
 use crate::bundle::{Bundle, cert_file_name, first_pem_cert, parse_sum_line};
 use crate::collateral::CollateralSource;
 use crate::event_log::EventLog;
+use crate::os_image::{KeyProvider, OsImage, OsPolicy, VmConfig, VmShape};
 use crate::quote::{TdxQuote, decode_quote_text};
 use crate::verify::{Policy, VerifyError, verify_quote};
 
 /// Stable names of the checks, in report order.
-pub const CHECKS: [(&str, &str); 10] = [
+pub const CHECKS: [(&str, &str); 11] = [
     (
         "compose-hash",
         "rule 1: sha256(tcb_info.app_compose) = compose_hash",
@@ -55,6 +65,10 @@ pub const CHECKS: [(&str, &str); 10] = [
     ),
     ("quote", "DCAP verification of the quotes"),
     ("rtmr-replay", "event log replays to the quote's RTMR0-3"),
+    (
+        "os-image",
+        "MRTD and RTMR0-2 (firmware, kernel, cmdline, initrd) = a pinned OS",
+    ),
     (
         "compose-hash-event",
         "compose-hash event (before system-ready) = /info",
@@ -98,6 +112,40 @@ pub struct Report {
     pub tcb_status: Option<String>,
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub advisory_ids: Vec<String>,
+    /// What the `os-image` check found out about the operating system.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub os: Option<OsReport>,
+    /// The key provider the event log records before `system-ready` (`key-provider`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub key_provider: Option<KeyProvider>,
+}
+
+/// The operating system behind the quote, as far as the `os-image` check established it.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+pub struct OsReport {
+    /// The image's hash (hex): the one the deployment names (`vm_config`, or `/info`
+    /// `tcb_info`), or the matched policy entry's.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub os_image_hash: Option<String>,
+    /// The dstack OS version and whether it is a development image.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub version: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub is_dev: Option<bool>,
+    /// Where version and dev flag come from: the image's `metadata.json` (covered by
+    /// `os_image_hash`), the policy file, or the host's image name in `vm_config` (not
+    /// verified).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub version_source: Option<String>,
+    /// The VM shape `vm_config` states (or the matched policy entry's).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub vm_shape: Option<VmShape>,
+    /// Registers recomputed from the OS image (`--os-image`).
+    pub recomputed: Vec<&'static str>,
+    /// Registers taken on trust from the policy file (`--os-measurements`).
+    pub from_policy: Vec<&'static str>,
+    /// Registers nothing pinned.
+    pub unpinned: Vec<&'static str>,
 }
 
 impl Report {
@@ -127,13 +175,31 @@ impl Report {
             };
             s.push_str(&format!("{tag}  {:<19} {}\n", c.id, c.detail));
         }
+        if let Some(os) = &self.os {
+            s.push_str(&os.to_text());
+        }
+        if let Some(kp) = &self.key_provider {
+            s.push_str(&format!("key provider: {} {}\n", kp.name, kp.id));
+        }
+        if let Some(status) = &self.tcb_status {
+            let adv = if self.advisory_ids.is_empty() {
+                "none".to_owned()
+            } else {
+                self.advisory_ids.join(", ")
+            };
+            s.push_str(&format!("TCB status: {status}; advisories: {adv}\n"));
+        }
         let not_applicable = self.not_applicable();
+        let development = self.tcb_status.as_deref() == Some("Simulated");
         if !self.ok {
             s.push_str("NOT verified: failed checks: ");
             s.push_str(&self.failed().join(", "));
             s.push('\n');
         } else if not_applicable.is_empty() {
             s.push_str("verified: every required check passed\n");
+        } else if !development {
+            // On a genuine quote only an unpinned OS accepted on request stays N/A.
+            s.push_str("verified EXCEPT the operating system: MRTD and RTMR0-2 were NOT all pinned (accepted with --allow-unpinned-os), so any firmware, kernel, command line or initrd may have produced this quote\n");
         } else {
             s.push_str(&format!(
                 "verified for DEVELOPMENT only (simulated quote, NOT confidential); checks that cannot apply here: {}\n",
@@ -178,6 +244,13 @@ pub struct Options {
     /// (`freshness` is then skipped on request instead of failing): for deployments that
     /// do not answer `?nonce=`. A relay can replay such a quote for as long as it likes.
     pub allow_stale: bool,
+    /// Accepted OS measurements (`--os-measurements`).
+    pub os_policy: Option<OsPolicy>,
+    /// An OS image to recompute MRTD, RTMR1 and RTMR2 from (`--os-image`).
+    pub os_image: Option<Arc<OsImage>>,
+    /// Accept a quote whose OS measurements are not all pinned (`os-image` then N/A
+    /// instead of failed): the report is then not a verification of the OS.
+    pub allow_unpinned_os: bool,
 }
 
 type Outcome = Result<String, String>;
@@ -187,6 +260,8 @@ enum Ran {
     Skip(String),
     /// The check cannot apply to this deployment (see the module documentation).
     NotApplicable(String),
+    /// Not all OS measurements are pinned: N/A if the caller accepts that, else a failure.
+    Unpinned(String),
 }
 
 fn pass(s: impl Into<String>) -> Ran {
@@ -202,6 +277,7 @@ pub async fn run(bundle: &Bundle, opts: &Options) -> Report {
     let mut ran_all = Vec::new();
     let mut tcb_status = None;
     let mut advisory_ids = Vec::new();
+    let mut os = None;
     for (id, title) in CHECKS {
         let ran = if opts.skip.iter().any(|s| s == id) {
             Ran::Skip("skipped on request".to_owned())
@@ -222,6 +298,11 @@ pub async fn run(bundle: &Bundle, opts: &Options) -> Report {
                     ran
                 }
                 "rtmr-replay" => check_rtmr_replay(bundle),
+                "os-image" => {
+                    let (ran, report) = check_os_image(bundle, opts);
+                    os = report;
+                    ran
+                }
                 "freshness" => check_freshness(bundle, opts),
                 _ => check_compose_hash_event(bundle),
             }
@@ -233,7 +314,7 @@ pub async fn run(bundle: &Bundle, opts: &Options) -> Report {
     let checks: Vec<CheckResult> = ran_all
         .into_iter()
         .map(|(id, title, ran)| {
-            let (status, detail) = resolve(ran, development, opts.strict);
+            let (status, detail) = resolve(ran, development, opts);
             CheckResult {
                 id,
                 title,
@@ -242,18 +323,37 @@ pub async fn run(bundle: &Bundle, opts: &Options) -> Report {
             }
         })
         .collect();
+    let key_provider = event_log(bundle)
+        .ok()
+        .and_then(|l| l.identity().ok())
+        .and_then(|i| i.key_provider)
+        .and_then(|p| KeyProvider::decode(&p));
     Report {
         ok: checks.iter().all(|c| c.status != Status::Fail),
         checks,
         tcb_status,
         advisory_ids,
+        os,
+        key_provider,
     }
 }
 
 /// A check's status: `development` (a simulated quote the caller allowed) is the only
-/// case where N/A stands; `strict` makes a skip a failure.
-fn resolve(ran: Ran, development: bool, strict: bool) -> (Status, String) {
+/// case where N/A stands, beside an unpinned OS the caller accepts
+/// ([`Options::allow_unpinned_os`]); `strict` makes a skip a failure.
+fn resolve(ran: Ran, development: bool, opts: &Options) -> (Status, String) {
+    let strict = opts.strict;
     match ran {
+        Ran::Unpinned(d) if opts.allow_unpinned_os => (
+            Status::NotApplicable,
+            format!("{d} (accepted unpinned: --allow-unpinned-os)"),
+        ),
+        Ran::Unpinned(d) => (
+            Status::Fail,
+            format!(
+                "{d}; pin the OS with --os-measurements FILE or --os-image DIR, or accept it unpinned with --allow-unpinned-os"
+            ),
+        ),
         Ran::Done(Ok(d)) => (Status::Pass, d),
         Ran::Done(Err(d)) => (Status::Fail, d),
         Ran::Skip(d) if strict => (Status::Fail, format!("{d} (strict)")),
@@ -771,6 +871,368 @@ fn check_rtmr_replay(b: &Bundle) -> Ran {
     Ran::Done(run())
 }
 
+/// Why the OS cannot be pinned on a simulated quote.
+const SIMULATED_OS_WHY: &str = "simulated quote: no TDX module measured a firmware, kernel or command line, so there is no OS measurement to pin";
+
+/// Names of the OS registers, in quote order.
+const OS_REGISTERS: [&str; 4] = ["MRTD", "RTMR0", "RTMR1", "RTMR2"];
+
+impl OsReport {
+    /// The report's OS lines.
+    fn to_text(&self) -> String {
+        let mut s = String::from("os:");
+        match (&self.version, self.is_dev) {
+            (Some(v), Some(dev)) => s.push_str(&format!(
+                " dstack {v} ({} image)",
+                if dev { "DEVELOPMENT" } else { "production" }
+            )),
+            (Some(v), None) => s.push_str(&format!(" dstack {v}")),
+            (None, Some(dev)) => s.push_str(if dev {
+                " a DEVELOPMENT image"
+            } else {
+                " a production image"
+            }),
+            (None, None) => s.push_str(" version unknown"),
+        }
+        if let Some(src) = &self.version_source {
+            s.push_str(&format!(" [{src}]"));
+        }
+        if let Some(h) = &self.os_image_hash {
+            s.push_str(&format!("; os_image_hash {h}"));
+        }
+        if let Some(shape) = &self.vm_shape {
+            s.push_str(&format!("; {}", shape_text(shape)));
+        }
+        s.push('\n');
+        let list = |v: &[&str]| {
+            if v.is_empty() {
+                "none".to_owned()
+            } else {
+                v.join(", ")
+            }
+        };
+        s.push_str(&format!(
+            "os measurements: recomputed from the image: {}; taken on trust from the policy file: {}; not pinned: {}\n",
+            list(&self.recomputed),
+            list(&self.from_policy),
+            list(&self.unpinned)
+        ));
+        s
+    }
+}
+
+fn shape_text(shape: &VmShape) -> String {
+    let mut parts = Vec::new();
+    if let Some(c) = shape.cpu_count {
+        parts.push(format!("{c} CPUs"));
+    }
+    if let Some(m) = shape.memory_size {
+        parts.push(if m % (1 << 30) == 0 {
+            format!("{} GiB", m >> 30)
+        } else {
+            format!("{} MiB", m >> 20)
+        });
+    }
+    for (k, v) in &shape.other {
+        parts.push(format!("{k} {v}"));
+    }
+    if parts.is_empty() {
+        "VM shape unknown".to_owned()
+    } else {
+        format!("VM {}", parts.join(", "))
+    }
+}
+
+/// `vm_config` of `/attestation` (an absent or empty one: nothing known).
+fn vm_config(b: &Bundle) -> Result<VmConfig, String> {
+    let Some(v) = b.attestation.as_ref().and_then(|a| a.get("vm_config")) else {
+        return Ok(VmConfig::default());
+    };
+    match v {
+        serde_json::Value::Null => Ok(VmConfig::default()),
+        serde_json::Value::String(s) => VmConfig::parse(s).map_err(|e| e.to_string()),
+        other => VmConfig::parse(&other.to_string()).map_err(|e| e.to_string()),
+    }
+}
+
+/// The image hash the deployment names: `vm_config`'s, or `/info` `tcb_info`'s; they
+/// must agree when both are given.
+fn claimed_image_hash(b: &Bundle, vm: &VmConfig) -> Result<Option<[u8; 32]>, String> {
+    let from_info = match tcb_info(b).ok().and_then(|t| {
+        t.get("os_image_hash")
+            .and_then(|h| h.as_str())
+            .map(str::to_owned)
+    }) {
+        Some(h) if !strip0x(&h).is_empty() => {
+            let mut out = [0u8; 32];
+            hex::decode_to_slice(strip0x(&h), &mut out)
+                .map_err(|_| format!("/info tcb_info.os_image_hash {h:?} is not 64 hex digits"))?;
+            Some(out)
+        }
+        _ => None,
+    };
+    match (vm.os_image_hash, from_info) {
+        (Some(a), Some(i)) if a != i => Err(format!(
+            "vm_config names os_image_hash {}, /info tcb_info names {}",
+            hex::encode(a),
+            hex::encode(i)
+        )),
+        (a, i) => Ok(a.or(i)),
+    }
+}
+
+/// Which OS produced the quote (see the module documentation).
+fn check_os_image(b: &Bundle, opts: &Options) -> (Ran, Option<OsReport>) {
+    let quote = match attestation_quote(b)
+        .and_then(|q| TdxQuote::parse(&q).map_err(|e| format!("attestation quote: {e}")))
+    {
+        Ok(q) => q,
+        Err(e) => return (fail(e), None),
+    };
+    if quote.is_simulated() {
+        return (Ran::NotApplicable(SIMULATED_OS_WHY.to_owned()), None);
+    }
+    let vm = match vm_config(b) {
+        Ok(v) => v,
+        Err(e) => return (fail(format!("/attestation {e}")), None),
+    };
+    let claimed = match claimed_image_hash(b, &vm) {
+        Ok(c) => c,
+        Err(e) => return (fail(e), None),
+    };
+    let mut os = OsReport {
+        os_image_hash: claimed.map(hex::encode),
+        vm_shape: (vm.shape != VmShape::default()).then(|| vm.shape.clone()),
+        ..OsReport::default()
+    };
+    if let Some((version, dev)) = vm.image_name_info() {
+        os.version = Some(version);
+        os.is_dev = Some(dev);
+        os.version_source = Some("the host's image name in vm_config, not verified".to_owned());
+    }
+    let report = &quote.report;
+    let actual = [report.mr_td, report.rtmr0, report.rtmr1, report.rtmr2];
+    if opts.os_policy.is_none() && opts.os_image.is_none() {
+        os.unpinned = OS_REGISTERS.to_vec();
+        return (
+            Ran::Unpinned(
+                "no --os-measurements or --os-image given: MRTD and RTMR0-2 (firmware, kernel, command line, initrd) are not compared with anything"
+                    .to_owned(),
+            ),
+            Some(os),
+        );
+    }
+    // Registers pinned so far, by source.
+    let mut recomputed = [false; 4];
+    let mut from_policy = [false; 4];
+    let mut notes = Vec::new();
+    if let Some(image) = &opts.os_image {
+        match compare_with_image(image, claimed, &vm, opts.os_policy.as_ref(), &actual) {
+            Ok(note) => {
+                recomputed = [true, false, true, true];
+                notes.push(note);
+            }
+            Err(e) => return (fail(e), Some(os)),
+        }
+        os.os_image_hash = Some(hex::encode(image.os_image_hash));
+        if !image.metadata.version.is_empty() {
+            os.version = Some(image.metadata.version.clone());
+        }
+        os.is_dev = Some(image.metadata.is_dev);
+        os.version_source = Some("the image's metadata.json".to_owned());
+    }
+    if let Some(policy) = &opts.os_policy {
+        let hash = opts.os_image.as_ref().map(|i| i.os_image_hash).or(claimed);
+        match match_policy(policy, hash, &vm.shape, &actual) {
+            Ok((index, entry)) => {
+                let pinned = entry.decode().map(|p| p.rtmr0.is_some()).unwrap_or(false);
+                from_policy = [true, pinned, true, true];
+                notes.push(format!("policy entry {index} matches"));
+                if os.os_image_hash.is_none() {
+                    os.os_image_hash = Some(entry.os_image_hash.to_ascii_lowercase());
+                }
+                if os.version_source.as_deref() != Some("the image's metadata.json")
+                    && (entry.version.is_some() || entry.is_dev.is_some())
+                {
+                    os.version = entry.version.clone();
+                    os.is_dev = entry.is_dev;
+                    os.version_source = Some("the policy file".to_owned());
+                }
+                if os.vm_shape.is_none() && entry.vm_shape != VmShape::default() {
+                    os.vm_shape = Some(entry.vm_shape.clone());
+                }
+            }
+            Err(e) => return (fail(e), Some(os)),
+        }
+    }
+    for (i, name) in OS_REGISTERS.iter().enumerate() {
+        if recomputed[i] {
+            os.recomputed.push(name);
+        } else if from_policy[i] {
+            os.from_policy.push(name);
+        } else {
+            os.unpinned.push(name);
+        }
+    }
+    let mut detail = notes.join("; ");
+    if !os.from_policy.is_empty() {
+        detail.push_str(&format!(
+            "; {} taken on trust from the policy file",
+            os.from_policy.join(", ")
+        ));
+    }
+    if os.unpinned.is_empty() {
+        (pass(detail), Some(os))
+    } else {
+        detail.push_str(&format!(
+            "; NOT pinned: {} (RTMR0 covers the ACPI tables QEMU builds for the VM shape and is not recomputed here: give --os-measurements with an entry that has rtmr0 for this image and shape)",
+            os.unpinned.join(", ")
+        ));
+        (Ran::Unpinned(detail), Some(os))
+    }
+}
+
+/// MRTD, RTMR1 and RTMR2 recomputed from `image` against the quote's `actual` registers.
+fn compare_with_image(
+    image: &OsImage,
+    claimed: Option<[u8; 32]>,
+    vm: &VmConfig,
+    policy: Option<&OsPolicy>,
+    actual: &[[u8; 48]; 4],
+) -> Result<String, String> {
+    let hash = hex::encode(image.os_image_hash);
+    if let Some(c) = claimed
+        && c != image.os_image_hash
+    {
+        return Err(format!(
+            "the deployment runs os_image_hash {}, the --os-image directory is {hash}",
+            hex::encode(c)
+        ));
+    }
+    // RTMR1 depends on the memory size (QEMU places the initrd below the top of low
+    // memory): vm_config's, or else those of the policy's entries for this image.
+    let memories: Vec<u64> = match vm.shape.memory_size {
+        Some(m) => vec![m],
+        None => policy
+            .map(|p| {
+                p.entries
+                    .iter()
+                    .filter(|e| e.os_image_hash.eq_ignore_ascii_case(&hash))
+                    .filter_map(|e| e.vm_shape.memory_size)
+                    .collect()
+            })
+            .unwrap_or_default(),
+    };
+    if memories.is_empty() {
+        return Err("the VM's memory size is unknown (vm_config states none, and no policy entry for this image does): RTMR1 depends on it".to_owned());
+    }
+    let mut mismatches = Vec::new();
+    let mut rtmr1_ok = false;
+    let mut first = None;
+    for m in &memories {
+        let r = image
+            .measure(*m)
+            .map_err(|e| format!("recomputing from the image: {e}"))?;
+        rtmr1_ok |= r.rtmr1 == actual[2];
+        first.get_or_insert(r);
+    }
+    let Some(r) = first else {
+        return Err("no memory size to recompute with".to_owned());
+    };
+    let order = if actual[0] == r.mrtd_single_pass {
+        "pages added in one pass"
+    } else if actual[0] == r.mrtd_two_pass {
+        "pages added in two passes"
+    } else {
+        mismatches.push(format!(
+            "MRTD: quote {}, firmware gives {} (one pass) or {} (two passes)",
+            hex::encode(actual[0]),
+            hex::encode(r.mrtd_single_pass),
+            hex::encode(r.mrtd_two_pass)
+        ));
+        ""
+    };
+    if !rtmr1_ok {
+        mismatches.push(format!(
+            "RTMR1 (kernel): quote {}, image gives {}",
+            hex::encode(actual[2]),
+            hex::encode(r.rtmr1)
+        ));
+    }
+    if r.rtmr2 != actual[3] {
+        mismatches.push(format!(
+            "RTMR2 (command line, initrd): quote {}, image gives {}",
+            hex::encode(actual[3]),
+            hex::encode(r.rtmr2)
+        ));
+    }
+    if !mismatches.is_empty() {
+        return Err(format!(
+            "the quote was not produced by OS image {hash}: {}",
+            mismatches.join("; ")
+        ));
+    }
+    Ok(format!(
+        "MRTD ({order}), RTMR1 and RTMR2 recomputed from OS image {hash} and equal to the quote's"
+    ))
+}
+
+/// The first policy entry (for image `hash`, if known) whose registers and shape match.
+fn match_policy<'p>(
+    policy: &'p OsPolicy,
+    hash: Option<[u8; 32]>,
+    shape: &VmShape,
+    actual: &[[u8; 48]; 4],
+) -> Result<(usize, &'p crate::os_image::OsEntry), String> {
+    let mut why = Vec::new();
+    for (i, entry) in policy.entries.iter().enumerate() {
+        let Ok(pinned) = entry.decode() else {
+            why.push(format!("entry {i}: malformed"));
+            continue;
+        };
+        if hash.is_some_and(|h| h != pinned.os_image_hash) {
+            continue;
+        }
+        let mut differs: Vec<String> = Vec::new();
+        if !pinned.mrtd.contains(&actual[0]) {
+            differs.push("MRTD".to_owned());
+        }
+        if pinned.rtmr0.is_some_and(|r| r != actual[1]) {
+            differs.push("RTMR0".to_owned());
+        }
+        if pinned.rtmr1 != actual[2] {
+            differs.push("RTMR1".to_owned());
+        }
+        if pinned.rtmr2 != actual[3] {
+            differs.push("RTMR2".to_owned());
+        }
+        differs.extend(
+            shape
+                .differences(&entry.vm_shape)
+                .into_iter()
+                .map(|d| format!("vm_config {d} (entry)")),
+        );
+        if differs.is_empty() {
+            return Ok((i, entry));
+        }
+        why.push(format!("entry {i} differs in {}", differs.join(", ")));
+    }
+    let target = hash.map_or_else(
+        || "any os_image_hash (the deployment names none)".to_owned(),
+        hex::encode,
+    );
+    if why.is_empty() {
+        Err(format!(
+            "the policy file has no entry for os_image_hash {target}"
+        ))
+    } else {
+        Err(format!(
+            "no policy entry for {target} matches the quote: {}",
+            why.join("; ")
+        ))
+    }
+}
+
 fn check_compose_hash_event(b: &Bundle) -> Ran {
     let run = || -> Outcome {
         let log = event_log(b)?;
@@ -819,14 +1281,43 @@ mod tests {
     #[test]
     fn not_applicable_stands_only_on_an_allowed_simulated_stack() {
         let na = || Ran::NotApplicable("why".to_owned());
-        assert_eq!(resolve(na(), true, false).0, Status::NotApplicable);
-        assert_eq!(resolve(na(), true, true).0, Status::NotApplicable);
-        let (status, detail) = resolve(na(), false, false);
+        let plain = Options::default();
+        let strict = Options {
+            strict: true,
+            ..Options::default()
+        };
+        assert_eq!(resolve(na(), true, &plain).0, Status::NotApplicable);
+        assert_eq!(resolve(na(), true, &strict).0, Status::NotApplicable);
+        let (status, detail) = resolve(na(), false, &plain);
         assert_eq!(status, Status::Fail);
         assert!(
             detail.starts_with("why") && detail.contains("cannot apply"),
             "{detail}"
         );
-        assert_eq!(resolve(Ran::Skip("s".into()), false, true).0, Status::Fail);
+        assert_eq!(
+            resolve(Ran::Skip("s".into()), false, &strict).0,
+            Status::Fail
+        );
+    }
+
+    /// An unpinned OS fails unless accepted, on a development stack too; accepted, it is
+    /// N/A and says so.
+    #[test]
+    fn an_unpinned_os_fails_unless_accepted() {
+        let unpinned = || Ran::Unpinned("nothing pinned".to_owned());
+        let (status, detail) = resolve(unpinned(), false, &Options::default());
+        assert_eq!(status, Status::Fail);
+        assert!(detail.contains("--allow-unpinned-os"), "{detail}");
+        assert_eq!(
+            resolve(unpinned(), true, &Options::default()).0,
+            Status::Fail
+        );
+        let allow = Options {
+            allow_unpinned_os: true,
+            ..Options::default()
+        };
+        let (status, detail) = resolve(unpinned(), false, &allow);
+        assert_eq!(status, Status::NotApplicable);
+        assert!(detail.contains("accepted unpinned"), "{detail}");
     }
 }

@@ -1,10 +1,11 @@
-//! The `evidence` command: `verify` (online or offline), plus `quote` and `replay` to look
-//! inside a quote or an event log.
+//! The `evidence` command: `verify` (online or offline), `os-measure` to publish an OS
+//! image's measurements, plus `quote` and `replay` to look inside a quote or an event log.
 
 use std::io::Write;
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::process::ExitCode;
+use std::sync::Arc;
 
 use clap::{Args, Parser, Subcommand};
 
@@ -12,6 +13,7 @@ use crate::bundle::Bundle;
 use crate::check::{CHECKS, Options};
 use crate::collateral::CollateralSource;
 use crate::event_log::EventLog;
+use crate::os_image::{OsImage, OsPolicy, VmShape, parse_memory_size};
 use crate::quote::{TdxQuote, decode_quote_text};
 use crate::verify::Policy;
 
@@ -41,6 +43,34 @@ enum Command {
     /// Replay an event log (JSON array, or a JSON string holding one) and print the RTMRs
     /// and the identity recorded before system-ready.
     Replay { file: PathBuf },
+    /// Recompute the measurements of a dstack OS image for a VM shape and write them as a
+    /// policy entry for `evidence verify --os-measurements` (MRTD, RTMR1, RTMR2 from the
+    /// image; RTMR0 only if given with --rtmr0).
+    OsMeasure(OsMeasureArgs),
+}
+
+#[derive(Args, Debug)]
+struct OsMeasureArgs {
+    /// The image directory (metadata.json, sha256sum.txt and the files they name).
+    dir: PathBuf,
+    /// vCPUs of the VM.
+    #[arg(long)]
+    cpus: u32,
+    /// Memory of the VM: bytes, or e.g. 2G, 4096M.
+    #[arg(long, value_parser = parse_memory_size)]
+    memory: u64,
+    /// RTMR0 (96 hex) of a VM of this shape, if known (e.g. read from a deployment's
+    /// quote, or computed with dstack-mr): without it, RTMR0 stays unpinned.
+    #[arg(long, value_name = "HEX")]
+    rtmr0: Option<String>,
+    /// Further vm_config shape fields the entry applies to, as KEY=JSON (e.g.
+    /// qemu_version="9.2.1", num_gpus=0).
+    #[arg(long = "shape", value_name = "KEY=JSON")]
+    shape: Vec<String>,
+    /// Add the entry to this policy file (created if absent; an entry for the same image
+    /// and shape is replaced) instead of printing a policy with only this entry.
+    #[arg(long, value_name = "FILE")]
+    out: Option<PathBuf>,
 }
 
 #[derive(Args, Debug)]
@@ -92,6 +122,16 @@ struct VerifyArgs {
     /// either way.
     #[arg(long)]
     allow_stale: bool,
+    /// Accepted OS measurements: a policy file (JSON, written by `evidence os-measure`).
+    #[arg(long, value_name = "FILE")]
+    os_measurements: Option<PathBuf>,
+    /// A dstack OS image directory to recompute MRTD, RTMR1 and RTMR2 from.
+    #[arg(long, value_name = "DIR")]
+    os_image: Option<PathBuf>,
+    /// Accept a quote whose OS measurements (MRTD, RTMR0-2) are not all pinned: the report
+    /// then does not verify which OS ran.
+    #[arg(long)]
+    allow_unpinned_os: bool,
     /// Print the report as JSON.
     #[arg(long)]
     json: bool,
@@ -111,6 +151,7 @@ pub fn main() -> ExitCode {
         Command::Verify(args) => runtime.block_on(verify(*args)),
         Command::Quote { file } => show_quote(&file),
         Command::Replay { file } => replay(&file),
+        Command::OsMeasure(args) => os_measure(&args),
     }
 }
 
@@ -142,6 +183,20 @@ async fn verify(args: VerifyArgs) -> ExitCode {
             ));
         }
     }
+    let os_policy = match &args.os_measurements {
+        Some(f) => match OsPolicy::load(f) {
+            Ok(p) => Some(p),
+            Err(e) => return error(&format!("--os-measurements: {e}")),
+        },
+        None => None,
+    };
+    let os_image = match &args.os_image {
+        Some(d) => match OsImage::load(d) {
+            Ok(i) => Some(Arc::new(i)),
+            Err(e) => return error(&format!("--os-image {}: {e}", d.display())),
+        },
+        None => None,
+    };
     let (bundle, online) = match (&args.url, &args.bundle) {
         (Some(url), _) => match Bundle::fetch(url, args.ca_file.as_deref()).await {
             Ok(b) => (b, true),
@@ -177,6 +232,9 @@ async fn verify(args: VerifyArgs) -> ExitCode {
         skip: args.skip,
         strict: args.strict,
         allow_stale: args.allow_stale,
+        os_policy,
+        os_image,
+        allow_unpinned_os: args.allow_unpinned_os,
     };
     let report = crate::check::run(&bundle, &opts).await;
     if args.json {
@@ -192,6 +250,63 @@ async fn verify(args: VerifyArgs) -> ExitCode {
     } else {
         ExitCode::from(EXIT_FAILED)
     }
+}
+
+fn os_measure(args: &OsMeasureArgs) -> ExitCode {
+    let image = match OsImage::load(&args.dir) {
+        Ok(i) => i,
+        Err(e) => return error(&format!("{}: {e}", args.dir.display())),
+    };
+    let rtmr0 = match args.rtmr0.as_deref().map(|r| {
+        let mut out = [0u8; 48];
+        hex::decode_to_slice(r.trim().trim_start_matches("0x"), &mut out)
+            .map(|()| out)
+            .map_err(|_| format!("--rtmr0 {r:?}: not 96 hex digits"))
+    }) {
+        None => None,
+        Some(Ok(r)) => Some(r),
+        Some(Err(e)) => return error(&e),
+    };
+    let mut shape = VmShape {
+        cpu_count: Some(args.cpus),
+        memory_size: Some(args.memory),
+        ..VmShape::default()
+    };
+    for kv in &args.shape {
+        let Some((k, v)) = kv.split_once('=') else {
+            return error(&format!("--shape {kv:?}: give KEY=JSON"));
+        };
+        if matches!(k, "cpu_count" | "memory_size") {
+            return error("--shape: give the CPU count and memory with --cpus and --memory");
+        }
+        let value = serde_json::from_str(v).unwrap_or_else(|_| serde_json::json!(v));
+        shape.other.insert(k.to_owned(), value);
+    }
+    let entry = match image.entry(shape, rtmr0) {
+        Ok(e) => e,
+        Err(e) => return error(&e.to_string()),
+    };
+    let mut policy = match &args.out {
+        Some(f) if f.exists() => match OsPolicy::load(f) {
+            Ok(p) => p,
+            Err(e) => return error(&e.to_string()),
+        },
+        _ => OsPolicy::default(),
+    };
+    policy.insert(entry);
+    let text = match serde_json::to_string_pretty(&policy) {
+        Ok(t) => format!("{t}\n"),
+        Err(e) => return error(&e.to_string()),
+    };
+    match &args.out {
+        Some(f) => {
+            if let Err(e) = std::fs::write(f, text) {
+                return error(&format!("{}: {e}", f.display()));
+            }
+        }
+        None => out(&text),
+    }
+    ExitCode::SUCCESS
 }
 
 fn read_quote(file: &PathBuf) -> Result<Vec<u8>, String> {

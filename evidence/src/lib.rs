@@ -3,6 +3,9 @@
 //!
 //! * [`quote`] — TDX quote v4/v5 parsing.
 //! * [`event_log`] — event logs, digests recomputed, RTMR replay, identity extraction.
+//! * [`tdvf`], [`kernel`], [`os_image`] — the OS measurements: MRTD from TDX firmware,
+//!   RTMR1/RTMR2 from kernel, command line and initrd, dstack OS images and the policy
+//!   file of accepted measurements.
 //! * [`verify`] — DCAP verification (dcap-qvl) at an explicit time, and the status policy.
 //! * [`collateral`] — collateral from a file or a PCCS.
 //! * [`provider`] — where quotes come from: dstack guest agent, configfs-tsm, simulated.
@@ -10,12 +13,15 @@
 //! * [`cli`] — the `evidence` command.
 //!
 //! `README.md` in this crate is the manual. Without the default `verifier` feature only the
-//! parsers (`quote`, `event_log`, `simulated`) are built, which is what the fuzzers use;
+//! parsers (`quote`, `event_log`, `simulated`, `tdvf`, `kernel`, `os_image`) are built, which is what the fuzzers use;
 //! the `providers` feature adds [`provider`] alone (what keyservice links).
 
 pub mod event_log;
+pub mod kernel;
+pub mod os_image;
 pub mod quote;
 pub mod simulated;
+pub mod tdvf;
 
 #[cfg(feature = "verifier")]
 pub mod bundle;

@@ -53,7 +53,15 @@ async fn offline_simulated_bundle_exit_codes_and_named_failures() {
     let v: serde_json::Value = serde_json::from_str(&out).unwrap();
     assert_eq!(v["ok"], true);
     assert_eq!(v["tcb_status"], "Simulated");
-    assert_eq!(v["checks"].as_array().unwrap().len(), 10);
+    assert_eq!(v["checks"].as_array().unwrap().len(), 11);
+    // A simulated quote has no OS measurement: N/A under the development rule.
+    let os = v["checks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["id"] == "os-image")
+        .unwrap();
+    assert_eq!(os["status"], "n/a", "{os}");
 
     // Tamper with the saved app_compose: compose-hash fails, exit 1.
     let info_path = dir.path().join("info.json");
@@ -88,6 +96,9 @@ fn offline_near_mpc_bundle_with_collateral_and_time() {
     let collateral = data("dstack-near-mpc/collateral.json");
     let collateral = collateral.to_str().unwrap();
     let at = NEAR_MPC_AT.to_string();
+    let policy_dir = tempfile::tempdir().unwrap();
+    let policy = write_near_os_policy(policy_dir.path());
+    let policy = policy.to_str().unwrap();
     let base = [
         "verify",
         "--bundle",
@@ -96,6 +107,8 @@ fn offline_near_mpc_bundle_with_collateral_and_time() {
         collateral,
         "--skip",
         "report-data",
+        "--os-measurements",
+        policy,
     ];
 
     let (code, out, err) = evidence(&[&base[..], &["--at", &at]].concat());
@@ -105,6 +118,34 @@ fn offline_near_mpc_bundle_with_collateral_and_time() {
         "{out}"
     );
     assert!(out.contains("SKIP  report-data"), "{out}");
+    assert!(out.contains("PASS  os-image"), "{out}");
+    assert!(
+        out.contains("taken on trust from the policy file: MRTD, RTMR0, RTMR1, RTMR2"),
+        "{out}"
+    );
+    assert!(out.contains("TCB status: UpToDate; advisories:"), "{out}");
+    assert!(
+        out.contains("verified: every required check passed"),
+        "{out}"
+    );
+
+    // Without a pinned OS a genuine quote is not verified; accepted on request, the
+    // summary says the OS was not verified.
+    let unpinned = &base[..base.len() - 2];
+    let (code, out, _) = evidence(&[unpinned, &["--at", &at]].concat());
+    assert_eq!(code, 1, "{out}");
+    assert!(out.contains("FAIL  os-image"), "{out}");
+    assert!(
+        out.contains("NOT verified: failed checks: os-image"),
+        "{out}"
+    );
+    let (code, out, _) = evidence(&[unpinned, &["--at", &at, "--allow-unpinned-os"]].concat());
+    assert_eq!(code, 0, "{out}");
+    assert!(out.contains("N/A   os-image"), "{out}");
+    assert!(
+        out.contains("verified EXCEPT the operating system"),
+        "{out}"
+    );
 
     let expired = NEAR_MPC_EXPIRED.to_string();
     let (code, out, _) = evidence(&[&base[..], &["--at", &expired]].concat());

@@ -153,7 +153,7 @@ async fn collateral_fetched_from_a_pccs_verifies_the_near_mpc_quote() {
                 "--at",
                 &at,
             ])
-            .args(["--skip", "report-data"])
+            .args(["--skip", "report-data", "--allow-unpinned-os"])
             .output()
             .unwrap()
     })

@@ -9,9 +9,11 @@ use evidence::check::{Options, Report, Status, run};
 use evidence::verify::Policy;
 use serde_json::json;
 
+/// Judged at `at`, the near-mpc OS pinned by its policy entry.
 fn opts(at: u64) -> Options {
     Options {
         at,
+        os_policy: Some(near_os_policy()),
         ..Options::default()
     }
 }
@@ -28,6 +30,7 @@ async fn near_mpc_deployment_passes_every_check_it_has_evidence_for() {
         "images-pinned",
         "quote",
         "rtmr-replay",
+        "os-image",
         "compose-hash-event",
     ] {
         assert_eq!(status(&r, id), Status::Pass, "{id}: {}", r.to_text());

@@ -17,6 +17,8 @@
 //! root id         = okm("keyservice/v1/root-id",      empty, 0)        (public fingerprint)
 //! TLS key i       = okm("keyservice/v1/tls-key", be32(i), c) for the smallest c with
 //!                   0 < okm < n (P-256 order): ECDSA P-256 (`crate::tls_keys`)
+//! ACME account key = okm("keyservice/v1/acme-account-key", empty, c), the same rule:
+//!                   ECDSA P-256, ES256 JWS signatures only (`crate::acme_key`)
 //! ```
 //!
 //! The service-seal, state-MAC and store-row-MAC labels differ from the wallet label, so no
@@ -52,6 +54,9 @@ pub const LABEL_STORE_ROW_MAC: &[u8] = b"keyservice/v1/store-row-mac";
 pub const LABEL_ROOT_ID: &[u8] = b"keyservice/v1/root-id";
 /// TLS certificate keys (P-256), usable only by `TlsPublicKey` / `TlsSign`.
 pub const LABEL_TLS_KEY: &[u8] = b"keyservice/v1/tls-key";
+/// The ACME account key (P-256), usable only by `AcmeAccountPublicKey` /
+/// `AcmeAccountSign`.
+pub const LABEL_ACME_ACCOUNT_KEY: &[u8] = b"keyservice/v1/acme-account-key";
 /// Retry counter limit of [`KeyDeriver::scalar`].
 pub const MAX_COUNTER: u32 = 16;
 

@@ -8,6 +8,7 @@
 //! keyservice builds itself, never over data it chose. See `README.md` next to
 //! this crate for the threat model, formats and derivations.
 
+pub mod acme_key;
 pub mod attest;
 pub mod derive;
 pub mod ops;

@@ -17,6 +17,7 @@ use ring::hmac;
 use ring::rand::SystemRandom;
 use zeroize::Zeroizing;
 
+use crate::acme_key::AcmeAccountKey;
 use crate::derive::{self, DeriveError, KeyDeriver, SecretScalar};
 use crate::payer_policy::{PayerPolicy, PayerPolicyConfig, PolicyError, STATE_FILE};
 use crate::secret::{RootSecret, fill_random};
@@ -117,6 +118,8 @@ pub struct KeyOps {
     /// TLS certificate keys and registered chains (`TlsPublicKey`, `TlsSign`,
     /// `TlsRegisterCertificate`).
     tls: TlsKeys,
+    /// The ACME account key (`AcmeAccountPublicKey`, `AcmeAccountSign`).
+    acme: AcmeAccountKey,
 }
 
 impl KeyOps {
@@ -142,6 +145,8 @@ impl KeyOps {
             api.push(derive::public_key(&deriver.api_payer_key(i)?)?.address());
         }
         let admin = derive::public_key(&deriver.admin_payer_key()?)?.address();
+        let rng = SystemRandom::new();
+        let acme = AcmeAccountKey::derive(&deriver, &rng)?;
         // Until configured, payers sign nothing (no chain id).
         let payer_policy = PayerPolicy::new(
             PayerPolicyConfig::default(),
@@ -150,7 +155,7 @@ impl KeyOps {
         );
         Ok(Self {
             deriver,
-            rng: SystemRandom::new(),
+            rng,
             status: ServiceStatus {
                 protocol_version: PROTOCOL_VERSION,
                 platform,
@@ -163,6 +168,7 @@ impl KeyOps {
             row_mac_key,
             root_id,
             tls: TlsKeys::new(),
+            acme,
         })
     }
 
@@ -418,6 +424,10 @@ impl KeyOps {
             Request::TlsRegisterCertificate { index, chain_pem } => {
                 let hash = self.tls.register(&self.deriver, index, &chain_pem)?;
                 Response::CertificateRegistered(hash)
+            }
+            Request::AcmeAccountPublicKey => Response::AcmeAccountKey(self.acme.public_key()),
+            Request::AcmeAccountSign { signing_input } => {
+                Response::AcmeSignature(self.acme.sign(&self.rng, &signing_input)?)
             }
             _ => return Err(OpError::InvalidArgument("unsupported request")),
         })

@@ -192,8 +192,29 @@ fn derive_pair(
     index: u32,
     rng: &SystemRandom,
 ) -> Result<TlsKeyPair, OpError> {
+    let pair = derive_p256(
+        deriver,
+        LABEL_TLS_KEY,
+        &index.to_be_bytes(),
+        &ECDSA_P256_SHA256_ASN1_SIGNING,
+        rng,
+    )?;
+    let mut spki = P256_SPKI_PREFIX.to_vec();
+    spki.extend_from_slice(pair.public_key().as_ref());
+    Ok(TlsKeyPair { pair, spki })
+}
+
+/// The P-256 key pair `okm(label, data, c)` for the smallest `c` with `0 < okm < n` (the
+/// P-256 order), signing with `alg` (ASN.1 DER or fixed `r ‖ s` signatures).
+pub(crate) fn derive_p256(
+    deriver: &KeyDeriver,
+    label: &[u8],
+    data: &[u8],
+    alg: &'static ring::signature::EcdsaSigningAlgorithm,
+    rng: &SystemRandom,
+) -> Result<EcdsaKeyPair, OpError> {
     for counter in 0..MAX_COUNTER {
-        let okm = deriver.okm(LABEL_TLS_KEY, &index.to_be_bytes(), counter)?;
+        let okm = deriver.okm(label, data, counter)?;
         let mut repr = p256::FieldBytes::from(*okm);
         let scalar = Option::<p256::NonZeroScalar>::from(p256::NonZeroScalar::from_repr(repr));
         repr[..].zeroize();
@@ -201,16 +222,13 @@ fn derive_pair(
             continue;
         };
         let point = p256::PublicKey::from_secret_scalar(&scalar).to_encoded_point(false);
-        let pair = EcdsaKeyPair::from_private_key_and_public_key(
-            &ECDSA_P256_SHA256_ASN1_SIGNING,
+        return EcdsaKeyPair::from_private_key_and_public_key(
+            alg,
             okm.as_ref(),
             point.as_bytes(),
             rng,
         )
-        .map_err(|_| OpError::Internal("TLS key setup failed"))?;
-        let mut spki = P256_SPKI_PREFIX.to_vec();
-        spki.extend_from_slice(pair.public_key().as_ref());
-        return Ok(TlsKeyPair { pair, spki });
+        .map_err(|_| OpError::Internal("P-256 key setup failed"));
     }
     Err(OpError::Internal("key derivation failed"))
 }

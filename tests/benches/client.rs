@@ -127,6 +127,8 @@ async fn main() {
         skip: ["report-data", "tls-certificate", "acme-caa", "governance"]
             .map(str::to_owned)
             .to_vec(),
+        // The vectors pin no OS image (what the bench measures is the rest).
+        allow_unpinned_os: true,
         ..Options::default()
     };
     let report = run(&bundle, &options).await;

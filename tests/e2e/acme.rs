@@ -1,21 +1,29 @@
 //! ACME against Debian's Pebble: issuance with TLS-ALPN-01 (answered by the appliance's
 //! own TLS listener) and with HTTP-01, the served chain verifying to Pebble's root,
 //! renewal (forced, and scheduled at `renew_at` of a short lifetime) swapping the
-//! certificate while an HTTP/2 connection opened before it keeps working, the sealed
-//! state surviving a restart, and an unreachable directory plus rejected nonces being
-//! survived with backoff.
+//! certificate while an HTTP/2 connection opened before it keeps working, the state
+//! surviving a restart, an unreachable directory plus rejected nonces being survived with
+//! backoff, and the ACME account key being keyservice's: the account Pebble knows is keyed
+//! by keyservice's `AcmeAccountPublicKey`, the stored state holds no key, and an account of
+//! the previous format (its key sealed, unsealed into the front end) is moved onto
+//! keyservice's key, keeping its URL.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::net::SocketAddr;
 use std::time::Duration;
 
+use base64::Engine as _;
+use base64::engine::general_purpose::URL_SAFE_NO_PAD as B64URL;
 use bytes::Bytes;
 use e2e::pebble::{Pebble, PebbleOptions, free_port};
 use e2e::{Appliance, Launch, eventually_async, signal};
 use http_body_util::{BodyExt, Empty};
+use keyservice_api::{KeyClient, ServicePurpose};
+use ring::signature::{ECDSA_P256_SHA256_FIXED_SIGNING, EcdsaKeyPair, KeyPair};
 use rustls_pki_types::{CertificateDer, ServerName};
-use serde_json::Value;
+use serde_json::{Value, json};
+use sha2::Digest as _;
 
 const DOMAIN: &str = "appliance.acme.test";
 
@@ -188,6 +196,15 @@ async fn tls_alpn_01_issuance_forced_renewal_keeps_h2_connection_and_survives_re
     );
     assert!(body["acme"]["last_error"].is_null());
     assert_eq!(body["status"], "ok");
+    // The account key never entered the front end: the account Pebble has for keyservice's
+    // ACME account key is this one, keyed by that key, and the stored state names the
+    // account and the key's thumbprint only.
+    let keyservice = keyservice_signer(data.path()).await;
+    assert_eq!(
+        account_of(&pebble, &keyservice).await.as_deref(),
+        Some(account.as_str())
+    );
+    assert_account_document(data.path(), &account, &keyservice.thumbprint());
     let rsp = client_for(&root, addr)
         .get(format!("https://{DOMAIN}:{port}/version"))
         .send()
@@ -238,8 +255,9 @@ async fn tls_alpn_01_issuance_forced_renewal_keeps_h2_connection_and_survives_re
         assert_eq!(health["acme"]["issued"], 2);
     }
 
-    // The account key is on disk only sealed by keyservice; the certificate keys are not
-    // on disk (nor in the front end) at all: the documents name keyservice TLS key indexes.
+    // No key is on disk (nor in the front end), sealed or not: the certificate documents
+    // name keyservice TLS key indexes, the account document the account of keyservice's
+    // ACME account key.
     for file in ["account.json", "certificate.json", "next-key.json"] {
         let text = std::fs::read_to_string(data.path().join("acme").join(file)).unwrap();
         assert!(!text.contains("PRIVATE KEY"), "{file}");
@@ -247,12 +265,13 @@ async fn tls_alpn_01_issuance_forced_renewal_keeps_h2_connection_and_survives_re
             !text.contains("key_pkcs8"),
             "{file}: credentials in the clear"
         );
+        assert!(!text.contains("sealed"), "{file} holds a key: {text}");
         if file != "account.json" {
             let doc: Value = serde_json::from_str(&text).unwrap();
             assert!(doc["key_index"].is_u64(), "{file}: {text}");
-            assert!(!text.contains("sealed"), "{file} holds a key: {text}");
         }
     }
+    assert_account_document(data.path(), &account, &keyservice.thumbprint());
 
     // After a restart the stored certificate is served at once (no new issuance).
     drop((h2, fresh));
@@ -407,6 +426,273 @@ async fn unreachable_directory_and_rejected_nonces_are_survived() {
         issued(b) == 2 && b["checks"]["acme"] == "ok"
     })
     .await;
+}
+
+/// An account of the previous format (`account.json` version 2: the account key sealed by
+/// keyservice, which the front end unsealed for every order) is moved onto keyservice's
+/// ACME account key at start: the account keeps its URL (what CAA `accounturi` records
+/// name), Pebble now knows it by keyservice's key and no longer by the old one, and the
+/// sealed credentials are gone from the store.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_sealed_account_of_the_previous_format_moves_onto_keyservice_s_key() {
+    let port = free_port();
+    let addr: SocketAddr = format!("127.0.0.1:{port}").parse().unwrap();
+    let pebble = Pebble::start(PebbleOptions {
+        tls_port: port,
+        http_port: free_port(),
+        ..PebbleOptions::default()
+    })
+    .await;
+    let root = pebble.root_pem().await;
+    let data = tempfile::tempdir().unwrap();
+
+    // The account an earlier appliance registered with a key of its own.
+    let (old, old_pkcs8) = TestSigner::generate();
+    let account = register(&pebble, &old).await;
+    assert_eq!(
+        account_of(&pebble, &old).await.as_deref(),
+        Some(account.as_str())
+    );
+
+    // Its credentials (instant-acme's format), sealed by this data directory's keyservice
+    // as that appliance did, in an account document of version 2.
+    let mut app = Appliance::launch(data.path(), Launch::Dev).await;
+    let keys = KeyClient::connect(data.path().join("keyservice.sock"))
+        .await
+        .unwrap();
+    let credentials = json!({
+        "id": account,
+        "key_pkcs8": B64URL.encode(&old_pkcs8),
+        "directory": pebble.directory_url,
+    });
+    let sealed = keys
+        .service_seal(
+            ServicePurpose::AcmeAccount,
+            credentials.to_string().as_bytes(),
+        )
+        .await
+        .unwrap();
+    drop(keys);
+    app.terminate().await;
+    std::fs::create_dir_all(data.path().join("acme")).unwrap();
+    std::fs::write(
+        data.path().join("acme/account.json"),
+        json!({
+            "version": 2,
+            "directory_url": pebble.directory_url,
+            "account_uri": account,
+            "sealed_credentials": base64::engine::general_purpose::STANDARD.encode(sealed),
+        })
+        .to_string(),
+    )
+    .unwrap();
+
+    let app = Appliance::launch(
+        data.path(),
+        Launch::DevWith {
+            env: acme_env(&pebble, port, "tls-alpn-01"),
+        },
+    )
+    .await;
+    let body = wait_health(&app, Some(&root), addr, Duration::from_secs(60), |b| {
+        b["checks"]["acme"] == "ok" && issued(b) == 1
+    })
+    .await;
+    // The same account, now keyservice's.
+    assert_eq!(body["acme"]["account_uri"].as_str(), Some(account.as_str()));
+    let keyservice = keyservice_signer(data.path()).await;
+    assert_eq!(
+        account_of(&pebble, &keyservice).await.as_deref(),
+        Some(account.as_str())
+    );
+    assert_eq!(
+        account_of(&pebble, &old).await,
+        None,
+        "the old key no longer controls the account"
+    );
+    assert_account_document(data.path(), &account, &keyservice.thumbprint());
+    let log = app.log();
+    assert!(log.contains("moved onto keyservice's account key"), "{log}");
+}
+
+/// Signs ACME requests of the test's own: with a P-256 key the test holds (an account
+/// of the previous format), or with keyservice's ACME account key (through its socket).
+enum TestSigner {
+    Own(EcdsaKeyPair),
+    Keyservice(KeyClient, [u8; 65]),
+}
+
+impl TestSigner {
+    /// A fresh key pair and its PKCS#8 document.
+    fn generate() -> (Self, Vec<u8>) {
+        let rng = ring::rand::SystemRandom::new();
+        let pkcs8 = EcdsaKeyPair::generate_pkcs8(&ECDSA_P256_SHA256_FIXED_SIGNING, &rng).unwrap();
+        let pair = EcdsaKeyPair::from_pkcs8(&ECDSA_P256_SHA256_FIXED_SIGNING, pkcs8.as_ref(), &rng)
+            .unwrap();
+        (Self::Own(pair), pkcs8.as_ref().to_vec())
+    }
+
+    fn point(&self) -> Vec<u8> {
+        match self {
+            Self::Own(pair) => pair.public_key().as_ref().to_vec(),
+            Self::Keyservice(_, point) => point.to_vec(),
+        }
+    }
+
+    fn jwk(&self) -> Value {
+        let point = self.point();
+        json!({
+            "crv": "P-256",
+            "kty": "EC",
+            "x": B64URL.encode(&point[1..33]),
+            "y": B64URL.encode(&point[33..65]),
+        })
+    }
+
+    /// RFC 7638: SHA-256 of the JWK's required members in lexicographic order.
+    fn thumbprint(&self) -> String {
+        let jwk = self.jwk();
+        let canonical = format!(
+            r#"{{"crv":"P-256","kty":"EC","x":"{}","y":"{}"}}"#,
+            jwk["x"].as_str().unwrap(),
+            jwk["y"].as_str().unwrap()
+        );
+        B64URL.encode(sha2::Sha256::digest(canonical.as_bytes()))
+    }
+
+    async fn sign(&self, input: &[u8]) -> Vec<u8> {
+        match self {
+            Self::Own(pair) => pair
+                .sign(&ring::rand::SystemRandom::new(), input)
+                .unwrap()
+                .as_ref()
+                .to_vec(),
+            Self::Keyservice(keys, _) => keys.acme_account_sign(input).await.unwrap().to_vec(),
+        }
+    }
+}
+
+/// keyservice's ACME account key, reached through the data directory's socket.
+async fn keyservice_signer(data: &std::path::Path) -> TestSigner {
+    let keys = KeyClient::connect(data.join("keyservice.sock"))
+        .await
+        .unwrap();
+    let point = keys.acme_account_public_key().await.unwrap();
+    TestSigner::Keyservice(keys, point)
+}
+
+/// A newAccount request signed by `signer` (RFC 8555 §7.3), retried on rejected nonces:
+/// the status, the `Location` and the body.
+async fn new_account(
+    pebble: &Pebble,
+    signer: &TestSigner,
+    payload: Value,
+) -> (u16, Option<String>, Value) {
+    let client = pebble.client();
+    let directory: Value = client
+        .get(&pebble.directory_url)
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let url = directory["newAccount"].as_str().unwrap();
+    for _ in 0..20 {
+        let nonce = client
+            .head(directory["newNonce"].as_str().unwrap())
+            .send()
+            .await
+            .unwrap()
+            .headers()["replay-nonce"]
+            .to_str()
+            .unwrap()
+            .to_owned();
+        let protected = B64URL.encode(
+            json!({ "alg": "ES256", "jwk": signer.jwk(), "nonce": nonce, "url": url }).to_string(),
+        );
+        let encoded = B64URL.encode(payload.to_string());
+        let signature = signer
+            .sign(format!("{protected}.{encoded}").as_bytes())
+            .await;
+        let rsp = client
+            .post(url)
+            .header("content-type", "application/jose+json")
+            .body(
+                json!({
+                    "protected": protected,
+                    "payload": encoded,
+                    "signature": B64URL.encode(signature),
+                })
+                .to_string(),
+            )
+            .send()
+            .await
+            .unwrap();
+        let status = rsp.status().as_u16();
+        let location = rsp
+            .headers()
+            .get("location")
+            .map(|l| l.to_str().unwrap().to_owned());
+        let body: Value = rsp.json().await.unwrap_or(Value::Null);
+        if body["type"] == "urn:ietf:params:acme:error:badNonce" {
+            continue;
+        }
+        return (status, location, body);
+    }
+    panic!("Pebble rejected every nonce");
+}
+
+/// Registers `signer`'s key as a new account; its URL.
+async fn register(pebble: &Pebble, signer: &TestSigner) -> String {
+    let (status, location, body) = new_account(
+        pebble,
+        signer,
+        json!({ "termsOfServiceAgreed": true, "contact": ["mailto:old@acme.test"] }),
+    )
+    .await;
+    assert_eq!(status, 201, "{body}");
+    location.unwrap()
+}
+
+/// The URL of the account Pebble has for `signer`'s key (`onlyReturnExisting`), checking
+/// that the account it answers is keyed by that key; `None` if it has none.
+async fn account_of(pebble: &Pebble, signer: &TestSigner) -> Option<String> {
+    let (status, location, body) =
+        new_account(pebble, signer, json!({ "onlyReturnExisting": true })).await;
+    if body["type"] == "urn:ietf:params:acme:error:accountDoesNotExist" {
+        return None;
+    }
+    assert_eq!(status, 200, "{body}");
+    let jwk = signer.jwk();
+    assert_eq!(
+        (&body["key"]["x"], &body["key"]["y"]),
+        (&jwk["x"], &jwk["y"]),
+        "{body}"
+    );
+    location
+}
+
+/// The data directory's ACME account document names `account` and the thumbprint of
+/// keyservice's key, and nothing else (no key, sealed or not).
+fn assert_account_document(data: &std::path::Path, account: &str, thumbprint: &str) {
+    let text = std::fs::read_to_string(data.join("acme/account.json")).unwrap();
+    let doc: Value = serde_json::from_str(&text).unwrap();
+    let mut fields: Vec<&str> = doc
+        .as_object()
+        .unwrap()
+        .keys()
+        .map(String::as_str)
+        .collect();
+    fields.sort_unstable();
+    assert_eq!(
+        fields,
+        ["account_uri", "directory_url", "key_thumbprint", "version"],
+        "{text}"
+    );
+    assert_eq!(doc["version"], 3);
+    assert_eq!(doc["account_uri"], account);
+    assert_eq!(doc["key_thumbprint"], thumbprint);
 }
 
 /// The `spki_sha256` of the served `next-tls-key.json` (waiting up to 10 s for the

@@ -1,6 +1,7 @@
 //! The two HTTP pieces of ACME: the client the ACME library talks to the CA through
-//! (reqwest with our roots and timeouts), and the plain-HTTP listener that answers
-//! HTTP-01 challenges.
+//! (reqwest with our roots and timeouts, every JWS re-signed by keyservice on its way out:
+//! see `jws.rs` next to this file), and the plain-HTTP listener that answers HTTP-01
+//! challenges.
 
 use std::collections::HashMap;
 use std::convert::Infallible;
@@ -11,7 +12,7 @@ use std::sync::{Arc, RwLock};
 use std::time::Duration;
 
 use bytes::Bytes;
-use http::{Request, Response, StatusCode};
+use http::{Method, Request, Response, StatusCode};
 use http_body_util::{BodyExt, Full};
 use hyper::service::service_fn;
 use hyper_util::rt::{TokioIo, TokioTimer};
@@ -21,8 +22,10 @@ use rustls_pki_types::pem::PemObject;
 use tokio::net::TcpListener;
 
 use super::AcmeError;
+use super::jws::KeyserviceSigner;
 
-/// The ACME client's HTTP transport.
+/// The ACME client's HTTP transport (cheap to clone: one connection pool).
+#[derive(Clone)]
 pub(super) struct AcmeHttp {
     client: reqwest::Client,
 }
@@ -62,26 +65,62 @@ impl AcmeHttp {
     }
 }
 
-impl HttpClient for AcmeHttp {
+impl AcmeHttp {
+    /// The underlying client (our roots, timeouts, no redirects).
+    pub(super) fn client(&self) -> &reqwest::Client {
+        &self.client
+    }
+
+    /// Sends `req` as it is.
+    pub(super) async fn send(&self, req: Request<Bytes>) -> Result<BytesResponse, reqwest::Error> {
+        let req = reqwest::Request::try_from(req)?;
+        let rsp: Response<reqwest::Body> = self.client.execute(req).await?.into();
+        Ok(BytesResponse::from(rsp))
+    }
+}
+
+/// The HTTP client instant-acme is given: [`AcmeHttp`], with every POST body (a JWS signed
+/// by instant-acme's throwaway key) re-signed by keyservice's ACME account key first.
+/// There is deliberately no client that sends instant-acme's own signatures.
+pub(super) struct KeyserviceSignedHttp {
+    transport: AcmeHttp,
+    signer: Arc<KeyserviceSigner>,
+}
+
+impl KeyserviceSignedHttp {
+    pub(super) fn new(transport: AcmeHttp, signer: Arc<KeyserviceSigner>) -> Self {
+        Self { transport, signer }
+    }
+}
+
+impl HttpClient for KeyserviceSignedHttp {
     fn request(
         &self,
         req: Request<BodyWrapper<Bytes>>,
     ) -> Pin<Box<dyn Future<Output = Result<BytesResponse, instant_acme::Error>> + Send>> {
-        let client = self.client.clone();
+        let transport = self.transport.clone();
+        let signer = Arc::clone(&self.signer);
         Box::pin(async move {
-            let (parts, body) = req.into_parts();
-            let body = match body.collect().await {
+            let (mut parts, body) = req.into_parts();
+            let mut body = match body.collect().await {
                 Ok(collected) => collected.to_bytes(),
                 Err(never) => match never {},
             };
-            let req = reqwest::Request::try_from(Request::from_parts(parts, body))
-                .map_err(|e| instant_acme::Error::Other(Box::new(e)))?;
-            let rsp = client
-                .execute(req)
+            // Every ACME POST is a JWS (RFC 8555 §6.2); GET (directory) and HEAD (nonce)
+            // carry none.
+            if parts.method == Method::POST {
+                body = Bytes::from(
+                    signer
+                        .resign(&body)
+                        .await
+                        .map_err(|e| instant_acme::Error::Other(Box::new(e)))?,
+                );
+                parts.headers.remove(http::header::CONTENT_LENGTH);
+            }
+            transport
+                .send(Request::from_parts(parts, body))
                 .await
-                .map_err(|e| instant_acme::Error::Other(Box::new(e)))?;
-            let rsp: Response<reqwest::Body> = rsp.into();
-            Ok(BytesResponse::from(rsp))
+                .map_err(|e| instant_acme::Error::Other(Box::new(e)))
         })
     }
 }

@@ -8,6 +8,10 @@
 //! TLS-ALPN-01 answered by the HTTPS listener's resolver, or HTTP-01 on a small
 //! plain-HTTP listener. The state is on `/health` (`acme`).
 //!
+//! No private key is in this process: the certificate keys are keyservice TLS keys, and
+//! the ACME account key is keyservice's ACME account key, which signs every JWS the CA
+//! receives ([`jws`]); the stored state names key indexes and the account URL only.
+//!
 //! Replicas on PostgreSQL ([`Shared`]) share one account and one certificate, kept in
 //! the store (`store::acme_state`): the replica that leads `acme` orders and renews, and
 //! publishes each challenge's answer in the store before telling the CA it is ready, so
@@ -18,6 +22,8 @@
 //! that leaf reaches any replica.
 
 mod http;
+mod jws;
+mod rollover;
 mod sealed;
 
 pub(crate) use sealed::is_service_path;
@@ -38,8 +44,9 @@ use crate::config::{AcmeChallenge, AcmeConfig};
 use crate::keyservice_client::Keys;
 use crate::tls::{self, CertResolver};
 
-use self::http::{AcmeHttp, Http01Tokens};
-use self::sealed::SealedStore;
+use self::http::{AcmeHttp, Http01Tokens, KeyserviceSignedHttp};
+use self::jws::{AccountKey, KeyserviceSigner};
+use self::sealed::{AcmeStore, StoredAccount};
 
 /// The longest single sleep of the renewal task (it re-checks the clock after it).
 const MAX_SLEEP: Duration = Duration::from_secs(6 * 3600);
@@ -69,6 +76,10 @@ pub enum AcmeError {
     Order(String),
     #[error("keyservice: {0}")]
     Keyservice(keyservice_api::KeyError),
+    #[error("ACME account key: {0}")]
+    Jws(#[from] jws::JwsError),
+    #[error("ACME account key change: {0}")]
+    KeyChange(String),
     #[error("ACME state: {0}")]
     Storage(String),
     #[error("certificate: {0}")]
@@ -180,9 +191,9 @@ impl AcmeService {
             None => sealed::Backing::Dir(data_dir.join("acme")),
         };
         let manager = Manager {
-            store: SealedStore::new(backing, keys),
+            store: AcmeStore::new(backing, keys),
             directory_url,
-            http: Some(http),
+            http,
             config,
             resolver,
             tokens,
@@ -228,14 +239,15 @@ struct Current {
 struct Manager {
     config: AcmeConfig,
     directory_url: String,
-    store: SealedStore,
-    /// Taken by the first account creation (the library owns its client).
-    http: Option<AcmeHttp>,
+    store: AcmeStore,
+    /// The transport to the CA (instant-acme gets it wrapped in [`KeyserviceSignedHttp`]).
+    http: AcmeHttp,
     resolver: Arc<CertResolver>,
     tokens: Http01Tokens,
     status: Arc<Mutex<AcmeHealth>>,
     publish: watch::Sender<Option<Arc<IssuedCert>>>,
-    account: Option<(Account, String)>,
+    /// The account, and keyservice's signer of its requests.
+    account: Option<(Account, Arc<KeyserviceSigner>)>,
     current: Option<Current>,
     /// The keyservice TLS key index the next certificate will use; its public key is
     /// announced in the current evidence.
@@ -342,6 +354,14 @@ impl Manager {
         if self.current.is_none() {
             self.load_stored().await?;
         }
+        // An account whose key the front end once held (sealed, format 2) moves onto
+        // keyservice's key at once, not at the next renewal.
+        if self.account.is_none()
+            && let Some(StoredAccount::Sealed { .. }) =
+                self.store.load_account(&self.directory_url).await?
+        {
+            self.account().await?;
+        }
         if let Some(current) = &self.current
             && !force
             && SystemTime::now() < current.renew_after
@@ -349,8 +369,8 @@ impl Manager {
             return Ok(current.renew_after);
         }
         self.set_status(|s| s.state = "renewing".to_owned());
-        let account = self.account().await?;
-        let (chain_pem, key_index) = match self.issue(&account).await {
+        let (account, signer) = self.account().await?;
+        let (chain_pem, key_index) = match self.issue(&account, signer.key()).await {
             Ok(issued) => issued,
             Err(AcmeError::Protocol(instant_acme::Error::Api(problem)))
                 if problem.r#type.as_deref()
@@ -413,7 +433,7 @@ impl Manager {
             return Ok(());
         };
         let account_uri = match self.store.load_account(&self.directory_url).await? {
-            Some((uri, _)) => uri,
+            Some(stored) => stored.account_uri().to_owned(),
             None => return Ok(()),
         };
         let (_, not_after) = validity(&chain_pem)?;
@@ -465,33 +485,65 @@ impl Manager {
         }
     }
 
-    /// The ACME account: the stored one, or a new one (stored sealed).
-    async fn account(&mut self) -> Result<Account, AcmeError> {
-        if let Some((account, _)) = &self.account {
-            return Ok(account.clone());
+    /// The ACME account of keyservice's account key: the stored one, an account whose key
+    /// the front end once held moved onto keyservice's key (`rollover.rs`), or the one
+    /// newAccount registers or finds for keyservice's key. instant-acme is given a
+    /// throwaway key and [`KeyserviceSignedHttp`], which re-signs every request with
+    /// keyservice's key ([`jws`]).
+    async fn account(&mut self) -> Result<(Account, Arc<KeyserviceSigner>), AcmeError> {
+        if let Some((account, signer)) = &self.account {
+            return Ok((account.clone(), Arc::clone(signer)));
         }
-        let http = |this: &mut Self| -> Result<Box<AcmeHttp>, AcmeError> {
-            match this.http.take() {
-                Some(http) => Ok(Box::new(http)),
-                None => Ok(Box::new(AcmeHttp::new(
-                    this.config.ca_bundle.as_deref(),
-                    Duration::from_millis(this.config.request_timeout_ms),
-                )?)),
+        let signer = Arc::new(KeyserviceSigner::load(self.store.keys().client()).await?);
+        let thumbprint = signer.key().thumbprint().to_owned();
+        let mut known = None;
+        let mut stored_as_is = false;
+        match self.store.load_account(&self.directory_url).await? {
+            Some(StoredAccount::Keyservice {
+                account_uri,
+                key_thumbprint,
+            }) => {
+                if key_thumbprint == thumbprint {
+                    known = Some(account_uri);
+                    stored_as_is = true;
+                } else {
+                    tracing::warn!(
+                        account = %account_uri,
+                        "the stored ACME account belongs to another key (another root?); \
+                         looking up the account of keyservice's key"
+                    );
+                }
             }
-        };
-        let (account, uri) = match self.store.load_account(&self.directory_url).await? {
-            Some((uri, credentials)) => {
-                let credentials: AccountCredentials = serde_json::from_slice(&credentials)
-                    .map_err(|e| AcmeError::Storage(format!("account credentials: {e}")))?;
-                let account = Account::builder_with_http(http(self)?)
-                    .from_credentials(credentials)
+            Some(StoredAccount::Sealed {
+                account_uri,
+                sealed_credentials,
+            }) => {
+                known = self
+                    .roll_over_sealed(&account_uri, &sealed_credentials, &signer)
+                    .await?
+                    .then_some(account_uri);
+            }
+            None => {}
+        }
+        let http = Box::new(KeyserviceSignedHttp::new(
+            self.http.clone(),
+            Arc::clone(&signer),
+        ));
+        let (account, uri) = match known {
+            Some(uri) => {
+                // The throwaway key: instant-acme signs with it, keyservice re-signs.
+                let (_, throwaway) = instant_acme::Key::generate_pkcs8()?;
+                let account = Account::builder_with_http(http)
+                    .from_parts(uri.clone(), throwaway, self.directory_url.clone())
                     .await?;
                 (account, uri)
             }
             None => {
-                let client = http(self)?;
                 let contact: Vec<&str> = self.config.contact.iter().map(String::as_str).collect();
-                let (account, credentials) = Account::builder_with_http(client)
+                // newAccount registers keyservice's key, or answers the account it already
+                // has (RFC 8555 §7.3.1); the credentials returned hold the throwaway key
+                // and are dropped.
+                let (account, _throwaway) = Account::builder_with_http(http)
                     .create(
                         &NewAccount {
                             contact: &contact,
@@ -503,25 +555,79 @@ impl Manager {
                     )
                     .await?;
                 let uri = account.id().to_owned();
-                let json = zeroize::Zeroizing::new(
-                    serde_json::to_vec(&credentials)
-                        .map_err(|e| AcmeError::Storage(format!("account credentials: {e}")))?,
-                );
-                self.store
-                    .save_account(&self.directory_url, &uri, &json)
-                    .await?;
-                tracing::info!(account = %uri, "ACME account created");
+                tracing::info!(account = %uri, "ACME account of keyservice's key");
                 (account, uri)
             }
         };
+        if !stored_as_is {
+            self.store
+                .save_account(&self.directory_url, &uri, &thumbprint)
+                .await?;
+        }
         self.set_status(|s| s.account_uri = Some(uri.clone()));
-        self.account = Some((account.clone(), uri));
-        Ok(account)
+        self.account = Some((account.clone(), Arc::clone(&signer)));
+        Ok((account, signer))
+    }
+
+    /// Moves the format-2 account at `account_uri` (its key sealed in
+    /// `sealed_credentials`) onto keyservice's key; `false` if that cannot be done (the
+    /// caller registers keyservice's key instead), an error if it should be tried again.
+    async fn roll_over_sealed(
+        &self,
+        account_uri: &str,
+        sealed_credentials: &str,
+        signer: &KeyserviceSigner,
+    ) -> Result<bool, AcmeError> {
+        let Some(credentials) = self
+            .store
+            .unseal_legacy_credentials(sealed_credentials)
+            .await?
+        else {
+            return Ok(false);
+        };
+        let credentials: AccountCredentials = match serde_json::from_slice(&credentials) {
+            Ok(credentials) => credentials,
+            Err(err) => {
+                tracing::warn!(error = %err, "unreadable sealed ACME account credentials");
+                return Ok(false);
+            }
+        };
+        match rollover::roll_over(
+            &self.http,
+            &self.directory_url,
+            account_uri,
+            credentials.private_key().secret_pkcs8_der(),
+            signer,
+        )
+        .await
+        {
+            Ok(()) => {
+                tracing::info!(
+                    account = %account_uri,
+                    "ACME account moved onto keyservice's account key; the sealed key is dropped"
+                );
+                Ok(true)
+            }
+            Err(rollover::RolloverError::Refused(why)) => {
+                tracing::warn!(
+                    account = %account_uri,
+                    reason = %why,
+                    "the CA did not move the ACME account onto keyservice's key; registering \
+                     keyservice's key (a CAA accounturi naming the old account must follow)"
+                );
+                Ok(false)
+            }
+            Err(rollover::RolloverError::Failed(err)) => Err(err),
+        }
     }
 
     /// One order: challenges, finalization with the announced keyservice key (its CSR
     /// signed by keyservice), the chain and that key's index.
-    async fn issue(&mut self, account: &Account) -> Result<(String, u32), AcmeError> {
+    async fn issue(
+        &mut self,
+        account: &Account,
+        key: &AccountKey,
+    ) -> Result<(String, u32), AcmeError> {
         let identifiers: Vec<Identifier> = self
             .config
             .domains
@@ -560,26 +666,21 @@ impl Manager {
                         "the CA offers no {wanted:?} challenge for {domain}"
                     ))
                 })?;
-                let key_auth = challenge.key_authorization();
+                // Over keyservice's key, never instant-acme's throwaway one.
+                let key_auth = key.key_authorization(&challenge.token);
                 let answer = match self.config.challenge {
                     AcmeChallenge::TlsAlpn01 => {
-                        let cert = tls::acme_validation_cert(&domain, key_auth.digest().as_ref())?;
+                        use sha2::Digest as _;
+                        let digest = sha2::Sha256::digest(key_auth.as_bytes());
+                        let cert = tls::acme_validation_cert(&domain, &digest)?;
                         self.resolver.set_challenge(&domain, cert);
                         pending.domains.push(domain.clone());
-                        (
-                            "tls-alpn-01",
-                            domain,
-                            hex::encode(key_auth.digest().as_ref()),
-                        )
+                        ("tls-alpn-01", domain, hex::encode(digest))
                     }
                     AcmeChallenge::Http01 => {
-                        self.tokens.insert(&challenge.token, key_auth.as_str());
+                        self.tokens.insert(&challenge.token, &key_auth);
                         pending.tokens_set.push(challenge.token.clone());
-                        (
-                            "http-01",
-                            challenge.token.clone(),
-                            key_auth.as_str().to_owned(),
-                        )
+                        ("http-01", challenge.token.clone(), key_auth)
                     }
                 };
                 if let Some(shared) = &self.shared {

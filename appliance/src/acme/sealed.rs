@@ -2,20 +2,24 @@
 //! for replicas on PostgreSQL, in the shared store (`acme_files`: the same documents by
 //! name, so every replica serves the same account and certificate).
 //!
-//! The invariant: no document holds a certificate private key. Certificate keys are
+//! The invariant: no document holds a private key, sealed or not. Certificate keys are
 //! keyservice TLS keys (derived from the root by index, so replicas sharing the root share
-//! them); a document names only the index. The ACME account key is the one private key
-//! kept here, sealed by keyservice (`ServiceSeal`: AES-256-GCM under a key of its own per
-//! purpose, reachable by no wallet operation): instant-acme 0.8 signs its requests only
-//! with a key it holds in memory (its `Signer` trait is private), so the account key is
-//! unsealed into the front end while an order runs. So the files alone reveal nothing
-//! secret, and the certificate keys are never in this process at all.
+//! them); a document names only the index. The ACME account key is keyservice's ACME
+//! account key (derived from the root; see `jws.rs` next to this file): a document names
+//! only the account URL and the key's public thumbprint. Neither key is ever in this
+//! process.
 //!
 //! Formats (JSON):
-//! * `account.json` (`"version": 2`; version 1 sealed under wallet-namespace paths, which
-//!   keyservice now refuses, so such a file is ignored and a new account registered):
-//!   `directory_url`, `account_uri`, `sealed_credentials` (base64 of the keyservice
-//!   ciphertext of the ACME library's account credentials, which hold the account key).
+//! * `account.json` (`"version": 3`): `directory_url`, `account_uri` (the account's URL,
+//!   the JWS `kid`), `key_thumbprint` (RFC 7638 thumbprint of keyservice's account key the
+//!   account belongs to; an account of another key, e.g. after the root changed, is not
+//!   used: the account of keyservice's key is looked up or registered instead).
+//!   Version 2 held `sealed_credentials` (base64 of the keyservice `ServiceSeal`
+//!   ciphertext of the ACME library's credentials, a key the front end held): it is read
+//!   only to move that account onto keyservice's key (`rollover.rs` next to this file; the
+//!   account URL stays), then replaced by version 3. Version 1 sealed under
+//!   wallet-namespace paths, which keyservice now refuses: ignored, a new account is
+//!   registered.
 //! * `certificate.json` (`"version": 3`): `domains`, `chain_pem` (leaf first),
 //!   `key_index` (the keyservice TLS key the leaf carries). Version 2 held the sealed
 //!   PKCS#8 key of a key the front end generated; it is not read any more: the account
@@ -42,7 +46,10 @@ use zeroize::Zeroizing;
 use super::AcmeError;
 use crate::keyservice_client::Keys;
 
-const FORMAT_VERSION: u32 = 2;
+/// `account.json`'s format (version 2 held sealed credentials, see the module docs).
+const FORMAT_VERSION: u32 = 3;
+/// The `account.json` format that held the sealed account key.
+const LEGACY_ACCOUNT_VERSION: u32 = 2;
 
 /// The wallet-namespace path that sealed the ACME account credentials in format 1.
 fn account_seal_path() -> DerivationPath {
@@ -72,7 +79,38 @@ pub(super) struct AccountFile {
     pub version: u32,
     pub directory_url: String,
     pub account_uri: String,
-    pub sealed_credentials: String,
+    pub key_thumbprint: String,
+}
+
+/// `account.json` version 2: the account key sealed by keyservice.
+#[derive(Debug, Deserialize)]
+struct LegacyAccountFile {
+    directory_url: String,
+    account_uri: String,
+    sealed_credentials: String,
+}
+
+/// The stored ACME account (of the configured directory).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(super) enum StoredAccount {
+    /// Format 3: the account of keyservice's key with thumbprint `key_thumbprint`.
+    Keyservice {
+        account_uri: String,
+        key_thumbprint: String,
+    },
+    /// Format 2: an account whose key the front end held, sealed by keyservice.
+    Sealed {
+        account_uri: String,
+        sealed_credentials: String,
+    },
+}
+
+impl StoredAccount {
+    pub(super) fn account_uri(&self) -> &str {
+        match self {
+            Self::Keyservice { account_uri, .. } | Self::Sealed { account_uri, .. } => account_uri,
+        }
+    }
 }
 
 /// `certificate.json`'s format (version 2 held a sealed front-end key).
@@ -109,13 +147,13 @@ pub(super) enum Backing {
     Shared(crate::store::Store),
 }
 
-/// The documents and the keyservice handle that seals what goes in them.
-pub(super) struct SealedStore {
+/// The documents, and the keyservice handle that opens what older formats sealed.
+pub(super) struct AcmeStore {
     backing: Backing,
     keys: Keys,
 }
 
-impl SealedStore {
+impl AcmeStore {
     pub(super) fn new(backing: Backing, keys: Keys) -> Self {
         Self { backing, keys }
     }
@@ -167,16 +205,6 @@ impl SealedStore {
         }
     }
 
-    async fn read_json<T: for<'de> Deserialize<'de>>(
-        &self,
-        name: &str,
-    ) -> Result<Option<T>, AcmeError> {
-        match self.raw(name).await? {
-            Some(bytes) => Ok(parse_json(name, &bytes)),
-            None => Ok(None),
-        }
-    }
-
     async fn write_json(&self, name: &str, value: &impl Serialize) -> Result<(), AcmeError> {
         match &self.backing {
             Backing::Dir(dir) => write_json(dir, name, value),
@@ -191,61 +219,82 @@ impl SealedStore {
         }
     }
 
-    async fn seal(&self, purpose: ServicePurpose, secret: &[u8]) -> Result<String, AcmeError> {
-        let sealed = self
+    /// The credentials JSON of a format-2 account (the ACME library's, holding the key the
+    /// front end used to hold), opened by keyservice; `None` if it does not open (not
+    /// base64, or sealed on another root). Used once, to move that account onto
+    /// keyservice's key.
+    pub(super) async fn unseal_legacy_credentials(
+        &self,
+        sealed: &str,
+    ) -> Result<Option<Zeroizing<Vec<u8>>>, AcmeError> {
+        let Ok(sealed) = B64.decode(sealed) else {
+            tracing::warn!("the sealed ACME account credentials are not base64");
+            return Ok(None);
+        };
+        match self
             .keys
             .client()
-            .service_seal(purpose, secret)
+            .service_unseal(ServicePurpose::AcmeAccount, &sealed)
             .await
-            .map_err(AcmeError::Keyservice)?;
-        Ok(B64.encode(sealed))
+        {
+            Ok(credentials) => Ok(Some(credentials)),
+            Err(err) if err.is_unavailable() => Err(AcmeError::Keyservice(err)),
+            Err(err) => {
+                tracing::warn!(error = %err, "the sealed ACME account credentials do not open");
+                Ok(None)
+            }
+        }
     }
 
-    async fn unseal(
-        &self,
-        purpose: ServicePurpose,
-        sealed: &str,
-    ) -> Result<Zeroizing<Vec<u8>>, AcmeError> {
-        let sealed = B64
-            .decode(sealed)
-            .map_err(|e| AcmeError::Storage(format!("sealed value is not base64: {e}")))?;
-        self.keys
-            .client()
-            .service_unseal(purpose, &sealed)
-            .await
-            .map_err(AcmeError::Keyservice)
-    }
-
-    /// The stored account for `directory_url`, unsealed (the credentials JSON).
+    /// The stored account for `directory_url` (an account of another directory, or a
+    /// document of another format, is `None`).
     pub(super) async fn load_account(
         &self,
         directory_url: &str,
-    ) -> Result<Option<(String, Zeroizing<Vec<u8>>)>, AcmeError> {
-        let Some(file) = self.read_json::<AccountFile>("account.json").await? else {
+    ) -> Result<Option<StoredAccount>, AcmeError> {
+        let Some(bytes) = self.raw("account.json").await? else {
             return Ok(None);
         };
-        if file.version != FORMAT_VERSION || file.directory_url != directory_url {
+        let Some(Versioned { version }) = parse_json("account.json", &bytes) else {
             return Ok(None);
-        }
-        let credentials = self
-            .unseal(ServicePurpose::AcmeAccount, &file.sealed_credentials)
-            .await?;
-        Ok(Some((file.account_uri, credentials)))
+        };
+        let stored = match version {
+            FORMAT_VERSION => parse_json::<AccountFile>("account.json", &bytes)
+                .filter(|file| file.directory_url == directory_url)
+                .map(|file| StoredAccount::Keyservice {
+                    account_uri: file.account_uri,
+                    key_thumbprint: file.key_thumbprint,
+                }),
+            LEGACY_ACCOUNT_VERSION => parse_json::<LegacyAccountFile>("account.json", &bytes)
+                .filter(|file| file.directory_url == directory_url)
+                .map(|file| StoredAccount::Sealed {
+                    account_uri: file.account_uri,
+                    sealed_credentials: file.sealed_credentials,
+                }),
+            other => {
+                tracing::info!(
+                    found = other,
+                    expected = FORMAT_VERSION,
+                    "ignoring an ACME account document of an older format"
+                );
+                None
+            }
+        };
+        Ok(stored)
     }
 
+    /// Stores the account of keyservice's key (replacing any older document).
     pub(super) async fn save_account(
         &self,
         directory_url: &str,
         account_uri: &str,
-        credentials_json: &[u8],
+        key_thumbprint: &str,
     ) -> Result<(), AcmeError> {
         let file = AccountFile {
             version: FORMAT_VERSION,
             directory_url: directory_url.to_owned(),
             account_uri: account_uri.to_owned(),
-            sealed_credentials: self
-                .seal(ServicePurpose::AcmeAccount, credentials_json)
-                .await?,
+            key_thumbprint: key_thumbprint.to_owned(),
         };
         self.write_json("account.json", &file).await
     }
@@ -299,7 +348,7 @@ impl SealedStore {
     }
 }
 
-impl SealedStore {
+impl AcmeStore {
     /// The keyservice TLS key index the next certificate will use.
     pub(super) async fn load_next_key(&self) -> Result<Option<u32>, AcmeError> {
         Ok(self
@@ -367,7 +416,7 @@ mod tests {
     #[tokio::test]
     async fn stored_documents_hold_no_private_key_and_older_formats_are_replaced() {
         let dir = tempfile::tempdir().unwrap();
-        let store = SealedStore::new(
+        let store = AcmeStore::new(
             Backing::Dir(dir.path().to_owned()),
             Keys::new(
                 &dir.path().join("no.sock"),
@@ -426,43 +475,119 @@ mod tests {
         }
     }
 
+    fn store(dir: &Path) -> AcmeStore {
+        AcmeStore::new(
+            Backing::Dir(dir.to_owned()),
+            Keys::new(&dir.join("no.sock"), std::time::Duration::from_secs(1)),
+        )
+    }
+
+    /// `account.json` names the account and the thumbprint of keyservice's key, nothing
+    /// secret; the format that held sealed credentials is read as such (to be moved onto
+    /// keyservice's key), older formats, other directories and garbage are ignored.
     #[tokio::test]
-    async fn unknown_versions_and_garbage_are_ignored() {
+    async fn the_account_document_holds_no_key_and_older_formats_are_told_apart() {
         let dir = tempfile::tempdir().unwrap();
-        let store = SealedStore::new(
-            Backing::Dir(dir.path().to_owned()),
-            Keys::new(
-                &dir.path().join("no.sock"),
-                std::time::Duration::from_secs(1),
-            ),
+        let store = store(dir.path());
+        let path = dir.path().join("account.json");
+        assert_eq!(
+            store.load_account("https://ca.test/dir").await.unwrap(),
+            None
         );
-        std::fs::write(dir.path().join("x.json"), b"not json").unwrap();
-        assert!(
-            store
-                .read_json::<AccountFile>("x.json")
-                .await
-                .unwrap()
-                .is_none()
+        for garbage in [&b"not json"[..], br#"{"version":3}"#, br#"{"version":1,"directory_url":"https://ca.test/dir","account_uri":"a","sealed_credentials":"AAAA"}"#] {
+            std::fs::write(&path, garbage).unwrap();
+            assert_eq!(store.load_account("https://ca.test/dir").await.unwrap(), None);
+        }
+        std::fs::write(
+            &path,
+            br#"{"version":2,"directory_url":"https://ca.test/dir","account_uri":"https://ca.test/acct/1","sealed_credentials":"AAAA"}"#,
+        )
+        .unwrap();
+        assert_eq!(
+            store.load_account("https://ca.test/dir").await.unwrap(),
+            Some(StoredAccount::Sealed {
+                account_uri: "https://ca.test/acct/1".into(),
+                sealed_credentials: "AAAA".into(),
+            })
         );
-        assert!(
-            store
-                .read_json::<AccountFile>("missing.json")
-                .await
-                .unwrap()
-                .is_none()
+        assert_eq!(
+            store.load_account("https://other.test/dir").await.unwrap(),
+            None
         );
-        let file = AccountFile {
-            version: FORMAT_VERSION,
-            directory_url: "u".into(),
-            account_uri: "a".into(),
-            sealed_credentials: "s".into(),
-        };
-        store.write_json("a.json", &file).await.unwrap();
-        let back = store
-            .read_json::<AccountFile>("a.json")
+
+        // Saving replaces the sealed document with one that names no key.
+        store
+            .save_account("https://ca.test/dir", "https://ca.test/acct/1", "thumb")
+            .await
+            .unwrap();
+        let stored = store
+            .load_account("https://ca.test/dir")
             .await
             .unwrap()
             .unwrap();
-        assert_eq!(back.account_uri, "a");
+        assert_eq!(
+            stored,
+            StoredAccount::Keyservice {
+                account_uri: "https://ca.test/acct/1".into(),
+                key_thumbprint: "thumb".into(),
+            }
+        );
+        assert_eq!(stored.account_uri(), "https://ca.test/acct/1");
+        let text = std::fs::read_to_string(&path).unwrap();
+        assert!(
+            !text.contains("sealed") && !text.contains("key_pkcs8"),
+            "{text}"
+        );
+        let value: serde_json::Value = serde_json::from_str(&text).unwrap();
+        let mut keys: Vec<&str> = value
+            .as_object()
+            .unwrap()
+            .keys()
+            .map(String::as_str)
+            .collect();
+        keys.sort_unstable();
+        assert_eq!(
+            keys,
+            ["account_uri", "directory_url", "key_thumbprint", "version"]
+        );
+        assert_eq!(value["version"], 3);
+        assert_eq!(
+            store.load_account("https://other.test/dir").await.unwrap(),
+            None
+        );
+
+        store.forget_account().await.unwrap();
+        assert_eq!(
+            store.load_account("https://ca.test/dir").await.unwrap(),
+            None
+        );
+        store.forget_account().await.unwrap();
+    }
+
+    /// Sealed credentials that do not open (not base64) are not an error: the caller
+    /// registers keyservice's key instead. An unreachable keyservice is an error (retried).
+    #[tokio::test]
+    async fn legacy_credentials_that_do_not_open_are_dropped_and_an_absent_keyservice_is_retried() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = store(dir.path());
+        assert!(
+            store
+                .unseal_legacy_credentials("not base64!")
+                .await
+                .unwrap()
+                .is_none()
+        );
+        // Too short to be a sealed value: refused before keyservice is asked.
+        assert!(
+            store
+                .unseal_legacy_credentials("AAAA")
+                .await
+                .unwrap()
+                .is_none()
+        );
+        assert!(matches!(
+            store.unseal_legacy_credentials(&B64.encode([0u8; 40])).await,
+            Err(AcmeError::Keyservice(e)) if e.is_unavailable()
+        ));
     }
 }

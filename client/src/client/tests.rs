@@ -62,6 +62,8 @@ fn pin(client: &Client, leaf: LeafHash) {
                 checks: Vec::new(),
                 tcb_status: None,
                 advisory_ids: Vec::new(),
+                os: None,
+                key_provider: None,
             },
             verified_at: 0,
             compose_hash: String::new(),

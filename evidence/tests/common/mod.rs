@@ -71,6 +71,33 @@ pub fn near_bundle() -> Bundle {
     }
 }
 
+/// A policy file pinning the near-mpc deployment's OS: its `tcb_info` names the image
+/// (`os_image_hash`) and its MRTD and RTMR0-2 (values taken from the deployment itself,
+/// as an operator publishing them would).
+pub fn near_os_policy() -> evidence::os_image::OsPolicy {
+    let tcb = near_tcb_info();
+    let s = |k: &str| tcb[k].as_str().unwrap().to_owned();
+    evidence::os_image::OsPolicy {
+        entries: vec![evidence::os_image::OsEntry {
+            os_image_hash: s("os_image_hash"),
+            version: None,
+            is_dev: None,
+            vm_shape: Default::default(),
+            mrtd: vec![s("mrtd")],
+            rtmr0: Some(s("rtmr0")),
+            rtmr1: s("rtmr1"),
+            rtmr2: s("rtmr2"),
+        }],
+    }
+}
+
+/// Writes [`near_os_policy`] to `dir/os-measurements.json`; returns the path.
+pub fn write_near_os_policy(dir: &std::path::Path) -> PathBuf {
+    let path = dir.join("os-measurements.json");
+    std::fs::write(&path, serde_json::to_vec(&near_os_policy()).unwrap()).unwrap();
+    path
+}
+
 /// Flips one byte of a hex string at byte index `i`.
 pub fn flip_hex_byte(hex_str: &str, i: usize) -> String {
     let mut b = hex::decode(hex_str).unwrap();

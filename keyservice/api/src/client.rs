@@ -24,10 +24,11 @@ use zeroize::{Zeroize, Zeroizing};
 use crate::codec::{self, FrameHeader};
 use crate::error::KeyError;
 use crate::protocol::{
-    ErrorCode, HEADER_LEN, MAX_CID_LEN, MAX_EVIDENCE_SUMS_LEN, MAX_FRAME_LEN, MAX_PLAINTEXT_LEN,
-    MAX_RANDOM_BYTES, MAX_ROW_MAC_ITEM_LEN, MAX_ROW_MAC_ITEMS, MAX_SERVICE_PLAINTEXT_LEN,
-    MAX_TLS_CHAIN_LEN, MAX_TLS_SIGN_MESSAGE_LEN, MAX_UNSIGNED_TX_LEN, NONCE_LEN, Op,
-    PROTOCOL_VERSION, Request, Response, TAG_LEN, TLS_SCHEME_ECDSA_P256_SHA256,
+    ACME_PUBLIC_KEY_LEN, ACME_SIGNATURE_LEN, ErrorCode, HEADER_LEN, MAX_ACME_SIGNING_INPUT_LEN,
+    MAX_CID_LEN, MAX_EVIDENCE_SUMS_LEN, MAX_FRAME_LEN, MAX_PLAINTEXT_LEN, MAX_RANDOM_BYTES,
+    MAX_ROW_MAC_ITEM_LEN, MAX_ROW_MAC_ITEMS, MAX_SERVICE_PLAINTEXT_LEN, MAX_TLS_CHAIN_LEN,
+    MAX_TLS_SIGN_MESSAGE_LEN, MAX_UNSIGNED_TX_LEN, NONCE_LEN, Op, PROTOCOL_VERSION, Request,
+    Response, TAG_LEN, TLS_SCHEME_ECDSA_P256_SHA256,
 };
 use crate::types::{
     Address, DeploymentInfo, DerivationPath, NewSealedRoot, NewWallet, Payer, PayerList,
@@ -741,6 +742,37 @@ impl KeyClient {
         match self.call(req).await? {
             Response::CertificateRegistered(hash) => Ok(hash),
             other => Err(unexpected(Op::TlsRegisterCertificate, &other)),
+        }
+    }
+
+    /// The ACME account's public key: the uncompressed P-256 point `0x04 ‖ x ‖ y` (the
+    /// private key is derived from the root and never leaves keyservice).
+    pub async fn acme_account_public_key(&self) -> Result<[u8; ACME_PUBLIC_KEY_LEN], KeyError> {
+        match self.call(Request::AcmeAccountPublicKey).await? {
+            Response::AcmeAccountKey(point) => Ok(point),
+            other => Err(unexpected(Op::AcmeAccountPublicKey, &other)),
+        }
+    }
+
+    /// The ES256 signature (`r ‖ s`) of the ACME account key over a JWS signing input,
+    /// `BASE64URL(protected) ‖ '.' ‖ BASE64URL(payload)`. keyservice refuses an input of
+    /// another shape, or whose protected header does not say `"alg": "ES256"`.
+    pub async fn acme_account_sign(
+        &self,
+        signing_input: &[u8],
+    ) -> Result<[u8; ACME_SIGNATURE_LEN], KeyError> {
+        if signing_input.is_empty() || signing_input.len() > MAX_ACME_SIGNING_INPUT_LEN {
+            return Err(KeyError::InvalidArgument(format!(
+                "a JWS signing input is {} bytes; expected 1..={MAX_ACME_SIGNING_INPUT_LEN}",
+                signing_input.len()
+            )));
+        }
+        let req = Request::AcmeAccountSign {
+            signing_input: signing_input.to_vec(),
+        };
+        match self.call(req).await? {
+            Response::AcmeSignature(sig) => Ok(sig),
+            other => Err(unexpected(Op::AcmeAccountSign, &other)),
         }
     }
 

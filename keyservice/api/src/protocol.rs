@@ -33,6 +33,8 @@
 //! | 0x19 | `TlsSign` | `index:u32 ‖ scheme:u16 ‖ message (1..=16384)` | `sig…` (DER ECDSA) |
 //! | 0x1A | `TlsRegisterCertificate` | `index:u32 ‖ chain PEM (1..=32768)` | `sha256(chain):32` |
 //! | 0x1C | `FreshEvidenceQuote` | `nonce:32 ‖ sha256sum.txt bytes (1..=8192)` | `quote`, report data = SHA-256(bytes) ‖ nonce |
+//! | 0x1D | `AcmeAccountPublicKey` | — | `point:65` (uncompressed P-256 `0x04 ‖ x ‖ y` of the ACME account key) |
+//! | 0x1E | `AcmeAccountSign` | `signing input (1..=16384)` | `sig:64` (ES256, fixed `r ‖ s`) |
 //!
 //! `RootStatus`, `CreateSealedRoot` and `AdoptRoot` serve shared-root mode (replicas of one
 //! app sharing one sealed root, kept by the front end): `sealed` is the 101-byte sealed-root
@@ -47,6 +49,13 @@
 //! str(mrtd) ‖ str(rtmr0) ‖ … ‖ str(rtmr3) ‖ str(event_log)`, where `str(x)` =
 //! `len:u32 ‖ x` (text as UTF-8). No quote operation takes report data, a key path or an
 //! event from the caller: keyservice builds the report data itself.
+//!
+//! `AcmeAccountPublicKey` and `AcmeAccountSign` serve the ACME (RFC 8555) account key: one
+//! P-256 key derived from the root, whose private half never leaves the keyservice. The
+//! signing input is a JWS's `ASCII(BASE64URL(protected) ‖ '.' ‖ BASE64URL(payload))`
+//! (RFC 7515 §5.1); the keyservice signs only inputs of that shape whose protected header
+//! is a JSON object with `"alg": "ES256"` (anything else is `InvalidArgument`), and answers
+//! the JWS signature value ES256 prescribes (RFC 7518 §3.4: `r ‖ s`, 32 bytes each).
 //!
 //! `unsigned_tx` is the transaction's signing preimage (EIP-1559: `0x02 ‖ rlp(fields)`;
 //! legacy: the EIP-155 `rlp(fields ‖ chain_id ‖ 0 ‖ 0)`); the keyservice decodes it, checks
@@ -104,6 +113,13 @@ pub const MAX_TLS_SIGN_MESSAGE_LEN: usize = 16 * 1024;
 pub const MAX_TLS_CHAIN_LEN: usize = 32 * 1024;
 /// The one `TlsSign` scheme: `ecdsa_secp256r1_sha256` (TLS SignatureScheme 0x0403).
 pub const TLS_SCHEME_ECDSA_P256_SHA256: u16 = 0x0403;
+/// Largest JWS signing input an `AcmeAccountSign` request may carry: the largest ACME
+/// request, a finalization carrying a CSR, is a few kilobytes once base64url-encoded.
+pub const MAX_ACME_SIGNING_INPUT_LEN: usize = 16 * 1024;
+/// Length of the ACME account public key: an uncompressed P-256 point (`0x04 ‖ x ‖ y`).
+pub const ACME_PUBLIC_KEY_LEN: usize = 65;
+/// Length of an ES256 JWS signature (`r ‖ s`).
+pub const ACME_SIGNATURE_LEN: usize = 64;
 
 /// Operation codes (the header's `op` byte).
 #[derive(Clone, Copy, PartialEq, Eq, Hash, Debug)]
@@ -137,6 +153,8 @@ pub enum Op {
     TlsSign = 0x19,
     TlsRegisterCertificate = 0x1A,
     FreshEvidenceQuote = 0x1C,
+    AcmeAccountPublicKey = 0x1D,
+    AcmeAccountSign = 0x1E,
 }
 
 impl Op {
@@ -169,6 +187,8 @@ impl Op {
             Self::TlsSign => "tls_sign",
             Self::TlsRegisterCertificate => "tls_register_certificate",
             Self::FreshEvidenceQuote => "fresh_evidence_quote",
+            Self::AcmeAccountPublicKey => "acme_account_public_key",
+            Self::AcmeAccountSign => "acme_account_sign",
         }
     }
 
@@ -200,6 +220,8 @@ impl Op {
             0x19 => Self::TlsSign,
             0x1A => Self::TlsRegisterCertificate,
             0x1C => Self::FreshEvidenceQuote,
+            0x1D => Self::AcmeAccountPublicKey,
+            0x1E => Self::AcmeAccountSign,
             _ => return None,
         })
     }
@@ -390,6 +412,14 @@ pub enum Request {
         index: u32,
         chain_pem: Vec<u8>,
     },
+    /// The public key of the ACME account key (P-256, derived from the root; the private
+    /// key never leaves keyservice).
+    AcmeAccountPublicKey,
+    /// An ES256 signature by the ACME account key over a JWS signing input
+    /// (1..=[`MAX_ACME_SIGNING_INPUT_LEN`] bytes; see the module docs for its shape).
+    AcmeAccountSign {
+        signing_input: Vec<u8>,
+    },
 }
 
 /// A successful response payload.
@@ -420,6 +450,10 @@ pub enum Response {
     TlsSignature(Vec<u8>),
     /// `TlsRegisterCertificate`: SHA-256 of the registered chain bytes.
     CertificateRegistered([u8; 32]),
+    /// `AcmeAccountPublicKey`: the uncompressed P-256 point `0x04 ‖ x ‖ y`.
+    AcmeAccountKey([u8; ACME_PUBLIC_KEY_LEN]),
+    /// `AcmeAccountSign`: the ES256 signature `r ‖ s`.
+    AcmeSignature([u8; ACME_SIGNATURE_LEN]),
 }
 
 impl fmt::Debug for Response {
@@ -449,6 +483,8 @@ impl fmt::Debug for Response {
             Self::CertificateRegistered(hash) => {
                 write!(f, "CertificateRegistered({})", hex_prefix(hash))
             }
+            Self::AcmeAccountKey(point) => write!(f, "AcmeAccountKey({})", hex_prefix(point)),
+            Self::AcmeSignature(_) => f.write_str("AcmeSignature(<64 bytes>)"),
         }
     }
 }
@@ -594,6 +630,8 @@ impl Request {
             Self::TlsPublicKey { .. } => Op::TlsPublicKey,
             Self::TlsSign { .. } => Op::TlsSign,
             Self::TlsRegisterCertificate { .. } => Op::TlsRegisterCertificate,
+            Self::AcmeAccountPublicKey => Op::AcmeAccountPublicKey,
+            Self::AcmeAccountSign { .. } => Op::AcmeAccountSign,
         }
     }
 
@@ -606,7 +644,9 @@ impl Request {
             | Self::AttestationQuote
             | Self::AttestationInfo
             | Self::RootStatus
-            | Self::CreateSealedRoot => {}
+            | Self::CreateSealedRoot
+            | Self::AcmeAccountPublicKey => {}
+            Self::AcmeAccountSign { signing_input } => buf.extend_from_slice(signing_input),
             Self::EvidenceQuote { sums } => buf.extend_from_slice(sums),
             Self::FreshEvidenceQuote { nonce, sums } => {
                 buf.extend_from_slice(nonce);
@@ -696,6 +736,16 @@ impl Request {
             Op::AttestationInfo => Self::AttestationInfo,
             Op::RootStatus => Self::RootStatus,
             Op::CreateSealedRoot => Self::CreateSealedRoot,
+            Op::AcmeAccountPublicKey => Self::AcmeAccountPublicKey,
+            Op::AcmeAccountSign => {
+                let input = r.rest();
+                if input.is_empty() || input.len() > MAX_ACME_SIGNING_INPUT_LEN {
+                    return Err(r.err("a JWS signing input must be 1..=16384 bytes"));
+                }
+                Self::AcmeAccountSign {
+                    signing_input: input.to_vec(),
+                }
+            }
             Op::AdoptRoot => Self::AdoptRoot {
                 sealed: r.rest().to_vec(),
             },
@@ -905,6 +955,8 @@ impl Response {
             }
             Self::Spki(d) | Self::TlsSignature(d) => buf.extend_from_slice(d),
             Self::CertificateRegistered(hash) => buf.extend_from_slice(hash),
+            Self::AcmeAccountKey(point) => buf.extend_from_slice(point),
+            Self::AcmeSignature(sig) => buf.extend_from_slice(sig),
         }
     }
 
@@ -1031,6 +1083,14 @@ impl Response {
                 }
             }
             Op::TlsRegisterCertificate => Self::CertificateRegistered(r.array()?),
+            Op::AcmeAccountPublicKey => {
+                let point: [u8; ACME_PUBLIC_KEY_LEN] = r.array()?;
+                if point[0] != 0x04 {
+                    return Err(r.err("the ACME account key is not an uncompressed point"));
+                }
+                Self::AcmeAccountKey(point)
+            }
+            Op::AcmeAccountSign => Self::AcmeSignature(r.array()?),
             Op::RowMac => {
                 let d = r.rest();
                 if d.is_empty() || !d.len().is_multiple_of(ROW_MAC_LEN) {
@@ -1077,6 +1137,7 @@ mod tests {
                 | Request::AdoptRoot { .. }
                 | Request::TlsSign { .. }
                 | Request::TlsRegisterCertificate { .. }
+                | Request::AcmeAccountSign { .. }
         );
         buf.push(0);
         if !open_ended {
@@ -1162,6 +1223,47 @@ mod tests {
         for op in [0x18, 0x19, 0x1A] {
             assert_eq!(Op::from_u8(op).map(|o| o as u8), Some(op));
         }
+    }
+
+    #[test]
+    fn acme_account_key_requests_round_trip_and_are_bounded() {
+        round_trip(Request::AcmeAccountPublicKey);
+        round_trip(Request::AcmeAccountSign {
+            signing_input: b"eyJhbGciOiJFUzI1NiJ9.e30".to_vec(),
+        });
+        assert!(Request::decode(Op::AcmeAccountSign, &[]).is_err());
+        assert!(
+            Request::decode(
+                Op::AcmeAccountSign,
+                &vec![b'a'; MAX_ACME_SIGNING_INPUT_LEN + 1]
+            )
+            .is_err()
+        );
+        assert!(
+            Request::decode(Op::AcmeAccountSign, &vec![b'a'; MAX_ACME_SIGNING_INPUT_LEN]).is_ok()
+        );
+        assert!(Request::decode(Op::AcmeAccountPublicKey, &[0]).is_err());
+        for op in [0x1D, 0x1E] {
+            assert_eq!(Op::from_u8(op).map(|o| o as u8), Some(op));
+        }
+        // Answers: a 65-byte uncompressed point, a 64-byte r ‖ s; nothing else.
+        let mut point = [7u8; ACME_PUBLIC_KEY_LEN];
+        point[0] = 0x04;
+        let mut buf = Vec::new();
+        Response::AcmeAccountKey(point).encode_payload(&mut buf);
+        assert!(matches!(
+            Response::decode(Op::AcmeAccountPublicKey, &buf),
+            Ok(Response::AcmeAccountKey(p)) if p == point
+        ));
+        assert!(Response::decode(Op::AcmeAccountPublicKey, &buf[..64]).is_err());
+        buf[0] = 0x02;
+        assert!(Response::decode(Op::AcmeAccountPublicKey, &buf).is_err());
+        let mut sig = Vec::new();
+        Response::AcmeSignature([9; ACME_SIGNATURE_LEN]).encode_payload(&mut sig);
+        assert_eq!(sig.len(), 64);
+        assert!(Response::decode(Op::AcmeAccountSign, &sig).is_ok());
+        sig.push(0);
+        assert!(Response::decode(Op::AcmeAccountSign, &sig).is_err());
     }
 
     #[test]

@@ -393,9 +393,12 @@ pub enum Payer {
 #[derive(Clone, Copy, PartialEq, Eq, Hash, Debug)]
 #[repr(u8)]
 pub enum ServicePurpose {
-    /// The ACME account credentials (`<data_dir>/acme/account.json`).
+    /// The ACME account credentials older appliances sealed (`account.json` version 2,
+    /// in `<data_dir>/acme/`); the appliance now opens them only once, to roll that account
+    /// over to keyservice's own ACME account key (`AcmeAccountSign`).
     AcmeAccount = 1,
-    /// The TLS certificate's private key (`<data_dir>/acme/certificate.json`).
+    /// The TLS certificate's private key older appliances sealed (`certificate.json`
+    /// version 2); no longer read.
     AcmeCertificate = 2,
 }
 

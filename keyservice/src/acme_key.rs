@@ -1,0 +1,193 @@
+//! The ACME (RFC 8555) account key. The invariant: its private half lives here and nowhere
+//! else; the front end learns the public key and asks for JWS signatures.
+//!
+//! * One ECDSA P-256 key derived from the root (`derive`, label
+//!   "keyservice/v1/acme-account-key", no data, the same scalar rule as the TLS keys):
+//!   replicas sharing a root share the key, hence the ACME account, and nothing is
+//!   persisted. No wallet, action, payer, seal or TLS operation reaches its label, and no
+//!   operation exports it.
+//! * `AcmeAccountPublicKey` answers the uncompressed point (the JWK's `x` and `y`);
+//!   `AcmeAccountSign` answers an ES256 signature (RFC 7518 §3.4: fixed-size `r ‖ s`)
+//!   over a JWS signing input.
+//! * Only a JWS signing input is signed ([`check_signing_input`]): two unpadded
+//!   base64url segments joined by one `.`, the first a JSON object with `"alg": "ES256"`.
+//!   So the account key signs ACME requests and nothing else: no TLS handshake content,
+//!   certificate or CSR has that shape.
+
+use keyservice_api::protocol::{ACME_PUBLIC_KEY_LEN, ACME_SIGNATURE_LEN};
+use ring::rand::SystemRandom;
+use ring::signature::{ECDSA_P256_SHA256_FIXED_SIGNING, EcdsaKeyPair, KeyPair};
+
+use crate::derive::{KeyDeriver, LABEL_ACME_ACCOUNT_KEY};
+use crate::ops::OpError;
+use crate::tls_keys::derive_p256;
+
+/// The derived ACME account key pair (signing with fixed-size `r ‖ s` signatures).
+pub struct AcmeAccountKey {
+    pair: EcdsaKeyPair,
+    public: [u8; ACME_PUBLIC_KEY_LEN],
+}
+
+impl std::fmt::Debug for AcmeAccountKey {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("AcmeAccountKey(<redacted>)")
+    }
+}
+
+impl AcmeAccountKey {
+    /// The account key of the root behind `deriver`.
+    pub fn derive(deriver: &KeyDeriver, rng: &SystemRandom) -> Result<Self, OpError> {
+        let pair = derive_p256(
+            deriver,
+            LABEL_ACME_ACCOUNT_KEY,
+            &[],
+            &ECDSA_P256_SHA256_FIXED_SIGNING,
+            rng,
+        )?;
+        let public = <[u8; ACME_PUBLIC_KEY_LEN]>::try_from(pair.public_key().as_ref())
+            .map_err(|_| OpError::Internal("ACME account key encoding failed"))?;
+        Ok(Self { pair, public })
+    }
+
+    /// `AcmeAccountPublicKey`: the uncompressed point `0x04 ‖ x ‖ y`.
+    pub fn public_key(&self) -> [u8; ACME_PUBLIC_KEY_LEN] {
+        self.public
+    }
+
+    /// `AcmeAccountSign`: ES256 over `signing_input`, which must be a JWS signing input.
+    pub fn sign(
+        &self,
+        rng: &SystemRandom,
+        signing_input: &[u8],
+    ) -> Result<[u8; ACME_SIGNATURE_LEN], OpError> {
+        check_signing_input(signing_input)?;
+        let sig = self
+            .pair
+            .sign(rng, signing_input)
+            .map_err(|_| OpError::Internal("ACME account signing failed"))?;
+        <[u8; ACME_SIGNATURE_LEN]>::try_from(sig.as_ref())
+            .map_err(|_| OpError::Internal("ACME account signature has an unexpected length"))
+    }
+}
+
+/// Whether `input` is a JWS signing input the account key may sign (RFC 7515 §5.1):
+/// `BASE64URL(protected) ‖ '.' ‖ BASE64URL(payload)`, both unpadded base64url, the
+/// protected header a JSON object whose `alg` is `ES256`. The payload may be empty (an
+/// ACME POST-as-GET).
+pub fn check_signing_input(input: &[u8]) -> Result<(), OpError> {
+    use base64::Engine as _;
+    use base64::engine::general_purpose::URL_SAFE_NO_PAD;
+
+    let not_jws = OpError::InvalidArgument(
+        "not a JWS signing input (BASE64URL(protected) '.' BASE64URL(payload))",
+    );
+    let mut parts = input.split(|b| *b == b'.');
+    let (Some(protected), Some(payload), None) = (parts.next(), parts.next(), parts.next()) else {
+        return Err(not_jws);
+    };
+    let base64url = |part: &[u8]| {
+        part.iter()
+            .all(|b| b.is_ascii_alphanumeric() || *b == b'-' || *b == b'_')
+    };
+    if protected.is_empty() || !base64url(protected) || !base64url(payload) {
+        return Err(not_jws);
+    }
+    let header = URL_SAFE_NO_PAD
+        .decode(protected)
+        .map_err(|_| OpError::InvalidArgument("the JWS protected header is not base64url"))?;
+    let header: serde_json::Map<String, serde_json::Value> = serde_json::from_slice(&header)
+        .map_err(|_| OpError::InvalidArgument("the JWS protected header is not a JSON object"))?;
+    if header.get("alg").and_then(serde_json::Value::as_str) != Some("ES256") {
+        return Err(OpError::InvalidArgument(
+            "the ACME account key signs only JWS whose protected header says \"alg\": \"ES256\"",
+        ));
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+    use crate::secret::RootSecret;
+    use base64::Engine as _;
+    use base64::engine::general_purpose::URL_SAFE_NO_PAD;
+    use ring::signature::{ECDSA_P256_SHA256_FIXED, UnparsedPublicKey};
+
+    fn deriver(byte: u8) -> KeyDeriver {
+        KeyDeriver::new(&RootSecret::from_bytes(zeroize::Zeroizing::new([byte; 32])))
+    }
+
+    fn input(header: &str, payload: &str) -> Vec<u8> {
+        format!(
+            "{}.{}",
+            URL_SAFE_NO_PAD.encode(header),
+            URL_SAFE_NO_PAD.encode(payload)
+        )
+        .into_bytes()
+    }
+
+    #[test]
+    fn the_key_is_a_function_of_the_root_apart_from_the_tls_keys() {
+        let rng = SystemRandom::new();
+        let a = AcmeAccountKey::derive(&deriver(1), &rng).unwrap();
+        assert_eq!(a.public_key()[0], 0x04);
+        assert_eq!(
+            a.public_key(),
+            AcmeAccountKey::derive(&deriver(1), &rng)
+                .unwrap()
+                .public_key()
+        );
+        assert_ne!(
+            a.public_key(),
+            AcmeAccountKey::derive(&deriver(2), &rng)
+                .unwrap()
+                .public_key()
+        );
+        // Not any TLS key of the same root.
+        let tls = crate::tls_keys::TlsKeys::new();
+        for index in 0..4 {
+            let spki = tls.public_key(&deriver(1), index).unwrap();
+            assert_ne!(&spki[26..], a.public_key().as_slice());
+        }
+    }
+
+    #[test]
+    fn signs_jws_signing_inputs_only() {
+        let rng = SystemRandom::new();
+        let key = AcmeAccountKey::derive(&deriver(3), &rng).unwrap();
+        let public = UnparsedPublicKey::new(&ECDSA_P256_SHA256_FIXED, key.public_key());
+        let good = input(r#"{"alg":"ES256","kid":"https://ca.test/acct/1"}"#, "{}");
+        let sig = key.sign(&rng, &good).unwrap();
+        public.verify(&good, &sig).unwrap();
+        // POST-as-GET: an empty payload.
+        let get = input(r#"{"alg":"ES256","kid":"k","url":"u"}"#, "");
+        assert!(get.ends_with(b"."));
+        public.verify(&get, &key.sign(&rng, &get).unwrap()).unwrap();
+
+        for bad in [
+            b"hello".to_vec(),
+            b".e30".to_vec(),
+            [input(r#"{"alg":"ES256"}"#, "{}"), b".x".to_vec()].concat(),
+            input(r#"{"alg":"RS256"}"#, "{}"),
+            input(r#"{"kid":"k"}"#, "{}"),
+            input(r#"["alg","ES256"]"#, "{}"),
+            input("not json", "{}"),
+            // Padded or standard base64 is not base64url.
+            format!("{}=.e30", URL_SAFE_NO_PAD.encode(r#"{"alg":"ES256"}"#)).into_bytes(),
+            b"eyJhbGciOiJFUzI1NiJ9+.e30".to_vec(),
+            // TLS 1.3 CertificateVerify content starts with 64 spaces.
+            [
+                vec![b' '; 64],
+                b"TLS 1.3, server CertificateVerify".to_vec(),
+            ]
+            .concat(),
+        ] {
+            assert!(
+                matches!(key.sign(&rng, &bad), Err(OpError::InvalidArgument(_))),
+                "{}",
+                String::from_utf8_lossy(&bad)
+            );
+        }
+    }
+}
