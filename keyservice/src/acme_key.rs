@@ -102,6 +102,26 @@ pub fn check_signing_input(input: &[u8]) -> Result<(), OpError> {
             "the ACME account key signs only JWS whose protected header says \"alg\": \"ES256\"",
         ));
     }
+    // A payload that is itself a JWS is an RFC 8555 §7.3.5 key change (the outer JWS, by
+    // the current account key, carries the inner one by the new key). Signing it would let
+    // a front end compromised for an hour move the account onto a key of its own and keep
+    // it afterwards; the account stays on this key. (External account binding nests its
+    // JWS one level down, under `externalAccountBinding`, and is not refused.)
+    if !payload.is_empty() {
+        let payload = URL_SAFE_NO_PAD
+            .decode(payload)
+            .map_err(|_| OpError::InvalidArgument("the JWS payload is not base64url"))?;
+        if let Ok(serde_json::Value::Object(body)) =
+            serde_json::from_slice::<serde_json::Value>(&payload)
+            && body.contains_key("protected")
+            && body.contains_key("signature")
+        {
+            return Err(OpError::Refused(
+                "the ACME account key does not sign a key change: the account stays on \
+                 keyservice's key",
+            ));
+        }
+    }
     Ok(())
 }
 
@@ -189,5 +209,33 @@ mod tests {
                 String::from_utf8_lossy(&bad)
             );
         }
+    }
+
+    /// A compromised front end cannot have the account moved onto its own key: the outer
+    /// JWS of a key change (its payload a JWS by the new key) is refused; a newAccount with
+    /// an external account binding (a JWS one level down) still signs.
+    #[test]
+    fn a_key_change_is_never_signed() {
+        let rng = SystemRandom::new();
+        let key = AcmeAccountKey::derive(&deriver(4), &rng).unwrap();
+        let inner = format!(
+            r#"{{"protected":"{}","payload":"{}","signature":"AAAA"}}"#,
+            URL_SAFE_NO_PAD
+                .encode(r#"{"alg":"ES256","jwk":{"kty":"EC"},"url":"https://ca.test/key-change"}"#),
+            URL_SAFE_NO_PAD.encode(r#"{"account":"https://ca.test/acct/1","oldKey":{"kty":"EC"}}"#),
+        );
+        let key_change = input(
+            r#"{"alg":"ES256","kid":"https://ca.test/acct/1","url":"https://ca.test/key-change"}"#,
+            &inner,
+        );
+        assert!(matches!(
+            key.sign(&rng, &key_change),
+            Err(OpError::Refused(_))
+        ));
+        let with_binding = input(
+            r#"{"alg":"ES256","jwk":{"kty":"EC"},"url":"https://ca.test/new-account"}"#,
+            &format!(r#"{{"termsOfServiceAgreed":true,"externalAccountBinding":{inner}}}"#),
+        );
+        key.sign(&rng, &with_binding).unwrap();
     }
 }

@@ -91,7 +91,7 @@ pub fn near_os_policy() -> evidence::os_image::OsPolicy {
     }
 }
 
-/// Writes [`near_os_policy`] to `dir/os-measurements.json`; returns the path.
+/// Writes [`near_os_policy`] as os-measurements.json in `dir`; returns the path.
 pub fn write_near_os_policy(dir: &std::path::Path) -> PathBuf {
     let path = dir.join("os-measurements.json");
     std::fs::write(&path, serde_json::to_vec(&near_os_policy()).unwrap()).unwrap();
