@@ -14,6 +14,11 @@
 //! * `next-tls-key.json`: `{"spki_sha256": <hex>}`, the SHA-256 of the SubjectPublicKeyInfo
 //!   DER of the key the *next* certificate will use (ACME only): a client that verified
 //!   this set recognises the renewed certificate by its key before it sends it anything;
+//! * `sbom.json`: the software bill of materials of the image's binaries, read at start
+//!   from [`SBOM_IMAGE_PATH`] (the image carries it; a process not started from the image
+//!   has none and lists no such file). The image digest pinned in the measured compose
+//!   covers that file, and the quote covers this listing: `evidence verify` prints the
+//!   SBOM's digest;
 //! * `sha256sum.txt`: `<sha256 hex>  <name>` for each file above, as `sha256sum` prints;
 //! * `quote.json`: a quote whose report_data = SHA-256(sha256sum.txt) ‖ 32 zero bytes;
 //!   with `?nonce=<64 hex>` (and on `/attestation?nonce=`), a quote made for that request
@@ -103,6 +108,30 @@ pub fn info_of(info: DeploymentInfo) -> evidence::Info {
     }
 }
 
+/// Where the image carries the SBOM of its binaries (`image-build` writes it there:
+/// `oci_image::sbom::IMAGE_PATH`).
+pub const SBOM_IMAGE_PATH: &str = "/usr/share/appliance/sbom.json";
+/// Its name among the evidence files.
+pub const SBOM_FILE: &str = "sbom.json";
+
+/// The image's SBOM ([`SBOM_IMAGE_PATH`]), if this process runs from the image.
+pub fn read_sbom(path: &std::path::Path) -> Option<Arc<Vec<u8>>> {
+    match std::fs::read(path) {
+        Ok(bytes) => {
+            tracing::info!(path = %path.display(), sha256 = %hex::encode(Sha256::digest(&bytes)), "SBOM listed in the evidence files");
+            Some(Arc::new(bytes))
+        }
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            tracing::info!(path = %path.display(), "no SBOM (not started from the image): none in the evidence files");
+            None
+        }
+        Err(e) => {
+            tracing::warn!(path = %path.display(), error = %e, "cannot read the SBOM: none in the evidence files");
+            None
+        }
+    }
+}
+
 /// One evidence file.
 #[derive(Debug, Clone)]
 pub struct EvidenceFile {
@@ -153,6 +182,15 @@ pub fn sha256sum(files: &BTreeMap<String, EvidenceFile>) -> String {
 
 /// Builds the evidence set for `cert`, with keyservice's quote over its `sha256sum.txt`.
 pub async fn build(cert: &IssuedCert, keys: &Keys) -> Result<EvidenceSet, AttestError> {
+    build_with_sbom(cert, keys, None).await
+}
+
+/// [`build`], listing `sbom` (the image's SBOM) as [`SBOM_FILE`].
+pub async fn build_with_sbom(
+    cert: &IssuedCert,
+    keys: &Keys,
+    sbom: Option<&[u8]>,
+) -> Result<EvidenceSet, AttestError> {
     let domain = cert
         .domains
         .first()
@@ -182,6 +220,15 @@ pub async fn build(cert: &IssuedCert, keys: &Keys) -> Result<EvidenceSet, Attest
             "next-tls-key.json".into(),
             EvidenceFile {
                 bytes: announced.to_string().into_bytes(),
+                content_type: "application/json",
+            },
+        );
+    }
+    if let Some(sbom) = sbom {
+        files.insert(
+            SBOM_FILE.into(),
+            EvidenceFile {
+                bytes: sbom.to_vec(),
                 content_type: "application/json",
             },
         );
@@ -225,6 +272,8 @@ pub struct Attestation {
     current: Arc<RwLock<Arc<EvidenceSet>>>,
     quote: Arc<Cached>,
     info: Arc<Cached>,
+    /// The image's SBOM, listed in every evidence set ([`SBOM_FILE`]).
+    sbom: Option<Arc<Vec<u8>>>,
 }
 
 /// A body fetched from keyservice at most once per `ttl`. The lock is held while
@@ -271,7 +320,14 @@ impl Attestation {
             current: Arc::new(RwLock::new(Arc::new(EvidenceSet::default()))),
             quote: Arc::new(Cached::new(refresh)),
             info: Arc::new(Cached::new(refresh)),
+            sbom: None,
         }
+    }
+
+    /// Lists `sbom` (the image's SBOM, [`read_sbom`]) in every evidence set built from now.
+    pub fn with_sbom(mut self, sbom: Option<Arc<Vec<u8>>>) -> Self {
+        self.sbom = sbom;
+        self
     }
 
     /// The `/attestation` body: keyservice's quote over 64 zero bytes, at most
@@ -355,7 +411,13 @@ impl Attestation {
                 };
                 let mut delay = Duration::from_millis(500);
                 loop {
-                    match build(&cert, &this.keys).await {
+                    match build_with_sbom(
+                        &cert,
+                        &this.keys,
+                        this.sbom.as_deref().map(Vec::as_slice),
+                    )
+                    .await
+                    {
                         Ok(set) => {
                             this.replace(set);
                             tracing::info!("evidence files rebuilt for the served certificate");
@@ -611,6 +673,36 @@ mod tests {
         for name in names {
             assert!(html.contains(&format!("href=\"{name}\"")), "{html}");
         }
+    }
+
+    /// The image's SBOM is one of the files the quoted checksums cover, byte for byte.
+    #[tokio::test]
+    async fn the_sbom_is_listed_and_covered_by_the_quote() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("sbom.json");
+        let doc = br#"{"format":"appliance-sbom/1","binaries":[]}"#;
+        std::fs::write(&path, doc).unwrap();
+        let sbom = read_sbom(&path).unwrap();
+        assert!(read_sbom(&dir.path().join("absent.json")).is_none());
+        let keys = fake_keyservice(dir.path(), true);
+        let set = build_with_sbom(&cert(), &keys, Some(&sbom)).await.unwrap();
+        assert_eq!(set.files[SBOM_FILE].bytes, doc);
+        assert_eq!(set.files[SBOM_FILE].content_type, "application/json");
+        let sums = String::from_utf8(set.files["sha256sum.txt"].bytes.clone()).unwrap();
+        let line = format!("{}  {SBOM_FILE}\n", hex::encode(Sha256::digest(doc)));
+        assert!(sums.contains(&line), "{sums}");
+        let quote: serde_json::Value =
+            serde_json::from_slice(&set.files["quote.json"].bytes).unwrap();
+        let report_data = quote["report_data"].as_str().unwrap();
+        assert!(
+            report_data
+                .trim_start_matches("0x")
+                .starts_with(&hex::encode(Sha256::digest(sums.as_bytes())))
+        );
+        assert!(set.index_html().contains("href=\"sbom.json\""));
+        // Without one, no such file.
+        let plain = build(&cert(), &keys).await.unwrap();
+        assert!(!plain.files.contains_key(SBOM_FILE));
     }
 
     #[tokio::test]

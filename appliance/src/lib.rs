@@ -314,7 +314,10 @@ async fn start_with(mut config: Config, dev_anvil: Option<PathBuf>) -> Result<Ru
     let attestation = attest::Attestation::new(
         keys.clone(),
         Duration::from_secs(config.attestation.quote_refresh_secs),
-    );
+    )
+    .with_sbom(attest::read_sbom(std::path::Path::new(
+        attest::SBOM_IMAGE_PATH,
+    )));
     let evidence_task = attestation.follow(match &acme {
         Some(acme) => acme.handle.subscribe(),
         None => {

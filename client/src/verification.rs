@@ -171,6 +171,7 @@ mod tests {
             advisory_ids: Vec::new(),
             os: None,
             key_provider: None,
+            sbom: None,
         }
     }
 

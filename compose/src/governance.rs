@@ -46,13 +46,18 @@ fn parse_url(rpc: &str) -> Result<Url, GovernanceError> {
     })
 }
 
+/// alloy's HTTP client on rustls with ring (the workspace's one crypto provider).
+fn rpc_client() -> Result<chain_contracts::rpc::reqwest::Client, GovernanceError> {
+    chain_contracts::rpc::http_client().map_err(|e| GovernanceError::Rpc(e.to_string()))
+}
+
 /// Whether the governance contract at `governance` allows `hash`.
 pub async fn is_allowed(
     rpc: &str,
     governance: Address,
     hash: [u8; 32],
 ) -> Result<bool, GovernanceError> {
-    let provider = ProviderBuilder::new().connect_http(parse_url(rpc)?);
+    let provider = ProviderBuilder::new().connect_reqwest(rpc_client()?, parse_url(rpc)?);
     let code = provider
         .get_code_at(governance)
         .await
@@ -92,7 +97,7 @@ pub async fn propose(
     }
     let provider = ProviderBuilder::new()
         .wallet(signer)
-        .connect_http(parse_url(rpc)?);
+        .connect_reqwest(rpc_client()?, parse_url(rpc)?);
     let contract = IAppGovernance::new(governance, provider);
     let owner = contract
         .owner()

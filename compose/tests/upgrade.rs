@@ -128,9 +128,10 @@ async fn upgrade_reseals_only_to_a_hash_the_governance_contract_allows() {
     let stranger = PrivateKeySigner::from(anvil.keys()[2].clone());
     let owner_key = hex::encode(owner.to_bytes());
     let stranger_key = hex::encode(stranger.to_bytes());
-    let provider = ProviderBuilder::new()
-        .wallet(owner)
-        .connect_http(anvil.endpoint_url());
+    let provider = ProviderBuilder::new().wallet(owner).connect_reqwest(
+        chain_contracts::rpc::http_client().unwrap(),
+        anvil.endpoint_url(),
+    );
     let governance = deploy_app_governance(&provider).await.unwrap();
     let gov = governance.to_string();
 

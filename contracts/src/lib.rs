@@ -10,6 +10,8 @@
 //! * [`deploy_account_config`] / [`deploy_app_governance`] — deployment through an alloy
 //!   provider that signs (tests, local chains); the appliance sends the same creation code
 //!   through its own keyservice-signed transactions.
+//! * [`rpc`] — the HTTP client of every JSON-RPC connection (alloy's reqwest on rustls with
+//!   ring, the only crypto provider of the workspace).
 //!
 //! `contracts/README.md` describes the rules, the choices the interfaces leave open, and how
 //! the artifacts are rebuilt and checked.
@@ -17,6 +19,7 @@
 pub mod artifacts;
 mod deploy;
 pub mod ops;
+pub mod rpc;
 
 pub use deploy::{DeployError, deploy_account_config, deploy_app_governance};
 

@@ -118,6 +118,73 @@ pub struct Report {
     /// The key provider the event log records before `system-ready` (`key-provider`).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub key_provider: Option<KeyProvider>,
+    /// The SBOM of the image's binaries the deployment lists in its evidence files.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub sbom: Option<SbomReport>,
+}
+
+/// The evidence file carrying the SBOM of the image's binaries (the appliance reads it
+/// from its image, where `image-build` put it).
+pub const SBOM_FILE: &str = "sbom.json";
+
+/// The SBOM a deployment lists: `/evidences/sbom.json`, named with its checksum in
+/// `sha256sum.txt`. The `report-data` check binds that listing to the quote, and the
+/// image that carries the file is the one the measured compose pins.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct SbomReport {
+    /// `sha256:<hex>` of the file.
+    pub digest: String,
+    /// The binaries it describes and how many crates in all (an appliance-sbom/1
+    /// document; empty and 0 for another format).
+    pub binaries: Vec<String>,
+    pub packages: usize,
+}
+
+impl SbomReport {
+    /// The SBOM of `bundle`, if `sha256sum.txt` lists one whose checksum matches the file.
+    pub fn of(bundle: &Bundle) -> Option<Self> {
+        let file = bundle.evidence_files.get(SBOM_FILE)?;
+        let sums = bundle.evidence_files.get("sha256sum.txt")?;
+        let hash = hex::encode(Sha256::digest(file));
+        let listed = String::from_utf8_lossy(sums).lines().any(|line| {
+            parse_sum_line(line)
+                .is_some_and(|(h, name)| name == SBOM_FILE && h.eq_ignore_ascii_case(&hash))
+        });
+        if !listed {
+            return None;
+        }
+        let doc: Option<serde_json::Value> = serde_json::from_slice(file).ok();
+        let doc =
+            doc.filter(|d| d.get("format").and_then(|f| f.as_str()) == Some("appliance-sbom/1"));
+        let names = |key: &str, field: &str| -> Vec<String> {
+            doc.as_ref()
+                .and_then(|d| d.get(key))
+                .and_then(|v| v.as_array())
+                .map(|a| {
+                    a.iter()
+                        .filter_map(|e| e.get(field).and_then(|n| n.as_str()).map(str::to_owned))
+                        .collect()
+                })
+                .unwrap_or_default()
+        };
+        Some(Self {
+            digest: format!("sha256:{hash}"),
+            binaries: names("binaries", "name"),
+            packages: names("packages", "name").len(),
+        })
+    }
+
+    fn to_text(&self) -> String {
+        let what = if self.binaries.is_empty() {
+            "not an appliance-sbom/1 document".to_owned()
+        } else {
+            format!("{} crates for {}", self.packages, self.binaries.join(", "))
+        };
+        format!(
+            "SBOM: {} (evidences/{SBOM_FILE}, listed in the quoted sha256sum.txt; {what})\n",
+            self.digest
+        )
+    }
 }
 
 /// The operating system behind the quote, as far as the `os-image` check established it.
@@ -180,6 +247,10 @@ impl Report {
         }
         if let Some(kp) = &self.key_provider {
             s.push_str(&format!("key provider: {} {}\n", kp.name, kp.id));
+        }
+        match &self.sbom {
+            Some(sbom) => s.push_str(&sbom.to_text()),
+            None => s.push_str("SBOM: none listed in the evidence files\n"),
         }
         if let Some(status) = &self.tcb_status {
             let adv = if self.advisory_ids.is_empty() {
@@ -335,6 +406,7 @@ pub async fn run(bundle: &Bundle, opts: &Options) -> Report {
         advisory_ids,
         os,
         key_provider,
+        sbom: SbomReport::of(bundle),
     }
 }
 
@@ -1276,6 +1348,63 @@ fn check_compose_hash_event(b: &Bundle) -> Ran {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn bundle_listing(sbom: &[u8], listed: &[u8]) -> Bundle {
+        let mut b = Bundle::default();
+        let sums = format!(
+            "{}  cert-a.pem\n{}  {SBOM_FILE}\n",
+            "ab".repeat(32),
+            hex::encode(Sha256::digest(listed))
+        );
+        b.evidence_files
+            .insert("sha256sum.txt".into(), sums.into_bytes());
+        b.evidence_files.insert(SBOM_FILE.into(), sbom.to_vec());
+        b
+    }
+
+    /// The SBOM's digest is reported (and printed) only when the quoted listing names it
+    /// with the file's own checksum.
+    #[test]
+    fn the_sbom_digest_is_reported_when_the_listing_covers_it() {
+        let doc = br#"{"format":"appliance-sbom/1","binaries":[{"name":"appliance"},{"name":"keyservice"}],"packages":[{"name":"ring"},{"name":"rustls"},{"name":"sha2"}]}"#;
+        let r = SbomReport::of(&bundle_listing(doc, doc)).unwrap();
+        let digest = format!("sha256:{}", hex::encode(Sha256::digest(doc)));
+        assert_eq!(r.digest, digest);
+        assert_eq!(r.binaries, ["appliance", "keyservice"]);
+        assert_eq!(r.packages, 3);
+        let report = Report {
+            ok: true,
+            checks: Vec::new(),
+            tcb_status: None,
+            advisory_ids: Vec::new(),
+            os: None,
+            key_provider: None,
+            sbom: Some(r),
+        };
+        let text = report.to_text();
+        assert!(text.contains(&format!("SBOM: {digest} ")), "{text}");
+        assert!(
+            text.contains("3 crates for appliance, keyservice"),
+            "{text}"
+        );
+        let json = serde_json::to_value(&report).unwrap();
+        assert_eq!(json["sbom"]["digest"], digest);
+        // A file the listing does not cover, or covers with another checksum: no SBOM.
+        assert!(SbomReport::of(&bundle_listing(doc, b"other")).is_none());
+        let mut unlisted = bundle_listing(doc, doc);
+        unlisted
+            .evidence_files
+            .insert("sha256sum.txt".into(), b"".to_vec());
+        assert!(SbomReport::of(&unlisted).is_none());
+        let none = Report {
+            sbom: None,
+            ..report
+        };
+        assert!(none.to_text().contains("SBOM: none listed"));
+        // Another format still has its digest reported.
+        let other = SbomReport::of(&bundle_listing(b"[]", b"[]")).unwrap();
+        assert!(other.to_text().contains("not an appliance-sbom/1 document"));
+    }
 
     /// A genuine quote (or simulated quotes not allowed): an N/A is a failure.
     #[test]

@@ -17,7 +17,8 @@ pub async fn allowed(rpc: &str, app_id: &str, compose_hash: &str) -> Result<bool
     let hash: B256 = format!("0x{compose_hash}")
         .parse()
         .map_err(|_| format!("compose_hash {compose_hash} is not 32 bytes of hex"))?;
-    let provider = ProviderBuilder::new().connect_http(url);
+    let client = chain_contracts::rpc::http_client().map_err(|e| e.to_string())?;
+    let provider = ProviderBuilder::new().connect_reqwest(client, url);
     let code = provider
         .get_code_at(address)
         .await

@@ -16,9 +16,10 @@ use evidence::verify::Policy;
 async fn governance_check_asks_the_contract_at_app_id_for_the_compose_hash() {
     let anvil = test_support::anvil::spawn();
     let signer = PrivateKeySigner::from(anvil.keys()[0].clone());
-    let provider = ProviderBuilder::new()
-        .wallet(signer)
-        .connect_http(anvil.endpoint_url());
+    let provider = ProviderBuilder::new().wallet(signer).connect_reqwest(
+        chain_contracts::rpc::http_client().unwrap(),
+        anvil.endpoint_url(),
+    );
     let contract = deploy_app_governance(&provider).await.unwrap();
 
     // A simulated deployment whose app_id is the governance contract.

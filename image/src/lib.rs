@@ -1,5 +1,6 @@
 //! The appliance's OCI image, written as files (no container engine needed) and
-//! reproducible: the same binaries and `SOURCE_DATE_EPOCH` give the same image digest.
+//! reproducible: the same binaries and `SOURCE_DATE_EPOCH` give the same image digest,
+//! and [`reproduce`] builds the same binaries from the same source on another machine.
 //!
 //! Layout of the image:
 //!
@@ -10,10 +11,14 @@
 //!   (`/var/lib/keyservice` 0700 keyservice, `/var/lib/appliance` 0700 appliance,
 //!   `/run/keyservice` 0750 keyservice, `/run/worker-launcher` 0750 actions:appliance so
 //!   the launcher can create its socket and only the appliance's group can reach it,
-//!   `/var/empty` 0555 root, the workers' empty working directory, `/tmp` 1777),
-//!   and exactly the shared libraries the binaries load (resolved with `ldd`, stored as
-//!   regular files at the paths the loader asks for).
-//! * layer 2 (app): the binaries in `/usr/local/bin`, 0755 root.
+//!   `/var/empty` 0555 root, the workers' empty working directory, `/tmp` 1777) and
+//!   `/etc/nsswitch.conf` ([`NSSWITCH`]: glibc's built-in sources only). All of
+//!   it is generated here: no file of the build host's system is in the image.
+//! * layer 2 (app): the binaries in `/usr/local/bin`, 0755 root. Release images take
+//!   statically linked binaries only ([`Libraries::StaticOnly`], checked from their ELF
+//!   headers by [`elf`]), so the image needs no shared library and carries none.
+//!   `image-build` adds the binaries' SBOM, `/usr/share/appliance/sbom.json` ([`sbom`],
+//!   through [`build_with_files`]).
 //!
 //! Both layers are uncompressed tars (`application/vnd.oci.image.layer.v1.tar`) written by
 //! [`tar`]: sorted entries, every mtime = `SOURCE_DATE_EPOCH`, numeric owners, no names,
@@ -26,11 +31,13 @@
 //! manifest, the value to pin in the compose file (`NAME@sha256:…`).
 
 use std::path::{Path, PathBuf};
-use std::process::Command;
 
 use serde::Serialize;
 use sha2::{Digest, Sha256};
 
+pub mod elf;
+pub mod reproduce;
+pub mod sbom;
 pub mod tar;
 
 use tar::{Entry, Tree};
@@ -75,8 +82,13 @@ pub enum ImageError {
         path.display()
     )]
     MissingBinary { name: String, path: PathBuf },
-    #[error("ldd {}: {reason}", path.display())]
-    Ldd { path: PathBuf, reason: String },
+    #[error(
+        "{}: {why}; the image carries no shared library of the build host, so every binary must be statically linked (scripts/image builds them so)",
+        path.display()
+    )]
+    NotStatic { path: PathBuf, why: String },
+    #[error("build: {0}")]
+    Build(String),
     #[error("path {0:?} cannot be stored in the image")]
     Path(String),
     #[error("value {0} does not fit a tar header")]
@@ -103,13 +115,15 @@ pub struct Binary {
     pub path: PathBuf,
 }
 
-/// Whether to add the shared libraries the binaries need.
+/// What the binaries must be. Either way the image carries no shared library: nothing
+/// of the build host's system goes into it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Libraries {
-    /// Resolve them with `ldd` (the default).
-    Ldd,
-    /// Add none (static binaries, or test inputs that are not executables).
-    None,
+    /// Every binary must be a statically linked ELF executable (the release image, and
+    /// the default of `image-build`).
+    StaticOnly,
+    /// No check (test inputs that are not executables).
+    Unchecked,
 }
 
 /// The inputs of one image.
@@ -154,56 +168,24 @@ pub fn binaries_in(
     Ok((found, missing))
 }
 
-/// The shared libraries `binary` loads, as `ldd` lists them: absolute paths as the
-/// loader asks for them (the loader itself included). Empty for static binaries and for
-/// files that are not dynamic executables.
-pub fn shared_libraries(binary: &Path) -> Result<Vec<PathBuf>, ImageError> {
-    let output = Command::new("ldd")
-        .arg(binary)
-        .env("LC_ALL", "C")
-        .output()
-        .map_err(|e| ImageError::Ldd {
-            path: binary.to_owned(),
-            reason: format!("cannot run ldd: {e}"),
-        })?;
-    let stdout = String::from_utf8_lossy(&output.stdout);
-    let stderr = String::from_utf8_lossy(&output.stderr);
-    let all = format!("{stdout}{stderr}");
-    if all.contains("not a dynamic executable") || all.contains("statically linked") {
-        return Ok(Vec::new());
-    }
-    if !output.status.success() {
-        return Err(ImageError::Ldd {
-            path: binary.to_owned(),
-            reason: all.trim().to_owned(),
-        });
-    }
-    let mut libs = Vec::new();
-    for line in stdout.lines() {
-        let line = line.trim();
-        if line.is_empty() {
-            continue;
-        }
-        if line.contains("=> not found") {
-            return Err(ImageError::Ldd {
-                path: binary.to_owned(),
-                reason: format!("missing library: {line}"),
-            });
-        }
-        // "libc.so.6 => /lib/x86_64-linux-gnu/libc.so.6 (0x…)" or
-        // "/lib64/ld-linux-x86-64.so.2 (0x…)" or "linux-vdso.so.1 (0x…)" (no file).
-        let target = match line.split_once("=>") {
-            Some((_, rhs)) => rhs.trim(),
-            None => line,
-        };
-        let path = target.split(" (").next().unwrap_or("").trim();
-        if path.starts_with('/') {
-            libs.push(PathBuf::from(path));
-        }
-    }
-    libs.sort();
-    libs.dedup();
-    Ok(libs)
+/// Fails unless `binary` is a statically linked ELF executable ([`elf::linkage`]).
+pub fn check_static(binary: &Path) -> Result<(), ImageError> {
+    let bytes = std::fs::read(binary).map_err(io_err(binary))?;
+    let why = match elf::linkage(&bytes) {
+        elf::Linkage::Static => return Ok(()),
+        elf::Linkage::Dynamic {
+            interpreter,
+            needed,
+        } => format!(
+            "dynamically linked (loader {}, {needed} shared libraries needed)",
+            interpreter.as_deref().unwrap_or("none")
+        ),
+        elf::Linkage::NotElf(why) => format!("not an executable: {why}"),
+    };
+    Err(ImageError::NotStatic {
+        path: binary.to_owned(),
+        why,
+    })
 }
 
 fn passwd() -> String {
@@ -215,6 +197,12 @@ fn passwd() -> String {
     )
 }
 
+/// glibc's name service switch: only its built-in `files` and `dns` sources, which a
+/// static binary has without loading any NSS module, and `/etc/hosts` (which the
+/// container engine provides) before DNS, as on any distribution (glibc's default without
+/// this file would ask DNS first and not read `/etc/hosts` after a negative answer).
+pub const NSSWITCH: &str = "passwd: files\ngroup: files\nhosts: files dns\n";
+
 fn group() -> String {
     format!(
         "root:x:0:\n\
@@ -224,11 +212,16 @@ fn group() -> String {
     )
 }
 
-/// The base layer's tree: users, directories, and `libraries` (read from this machine).
-pub fn base_tree(libraries: &[PathBuf]) -> Result<Tree, ImageError> {
+/// The base layer's tree: users and directories, all generated (nothing is read from
+/// this machine).
+pub fn base_tree() -> Result<Tree, ImageError> {
     let mut t = Tree::new();
     t.insert("etc/passwd", Entry::file(passwd().into_bytes(), 0o644))?;
     t.insert("etc/group", Entry::file(group().into_bytes(), 0o644))?;
+    t.insert(
+        "etc/nsswitch.conf",
+        Entry::file(NSSWITCH.as_bytes().to_vec(), 0o644),
+    )?;
     t.insert("tmp", Entry::dir(0o1777, 0, 0))?;
     t.insert(
         "run/keyservice",
@@ -250,13 +243,6 @@ pub fn base_tree(libraries: &[PathBuf]) -> Result<Tree, ImageError> {
         Entry::dir(0o700, APPLIANCE_UID, APPLIANCE_UID),
     )?;
     t.insert("etc/appliance", Entry::dir(0o755, 0, 0))?;
-    for lib in libraries {
-        let bytes = std::fs::read(lib).map_err(io_err(lib))?;
-        let name = lib
-            .to_str()
-            .ok_or_else(|| ImageError::Path(lib.display().to_string()))?;
-        t.insert(name, Entry::file(bytes, 0o755))?;
-    }
     Ok(t)
 }
 
@@ -410,8 +396,6 @@ pub struct Image {
     pub tag: String,
     /// The binaries it carries, by name.
     pub binaries: Vec<String>,
-    /// The shared libraries it carries.
-    pub libraries: Vec<PathBuf>,
 }
 
 impl Image {
@@ -426,8 +410,15 @@ impl Image {
     }
 }
 
-/// Builds the image described by `spec` (reads the binaries and libraries).
+/// Builds the image described by `spec` (reads the binaries; with
+/// [`Libraries::StaticOnly`] fails on one that is not statically linked).
 pub fn build(spec: &ImageSpec) -> Result<Image, ImageError> {
+    build_with_files(spec, &[])
+}
+
+/// [`build`], with `files` (absolute path in the image, content) added to the app layer,
+/// 0644 root: the SBOM at [`sbom::IMAGE_PATH`].
+pub fn build_with_files(spec: &ImageSpec, files: &[(&str, &[u8])]) -> Result<Image, ImageError> {
     if spec
         .tag
         .split_once(':')
@@ -435,17 +426,18 @@ pub fn build(spec: &ImageSpec) -> Result<Image, ImageError> {
     {
         return Err(ImageError::Tag(spec.tag.clone()));
     }
-    let mut libraries = Vec::new();
-    if spec.libraries == Libraries::Ldd {
+    if spec.libraries == Libraries::StaticOnly {
         for b in &spec.binaries {
-            libraries.extend(shared_libraries(&b.path)?);
+            check_static(&b.path)?;
         }
-        libraries.sort();
-        libraries.dedup();
     }
     let epoch = spec.source_date_epoch;
-    let base = base_tree(&libraries)?.to_tar(epoch)?;
-    let app = app_tree(&spec.binaries)?.to_tar(epoch)?;
+    let base = base_tree()?.to_tar(epoch)?;
+    let mut app = app_tree(&spec.binaries)?;
+    for (path, bytes) in files {
+        app.insert(path, Entry::file(bytes.to_vec(), 0o644))?;
+    }
+    let app = app.to_tar(epoch)?;
     let layers: Vec<Blob> = [base, app]
         .into_iter()
         .map(|bytes| Blob {
@@ -473,7 +465,7 @@ pub fn build(spec: &ImageSpec) -> Result<Image, ImageError> {
         history: vec![
             History {
                 created: created.clone(),
-                created_by: "image-build: users, directories, shared libraries".to_owned(),
+                created_by: "image-build: users, directories".to_owned(),
             },
             History {
                 created,
@@ -508,7 +500,6 @@ pub fn build(spec: &ImageSpec) -> Result<Image, ImageError> {
         manifest,
         tag: spec.tag.clone(),
         binaries: spec.binaries.iter().map(|b| b.name.clone()).collect(),
-        libraries,
     })
 }
 

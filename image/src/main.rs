@@ -1,22 +1,59 @@
-//! `image-build` — write the appliance's reproducible OCI image from built binaries.
+//! `image-build` — the appliance's reproducible OCI image: written from built static
+//! binaries, or (`build`, `verify`) from a reproducible release build of the checkout.
 
 use std::io::Write as _;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
-use clap::Parser;
-use oci_image::{DEFAULT_BINARIES, ImageSpec, Libraries, binaries_in, build, write_layout};
+use clap::{Args, Parser, Subcommand};
+use oci_image::reproduce::{BuildPaths, SourceState, source_state, toolchain_summary};
+use oci_image::{
+    DEFAULT_BINARIES, Image, ImageSpec, Libraries, Written, binaries_in, build_with_files, sbom,
+    write_layout,
+};
 
 #[derive(Parser)]
 #[command(
     name = "image-build",
     version,
-    about = "Write the appliance's reproducible OCI image (layout + docker-load archive)"
+    about = "Write the appliance's reproducible OCI image (layout + docker-load archive)",
+    args_conflicts_with_subcommands = true,
+    subcommand_negates_reqs = true
 )]
 struct Cli {
-    /// Directory holding the built binaries (e.g. target/release).
-    #[arg(long)]
-    bin_dir: PathBuf,
+    #[command(subcommand)]
+    command: Option<Command>,
+    /// Without a subcommand: write the image from binaries built already.
+    #[command(flatten)]
+    write: WriteArgs,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Reproducible release build of the checked-out source (static binaries, remapped
+    /// paths, SOURCE_DATE_EPOCH = commit time), then the image.
+    Build(BuildArgs),
+    /// Rebuild as `build` does and say whether the pinned digest is what this source
+    /// produces. Exit status: 0 it is, 1 it is not, 2 the build failed.
+    Verify {
+        /// The pinned image: `sha256:<hex>` or `NAME@sha256:<hex>`.
+        #[arg(long, required_unless_present = "compose", conflicts_with = "compose")]
+        digest: Option<String>,
+        /// Take the pinned image from this file instead (e.g. `app-compose.json`): every
+        /// `@sha256:<hex>` in it must name the same image.
+        #[arg(long)]
+        compose: Option<PathBuf>,
+        #[command(flatten)]
+        build: BuildArgs,
+    },
+}
+
+#[derive(Args)]
+struct WriteArgs {
+    /// Directory holding the built binaries (statically linked, e.g.
+    /// target/x86_64-unknown-linux-gnu/release as `build` makes them).
+    #[arg(long, required = true)]
+    bin_dir: Option<PathBuf>,
     /// The binaries to include, comma-separated.
     #[arg(long, value_delimiter = ',', default_values_t = DEFAULT_BINARIES.iter().map(|s| (*s).to_owned()))]
     binaries: Vec<String>,
@@ -24,19 +61,41 @@ struct Cli {
     /// failing. An image built this way is incomplete and must not be deployed.
     #[arg(long)]
     allow_missing: bool,
-    /// Do not add shared libraries (static binaries only).
+    /// TESTS ONLY: do not check that the binaries are statically linked (inputs that are
+    /// not executables). The image carries no shared library either way.
     #[arg(long)]
-    no_libraries: bool,
+    unchecked: bool,
     /// Every timestamp in the image. Default: $SOURCE_DATE_EPOCH (required).
-    #[arg(long, env = "SOURCE_DATE_EPOCH")]
-    source_date_epoch: u64,
+    #[arg(long, env = "SOURCE_DATE_EPOCH", required = true)]
+    source_date_epoch: Option<u64>,
     /// The `docker load` tag.
     #[arg(long, default_value = "appliance:latest")]
     tag: String,
     /// Output directory: oci/ (OCI layout), appliance-image.tar (docker load -i), image-digest.
-    #[arg(long)]
-    out: PathBuf,
+    #[arg(long, required = true)]
+    out: Option<PathBuf>,
     /// The repository name printed with the digest (NAME@sha256:…), for `compose-pin render --image`.
+    #[arg(long, default_value = "appliance")]
+    repository: String,
+    /// The checkout the binaries were built from: the image then carries the binaries' SBOM
+    /// (`cargo tree` of the release build, in /usr/share/appliance/sbom.json and OUT/sbom.json).
+    #[arg(long)]
+    sbom_workspace: Option<PathBuf>,
+}
+
+#[derive(Args)]
+struct BuildArgs {
+    /// The checkout to build (its commit's time is SOURCE_DATE_EPOCH).
+    #[arg(long, default_value = ".")]
+    source: PathBuf,
+    /// Cargo's target directory for the release build. Default: $CARGO_TARGET_DIR, else
+    /// SOURCE/target.
+    #[arg(long, env = "CARGO_TARGET_DIR")]
+    target_dir: Option<PathBuf>,
+    /// Output directory of the image. Default: TARGET_DIR/image.
+    #[arg(long)]
+    out: Option<PathBuf>,
+    /// The repository name printed with the digest (NAME@sha256:…).
     #[arg(long, default_value = "appliance")]
     repository: String,
 }
@@ -50,18 +109,37 @@ fn main() -> ExitCode {
         )
         .with_writer(std::io::stderr)
         .init();
-    match run(&cli) {
-        Ok(()) => ExitCode::SUCCESS,
+    let result = match &cli.command {
+        None => write_cmd(&cli.write).map(|()| ExitCode::SUCCESS),
+        Some(Command::Build(args)) => build_cmd(args).map(|()| ExitCode::SUCCESS),
+        Some(Command::Verify {
+            digest,
+            compose,
+            build,
+        }) => verify_cmd(digest.as_deref(), compose.as_deref(), build),
+    };
+    match result {
+        Ok(code) => code,
         Err(message) => {
             let _ = writeln!(std::io::stderr(), "image-build: {message}");
-            ExitCode::FAILURE
+            ExitCode::from(2)
         }
     }
 }
 
-fn run(cli: &Cli) -> Result<(), String> {
+fn print_digest(image: &Image, repository: &str) -> Result<(), String> {
+    let mut out = std::io::stdout().lock();
+    writeln!(out, "{}", image.digest_string()).map_err(|e| e.to_string())?;
+    writeln!(out, "{repository}@{}", image.digest_string()).map_err(|e| e.to_string())
+}
+
+fn write_cmd(cli: &WriteArgs) -> Result<(), String> {
+    let (Some(bin_dir), Some(out), Some(epoch)) = (&cli.bin_dir, &cli.out, cli.source_date_epoch)
+    else {
+        return Err("--bin-dir, --out and --source-date-epoch are required".into());
+    };
     let (binaries, missing) =
-        binaries_in(&cli.bin_dir, &cli.binaries, cli.allow_missing).map_err(|e| e.to_string())?;
+        binaries_in(bin_dir, &cli.binaries, cli.allow_missing).map_err(|e| e.to_string())?;
     for name in &missing {
         tracing::warn!(
             binary = %name,
@@ -70,28 +148,235 @@ fn run(cli: &Cli) -> Result<(), String> {
     }
     let spec = ImageSpec {
         binaries,
-        source_date_epoch: cli.source_date_epoch,
-        libraries: if cli.no_libraries {
-            Libraries::None
+        source_date_epoch: epoch,
+        libraries: if cli.unchecked {
+            Libraries::Unchecked
         } else {
-            Libraries::Ldd
+            Libraries::StaticOnly
         },
         tag: cli.tag.clone(),
     };
-    let image = build(&spec).map_err(|e| e.to_string())?;
-    std::fs::create_dir_all(&cli.out)
-        .map_err(|e| format!("cannot create {}: {e}", cli.out.display()))?;
-    let written =
-        write_layout(&image, &cli.out, cli.source_date_epoch).map_err(|e| e.to_string())?;
+    let names: Vec<String> = spec.binaries.iter().map(|b| b.name.clone()).collect();
+    let sbom = match &cli.sbom_workspace {
+        Some(workspace) => Some(sbom_of(workspace, &names)?),
+        None => None,
+    };
+    let image = build_with_sbom(&spec, sbom.as_deref())?;
+    std::fs::create_dir_all(out).map_err(|e| format!("cannot create {}: {e}", out.display()))?;
+    let written = write_layout(&image, out, epoch).map_err(|e| e.to_string())?;
+    write_sbom(out, sbom.as_deref())?;
+    log_written(&image, &written);
+    print_digest(&image, &cli.repository)
+}
+
+/// The SBOM of `binaries` as `workspace`'s release build resolves them ([`sbom`]).
+fn sbom_of(workspace: &Path, binaries: &[String]) -> Result<Vec<u8>, String> {
+    let bytes = sbom::generate(workspace, binaries)
+        .and_then(|s| s.to_bytes())
+        .map_err(|e| e.to_string())?;
+    tracing::info!(sbom = %sbom::digest_string(&bytes), "SBOM of the binaries");
+    Ok(bytes)
+}
+
+/// [`build_with_files`] with the SBOM, if any, at [`sbom::IMAGE_PATH`].
+fn build_with_sbom(spec: &ImageSpec, sbom: Option<&[u8]>) -> Result<Image, String> {
+    let files: Vec<(&str, &[u8])> = sbom.map(|b| (sbom::IMAGE_PATH, b)).into_iter().collect();
+    build_with_files(spec, &files).map_err(|e| e.to_string())
+}
+
+/// `OUT/sbom.json` beside the image (or no file without an SBOM).
+fn write_sbom(out: &Path, sbom: Option<&[u8]>) -> Result<(), String> {
+    let path = out.join(sbom::FILE_NAME);
+    match sbom {
+        Some(bytes) => std::fs::write(&path, bytes),
+        None => match std::fs::remove_file(&path) {
+            Err(e) if e.kind() != std::io::ErrorKind::NotFound => Err(e),
+            _ => Ok(()),
+        },
+    }
+    .map_err(|e| format!("{}: {e}", path.display()))
+}
+
+fn log_written(image: &Image, written: &Written) {
     tracing::info!(
         binaries = %image.binaries.join(","),
-        libraries = image.libraries.len(),
         layout = %written.layout_dir.display(),
         archive = %written.archive.display(),
         "image written"
     );
+}
+
+/// The release build of `args.source` and its image.
+fn reproducible_build(args: &BuildArgs) -> Result<(Image, SourceState), String> {
+    let state = source_state(&args.source).map_err(|e| e.to_string())?;
+    if state.dirty {
+        tracing::warn!(
+            commit = %state.commit,
+            "the checkout has uncommitted changes: this image is of the work tree, not of the commit"
+        );
+    }
+    let target_dir = args
+        .target_dir
+        .clone()
+        .unwrap_or_else(|| args.source.join("target"));
+    let paths = BuildPaths::for_build(&args.source, &target_dir).map_err(|e| e.to_string())?;
+    tracing::info!(
+        commit = %state.commit,
+        source_date_epoch = state.commit_time,
+        target_dir = %paths.target_dir.display(),
+        "release build (static, remapped paths)"
+    );
+    let status = paths
+        .cargo_build(state.commit_time)
+        .status()
+        .map_err(|e| format!("cannot run cargo: {e}"))?;
+    if !status.success() {
+        return Err(format!("the release build failed ({status})"));
+    }
+    let names: Vec<String> = DEFAULT_BINARIES.iter().map(|s| (*s).to_owned()).collect();
+    let (binaries, _) =
+        binaries_in(&paths.release_dir(), &names, false).map_err(|e| e.to_string())?;
+    let short = state.commit.get(..12).unwrap_or(&state.commit);
+    let spec = ImageSpec {
+        binaries,
+        source_date_epoch: state.commit_time,
+        libraries: Libraries::StaticOnly,
+        tag: format!("appliance:{short}"),
+    };
+    let sbom = sbom_of(&args.source, &names)?;
+    let image = build_with_sbom(&spec, Some(&sbom))?;
+    let out = args
+        .out
+        .clone()
+        .unwrap_or_else(|| paths.target_dir.join("image"));
+    std::fs::create_dir_all(&out).map_err(|e| format!("cannot create {}: {e}", out.display()))?;
+    let written = write_layout(&image, &out, state.commit_time).map_err(|e| e.to_string())?;
+    write_sbom(&out, Some(&sbom))?;
+    log_written(&image, &written);
+    Ok((image, state))
+}
+
+fn build_cmd(args: &BuildArgs) -> Result<(), String> {
+    let (image, _) = reproducible_build(args)?;
+    print_digest(&image, &args.repository)
+}
+
+/// `sha256:<64 lowercase hex>` from `sha256:…` or `NAME@sha256:…`.
+fn parse_pinned(reference: &str) -> Result<String, String> {
+    let digest = reference
+        .rsplit_once('@')
+        .map_or(reference, |(_, d)| d)
+        .trim();
+    match digest.strip_prefix("sha256:") {
+        Some(hex)
+            if hex.len() == 64
+                && hex
+                    .bytes()
+                    .all(|c| c.is_ascii_digit() || (b'a'..=b'f').contains(&c)) =>
+        {
+            Ok(digest.to_owned())
+        }
+        _ => Err(format!(
+            "{reference:?} is not a pinned image (sha256:<64 hex> or NAME@sha256:<64 hex>)"
+        )),
+    }
+}
+
+/// The one image digest `text` pins (every `@sha256:<hex>` in it).
+fn pinned_in(text: &str) -> Result<String, String> {
+    let mut found: Vec<String> = Vec::new();
+    for (at, _) in text.match_indices("@sha256:") {
+        let candidate = text.get(at + 1..at + 1 + 7 + 64).unwrap_or_default();
+        let digest = parse_pinned(candidate)?;
+        if !found.contains(&digest) {
+            found.push(digest);
+        }
+    }
+    match found.as_slice() {
+        [one] => Ok(one.clone()),
+        [] => Err("it pins no image (no NAME@sha256:<hex>)".into()),
+        many => Err(format!("it pins several images: {}", many.join(", "))),
+    }
+}
+
+fn verify_cmd(
+    digest: Option<&str>,
+    compose: Option<&Path>,
+    args: &BuildArgs,
+) -> Result<ExitCode, String> {
+    let pinned = match (digest, compose) {
+        (Some(d), _) => parse_pinned(d)?,
+        (None, Some(path)) => {
+            let text =
+                std::fs::read_to_string(path).map_err(|e| format!("{}: {e}", path.display()))?;
+            pinned_in(&text).map_err(|e| format!("{}: {e}", path.display()))?
+        }
+        (None, None) => return Err("give --digest or --compose".into()),
+    };
+    let (image, state) = reproducible_build(args)?;
+    let rebuilt = image.digest_string();
+    let tree = if state.dirty {
+        "the work tree, with uncommitted changes"
+    } else {
+        "clean"
+    };
     let mut out = std::io::stdout().lock();
-    writeln!(out, "{}", image.digest_string()).map_err(|e| e.to_string())?;
-    writeln!(out, "{}@{}", cli.repository, image.digest_string()).map_err(|e| e.to_string())?;
-    Ok(())
+    let w = |out: &mut std::io::StdoutLock<'_>, line: String| {
+        writeln!(out, "{line}").map_err(|e| e.to_string())
+    };
+    w(&mut out, format!("pinned:  {pinned}"))?;
+    w(
+        &mut out,
+        format!("rebuilt: {rebuilt}  (commit {}, {tree})", state.commit),
+    )?;
+    if rebuilt == pinned {
+        w(
+            &mut out,
+            "MATCH: the pinned image is the one this source builds".into(),
+        )?;
+        Ok(ExitCode::SUCCESS)
+    } else {
+        w(
+            &mut out,
+            "MISMATCH: this source does not build the pinned image".into(),
+        )?;
+        w(
+            &mut out,
+            format!(
+                "built with: {}  (the image depends on the commit, the pinned Rust toolchain, and the C compiler and static glibc of the build system: see image/README.md)",
+                toolchain_summary(&args.source)
+            ),
+        )?;
+        Ok(ExitCode::from(1))
+    }
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+
+    const HEX: &str = "0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef";
+
+    #[test]
+    fn pinned_references_parse_in_both_forms_and_nothing_else() {
+        let want = format!("sha256:{HEX}");
+        assert_eq!(parse_pinned(&want).unwrap(), want);
+        assert_eq!(parse_pinned(&format!("appliance@{want}")).unwrap(), want);
+        assert!(parse_pinned(&format!("sha256:{}", HEX.to_uppercase())).is_err());
+        assert!(parse_pinned(&want[..70]).is_err());
+        assert!(parse_pinned("appliance:latest").is_err());
+    }
+
+    #[test]
+    fn a_compose_must_pin_exactly_one_image() {
+        let one = format!(
+            "{{\"docker_compose_file\":\"image: appliance@sha256:{HEX}\\n  x: appliance@sha256:{HEX}\"}}"
+        );
+        assert_eq!(pinned_in(&one).unwrap(), format!("sha256:{HEX}"));
+        assert!(pinned_in("image: appliance:latest").is_err());
+        let other = HEX.replace('0', "1");
+        let two = format!("a@sha256:{HEX} b@sha256:{other}");
+        assert!(pinned_in(&two).unwrap_err().contains("several"));
+    }
 }

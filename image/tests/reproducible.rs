@@ -1,6 +1,9 @@
 //! The image is reproducible: the same inputs give the same digest and byte-identical
 //! outputs, one changed byte of a binary gives another digest; the layout and the
-//! `docker load` archive are consistent; a real binary gets exactly its shared libraries.
+//! `docker load` archive are consistent; the image carries no file of the build host:
+//! dynamic binaries are refused, and a real static binary (compiled by the test as the
+//! release build compiles the appliance's) runs from the unpacked image alone and
+//! resolves names there without glibc's NSS modules.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
@@ -16,7 +19,7 @@ fn image_build() -> PathBuf {
     PathBuf::from(env!("CARGO_BIN_EXE_image-build"))
 }
 
-/// Small stand-in binaries (not executables: no libraries).
+/// Small stand-in binaries (not executables: unchecked).
 fn fake_bin_dir(dir: &Path) -> PathBuf {
     let bin = dir.join("bin");
     std::fs::create_dir_all(&bin).unwrap();
@@ -36,7 +39,7 @@ fn spec(bin: &Path, epoch: u64) -> ImageSpec {
             })
             .collect(),
         source_date_epoch: epoch,
-        libraries: Libraries::None,
+        libraries: Libraries::Unchecked,
         tag: "appliance:test".to_owned(),
     }
 }
@@ -240,8 +243,12 @@ fn the_archive_is_a_consistent_oci_layout_and_docker_manifest() {
     assert_eq!(docker_layers, layer_digests);
 }
 
-fn run_cli(bin_dir: &Path, out: &Path, extra: &[&str]) -> std::process::Output {
-    Command::new(image_build())
+/// `image-build` with `umask` for the process (so for the layout files it writes).
+fn run_cli(bin_dir: &Path, out: &Path, umask: &str, extra: &[&str]) -> std::process::Output {
+    Command::new("sh")
+        .arg("-c")
+        .arg(format!("umask {umask} && exec \"$0\" \"$@\""))
+        .arg(image_build())
         .arg("--bin-dir")
         .arg(bin_dir)
         .arg("--out")
@@ -253,134 +260,316 @@ fn run_cli(bin_dir: &Path, out: &Path, extra: &[&str]) -> std::process::Output {
         .unwrap()
 }
 
-/// A real dynamically linked Rust binary (image-build itself, standing in for each of the
-/// appliance's binaries) through the CLI: its shared libraries are found and the build is
-/// reproducible; one flipped byte changes the digest.
-#[test]
-fn cli_with_a_real_binary_is_reproducible_and_carries_its_libraries() {
-    let dir = tempfile::tempdir().unwrap();
-    let bin = dir.path().join("bin");
-    std::fs::create_dir_all(&bin).unwrap();
-    std::fs::copy(image_build(), bin.join("appliance")).unwrap();
-    std::fs::copy(image_build(), bin.join("keyservice")).unwrap();
+const PROBE_SOURCE: &str = r#"
+use std::net::ToSocketAddrs;
+fn main() {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    if args.first().map(String::as_str) == Some("resolve") {
+        for name in &args[1..] {
+            match (name.as_str(), 0).to_socket_addrs() {
+                Ok(addrs) => {
+                    for a in addrs {
+                        println!("{name} {}", a.ip());
+                    }
+                }
+                Err(e) => {
+                    eprintln!("{name}: {e}");
+                    std::process::exit(1);
+                }
+            }
+        }
+    } else {
+        println!("static-probe {}", args.join(" "));
+    }
+}
+"#;
 
-    // Missing binaries are an error unless --allow-missing (development only).
-    let out = run_cli(&bin, &dir.path().join("x"), &[]);
+/// A static executable built the way the release build links the appliance's binaries
+/// (the gnu target, `+crt-static`), with the pinned toolchain. It resolves names with
+/// the C library's `getaddrinfo` (what std, tokio and the PostgreSQL client use).
+fn static_probe(dir: &Path) -> PathBuf {
+    let src = dir.join("probe.rs");
+    std::fs::write(&src, PROBE_SOURCE).unwrap();
+    let out = dir.join("static-probe");
+    let rustc = std::env::var_os("RUSTC").unwrap_or_else(|| "rustc".into());
+    let built = Command::new(rustc)
+        .args([
+            "--edition=2024",
+            "-Cdebuginfo=0",
+            "-Ctarget-feature=+crt-static",
+        ])
+        .args(["--target", oci_image::reproduce::TARGET_TRIPLE])
+        .arg("-o")
+        .arg(&out)
+        .arg(&src)
+        .current_dir(env!("CARGO_MANIFEST_DIR"))
+        .output()
+        .unwrap();
+    assert!(
+        built.status.success(),
+        "{}",
+        String::from_utf8_lossy(&built.stderr)
+    );
+    out
+}
+
+/// Every binary of the image is the static probe, in the bin directory under `dir`, with `mode`.
+fn static_bin_dir(probe: &Path, dir: &Path, mode: u32) -> PathBuf {
+    use std::os::unix::fs::PermissionsExt as _;
+    let bin = dir.join("bin");
+    std::fs::create_dir_all(&bin).unwrap();
+    for name in DEFAULT_BINARIES {
+        let to = bin.join(name);
+        std::fs::copy(probe, &to).unwrap();
+        std::fs::set_permissions(&to, std::fs::Permissions::from_mode(mode)).unwrap();
+    }
+    bin
+}
+
+/// The image's files, as `tar -t` lists both layers.
+fn names(image: &oci_image::Image, dir: &Path) -> Vec<String> {
+    let mut all: Vec<String> = image
+        .layers
+        .iter()
+        .flat_map(|l| {
+            listing(&l.bytes, dir)
+                .lines()
+                .map(|line| line.rsplit(' ').next().unwrap().to_owned())
+                .collect::<Vec<_>>()
+        })
+        .collect();
+    all.sort();
+    all
+}
+
+/// The CLI refuses a dynamically linked binary (it would need the build host's
+/// libraries); with static binaries the image holds exactly the generated base files and
+/// the binaries, and two builds from copies at other paths, with other file modes and
+/// other umasks, give the same digest and the same archive bytes.
+#[test]
+fn static_binaries_give_an_image_with_no_host_file_and_one_digest() {
+    let dir = tempfile::tempdir().unwrap();
+
+    // A dynamic binary (image-build itself): refused, with the reason.
+    let dynamic = dir.path().join("dynamic");
+    std::fs::create_dir_all(&dynamic).unwrap();
+    std::fs::copy(image_build(), dynamic.join("appliance")).unwrap();
+    let out = run_cli(
+        &dynamic,
+        &dir.path().join("x"),
+        "022",
+        &["--binaries", "appliance"],
+    );
     assert!(!out.status.success());
     let err = String::from_utf8_lossy(&out.stderr);
-    assert!(err.contains("binary action-worker not found"), "{err}");
+    assert!(err.contains("dynamically linked"), "{err}");
+    assert!(err.contains("must be statically linked"), "{err}");
 
-    let build_once = |name: &str| {
-        let out = run_cli(&bin, &dir.path().join(name), &["--allow-missing"]);
-        assert!(
-            out.status.success(),
-            "{}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        let stderr = String::from_utf8_lossy(&out.stderr).to_string();
-        assert!(stderr.contains("do NOT deploy"), "{stderr}");
-        let stdout = String::from_utf8(out.stdout).unwrap();
+    // Missing binaries are an error unless --allow-missing (development only).
+    let out = run_cli(&dynamic, &dir.path().join("x"), "022", &[]);
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("binary keyservice not found"), "{err}");
+
+    let probe = static_probe(dir.path());
+    let one = tempfile::Builder::new()
+        .prefix("build-one")
+        .tempdir()
+        .unwrap();
+    let two = tempfile::Builder::new()
+        .prefix("another-place")
+        .tempdir()
+        .unwrap();
+    let bin_one = static_bin_dir(&probe, one.path(), 0o755);
+    let bin_two = static_bin_dir(&probe, two.path(), 0o700);
+    let build_once = |bin: &Path, out: &Path, umask: &str| {
+        let o = run_cli(bin, out, umask, &[]);
+        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+        let stdout = String::from_utf8(o.stdout).unwrap();
         let mut lines = stdout.lines();
         let digest = lines.next().unwrap().to_owned();
         assert_eq!(lines.next().unwrap(), format!("appliance@{digest}"));
         digest
     };
-    let first = build_once("one");
-    let second = build_once("two");
+    let first = build_once(&bin_one, &one.path().join("out"), "022");
+    let second = build_once(&bin_two, &two.path().join("image"), "077");
     assert_eq!(first, second);
     assert_eq!(
-        std::fs::read(dir.path().join("one/appliance-image.tar")).unwrap(),
-        std::fs::read(dir.path().join("two/appliance-image.tar")).unwrap()
+        std::fs::read(one.path().join("out/appliance-image.tar")).unwrap(),
+        std::fs::read(two.path().join("image/appliance-image.tar")).unwrap()
     );
 
-    // The base layer carries libc and the loader, as ldd resolves them.
-    let libs = oci_image::shared_libraries(&bin.join("appliance")).unwrap();
-    assert!(libs.iter().any(|l| l.ends_with("libc.so.6")), "{libs:?}");
-    assert!(
-        libs.iter()
-            .any(|l| l.to_string_lossy().contains("ld-linux")),
-        "{libs:?}"
-    );
+    // No file of this machine: only what the image generates, and the binaries.
     let image = build(&ImageSpec {
-        binaries: vec![Binary {
-            name: "appliance".into(),
-            path: bin.join("appliance"),
-        }],
+        binaries: DEFAULT_BINARIES
+            .iter()
+            .map(|n| Binary {
+                name: (*n).to_owned(),
+                path: bin_one.join(n),
+            })
+            .collect(),
         source_date_epoch: EPOCH,
-        libraries: Libraries::Ldd,
+        libraries: Libraries::StaticOnly,
         tag: "appliance:test".into(),
     })
     .unwrap();
-    assert_eq!(image.libraries, libs);
-    let base = listing(&image.layers[0].bytes, dir.path());
-    for lib in &libs {
-        let name = lib.to_str().unwrap().trim_start_matches('/');
-        assert!(
-            base.lines().any(|l| l.ends_with(&format!(" {name}"))),
-            "{name}"
-        );
-    }
+    assert_eq!(image.digest_string(), first);
+    let mut expected: Vec<String> = [
+        "etc/",
+        "etc/appliance/",
+        "etc/group",
+        "etc/nsswitch.conf",
+        "etc/passwd",
+        "run/",
+        "run/keyservice/",
+        "run/worker-launcher/",
+        "tmp/",
+        "var/",
+        "var/empty/",
+        "var/lib/",
+        "var/lib/appliance/",
+        "var/lib/keyservice/",
+        "usr/",
+        "usr/local/",
+        "usr/local/bin/",
+    ]
+    .iter()
+    .map(|s| (*s).to_owned())
+    .chain(
+        DEFAULT_BINARIES
+            .iter()
+            .map(|n| format!("usr/local/bin/{n}")),
+    )
+    .collect();
+    expected.sort();
+    assert_eq!(names(&image, dir.path()), expected);
 
-    let mut bytes = std::fs::read(bin.join("keyservice")).unwrap();
+    // The binary is an input: one flipped byte, another digest.
+    let target = bin_one.join("keyservice");
+    let mut bytes = std::fs::read(&target).unwrap();
     let at = bytes.len() / 2;
     bytes[at] ^= 0x01;
-    std::fs::write(bin.join("keyservice"), &bytes).unwrap();
-    let third = build_once("three");
+    std::fs::write(&target, &bytes).unwrap();
+    let third = build_once(&bin_one, &one.path().join("three"), "022");
     assert_ne!(third, first);
 }
 
-/// The image's root file system is complete: unpacked, the binary runs under chroot with
-/// only the libraries the image carries. Needs root (chroot); elsewhere it says so and
-/// checks nothing.
-#[test]
-fn the_unpacked_image_runs_its_binary_in_a_chroot() {
-    let uid = Command::new("id").arg("-u").output().unwrap();
-    if String::from_utf8_lossy(&uid.stdout).trim() != "0" {
-        eprintln!("not root: the chroot check is skipped");
-        return;
-    }
-    let dir = tempfile::tempdir().unwrap();
-    let bin = dir.path().join("bin");
-    std::fs::create_dir_all(&bin).unwrap();
-    std::fs::copy(image_build(), bin.join("appliance")).unwrap();
-    let image = build(&ImageSpec {
-        binaries: vec![Binary {
-            name: "appliance".into(),
-            path: bin.join("appliance"),
-        }],
-        source_date_epoch: EPOCH,
-        libraries: Libraries::Ldd,
-        tag: "appliance:test".into(),
-    })
-    .unwrap();
-    let root = dir.path().join("rootfs");
-    std::fs::create_dir_all(&root).unwrap();
+fn unpack(image: &oci_image::Image, dir: &Path, root: &Path) {
+    std::fs::create_dir_all(root).unwrap();
     for (i, layer) in image.layers.iter().enumerate() {
-        let p = dir.path().join(format!("layer{i}.tar"));
+        let p = dir.join(format!("layer{i}.tar"));
         std::fs::write(&p, &layer.bytes).unwrap();
         let st = Command::new("tar")
             .arg("--same-owner")
             .arg("-xpf")
             .arg(&p)
             .arg("-C")
-            .arg(&root)
+            .arg(root)
             .status()
             .unwrap();
         assert!(st.success());
     }
-    let out = Command::new("chroot")
-        .arg(&root)
-        .args(["/usr/local/bin/appliance", "--version"])
+}
+
+fn chroot(root: &Path, args: &[&str]) -> std::process::Output {
+    Command::new("chroot")
+        .arg(root)
+        .args(args)
         .env_clear()
         .env("PATH", "/usr/sbin:/usr/bin:/sbin:/bin")
         .output()
-        .unwrap();
+        .unwrap()
+}
+
+/// The image's root file system is complete: unpacked, a static binary runs under
+/// chroot with nothing but the image's files, and resolves a name from the `/etc/hosts`
+/// a container engine provides (glibc's built-in `files` source: the image's
+/// `nsswitch.conf` names no NSS module to load). Control: a dynamic binary in the same
+/// kind of root does not start. Needs root (chroot); elsewhere it says so and checks
+/// nothing.
+#[test]
+fn the_unpacked_image_runs_its_static_binary_in_a_chroot() {
+    let uid = Command::new("id").arg("-u").output().unwrap();
+    if String::from_utf8_lossy(&uid.stdout).trim() != "0" {
+        eprintln!("not root: the chroot check is skipped");
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let probe = static_probe(dir.path());
+    let image = build(&ImageSpec {
+        binaries: vec![Binary {
+            name: "appliance".into(),
+            path: probe,
+        }],
+        source_date_epoch: EPOCH,
+        libraries: Libraries::StaticOnly,
+        tag: "appliance:test".into(),
+    })
+    .unwrap();
+    let root = dir.path().join("rootfs");
+    unpack(&image, dir.path(), &root);
+    assert_eq!(
+        std::fs::read_to_string(root.join("etc/nsswitch.conf")).unwrap(),
+        "passwd: files\ngroup: files\nhosts: files dns\n",
+        "glibc's built-in sources only: no NSS module to load"
+    );
+    assert!(!root.join("lib").exists() && !root.join("lib64").exists());
+    let out = chroot(&root, &["/usr/local/bin/appliance", "--version"]);
     assert!(
         out.status.success(),
         "{}",
         String::from_utf8_lossy(&out.stderr)
     );
-    assert!(String::from_utf8_lossy(&out.stdout).starts_with("image-build "));
+    assert_eq!(
+        String::from_utf8_lossy(&out.stdout),
+        "static-probe --version\n"
+    );
     let meta = std::fs::metadata(root.join("var/lib/keyservice")).unwrap();
     assert_eq!(std::os::unix::fs::MetadataExt::uid(&meta), 10001);
+
+    // As a container engine does: /etc/hosts and /etc/resolv.conf provided at run time
+    // (a name server that answers nothing: /etc/hosts is read first).
+    std::fs::write(
+        root.join("etc/hosts"),
+        "127.0.0.1 localhost\n10.9.8.7 keys.internal\n",
+    )
+    .unwrap();
+    std::fs::write(
+        root.join("etc/resolv.conf"),
+        "nameserver 127.0.0.1\noptions timeout:1 attempts:1\n",
+    )
+    .unwrap();
+    let out = chroot(
+        &root,
+        &["/usr/local/bin/appliance", "resolve", "keys.internal"],
+    );
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(
+        String::from_utf8_lossy(&out.stdout).contains("keys.internal 10.9.8.7\n"),
+        "{}",
+        String::from_utf8_lossy(&out.stdout)
+    );
+
+    // Control: a dynamic binary needs the loader, which the image does not carry.
+    let dynamic = build(&ImageSpec {
+        binaries: vec![Binary {
+            name: "appliance".into(),
+            path: image_build(),
+        }],
+        source_date_epoch: EPOCH,
+        libraries: Libraries::Unchecked,
+        tag: "appliance:test".into(),
+    })
+    .unwrap();
+    let droot = dir.path().join("dynamic-rootfs");
+    unpack(&dynamic, dir.path(), &droot);
+    let out = chroot(&droot, &["/usr/local/bin/appliance", "--version"]);
+    assert!(
+        !out.status.success(),
+        "a dynamic binary ran without its libraries"
+    );
 }

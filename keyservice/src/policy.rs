@@ -121,7 +121,9 @@ impl GovernanceContract {
             .rpc_url
             .parse()
             .map_err(|e| PolicyError::Check(format!("bad RPC URL: {e}")))?;
-        let provider = ProviderBuilder::new().connect_http(url);
+        let client =
+            chain_contracts::rpc::http_client().map_err(|e| PolicyError::Check(e.to_string()))?;
+        let provider = ProviderBuilder::new().connect_reqwest(client, url);
         let code = provider
             .get_code_at(self.address)
             .await

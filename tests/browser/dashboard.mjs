@@ -9,7 +9,7 @@
 // nothing else is relaxed. Steps: create an account and sign in, a usage key (listed), a
 // group, a wallet, an action (its CID), a run (its logs and charge), a card top-up on
 // localstripe (the balance grows), the evidence page (simulated warning, every computable
-// rule), the 360 px layout, the dark theme and the keyboard. A screenshot of each page goes
+// rule, the OS policy form: a malformed file refused, os-image N/A), the 360 px layout, the dark theme and the keyboard. A screenshot of each page goes
 // to DIR; DIR/evidence-report.json holds the page's evidence verdicts (compared with the
 // Rust verifier's by the Rust test). Every request of every page is watched: none may go to
 // an origin other than the appliance's (the Stripe origin only during the top-up), and no
@@ -307,6 +307,24 @@ try {
   check(/^[0-9A-F]{2}(:[0-9A-F]{2}){31}$/.test(report.certificate?.sha256Colons || ''), 'the certificate fingerprint is shown');
   check(report.certificate?.spkiSha256Base64 === args.spki, 'the served certificate is the one the browser trusts (same SPKI)');
   await shot('11-evidence');
+  const osDetail = report.checks.find((c) => c.id === 'os-image')?.detail || '';
+  check(statuses['os-image'] === 'n/a' && /no OS measurement to pin/.test(osDetail), `os-image: N/A on a simulated quote (${osDetail})`);
+  await page.fill('[data-testid="os-policy"]', '{"entries": [{"os_image_hash": "00", "mrtd": []}]}');
+  await page.click('[data-testid="os-policy-apply"]');
+  await page.waitForSelector('[data-testid="os-policy-status"] .notice.error');
+  const refused = await page.textContent('[data-testid="os-policy-status"]');
+  check(/Not a usable policy file: policy file entry 0/.test(refused), `a malformed OS policy is refused with the reason: ${refused}`);
+  const register = 'ab'.repeat(48);
+  const policy = { entries: [{ os_image_hash: 'cd'.repeat(32), mrtd: [register], rtmr0: register, rtmr1: register, rtmr2: register }] };
+  await page.evaluate(() => {
+    window.__evidenceReport = null;
+  });
+  await page.fill('[data-testid="os-policy"]', JSON.stringify(policy));
+  await page.click('[data-testid="os-policy-apply"]');
+  await page.waitForFunction(() => window.__evidenceReport);
+  const rechecked = await page.evaluate(() => window.__evidenceReport.checks.find((c) => c.id === 'os-image'));
+  check(rechecked.status === 'n/a', `with a policy, a simulated quote stays N/A: ${rechecked.status}`);
+  check(/Policy with 1 entry/.test(await page.textContent('[data-testid="os-policy-status"]')), 'the pasted policy is taken');
 
   step('360 px wide');
   await page.setViewportSize({ width: 360, height: 780 });

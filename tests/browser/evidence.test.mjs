@@ -120,6 +120,62 @@ test('every computable check passes on the real deployment', async () => {
   assert.match(status(report, 'report-data').detail, /no evidences\/sha256sum\.txt/);
 });
 
+/** A policy file (as `evidence os-measure` writes it) pinning the near-mpc OS registers. */
+function nearOsPolicy(change = {}) {
+  return {
+    entries: [
+      { os_image_hash: tcb.os_image_hash, vm_shape: {}, mrtd: [tcb.mrtd], rtmr0: tcb.rtmr0, rtmr1: tcb.rtmr1, rtmr2: tcb.rtmr2, ...change },
+    ],
+  };
+}
+
+test('os-image: without a policy the OS is reported NOT pinned, with what decides it', async () => {
+  const report = await verifyEvidence(nearEvidence());
+  const os = status(report, 'os-image');
+  assert.equal(os.status, 'unpinned');
+  assert.match(os.detail, /The OS is NOT pinned/);
+  assert.match(os.detail, /evidence verify --os-image DIR/);
+  assert.match(os.detail, /Paste or upload the policy file/);
+  assert.equal(report.osPinned, false);
+  assert.equal(report.os.osImageHash, tcb.os_image_hash, 'the image hash /info names');
+  assert.match(report.commands.os, /--os-measurements .* --os-image/);
+});
+
+test('os-image: a pasted policy with the deployment registers passes; one register off fails', async () => {
+  const pass = await verifyEvidence({ ...nearEvidence(), osPolicy: JSON.stringify(nearOsPolicy()) });
+  assert.equal(status(pass, 'os-image').status, 'pass', status(pass, 'os-image').detail);
+  assert.match(status(pass, 'os-image').detail, /Policy entry 0 matches/);
+  assert.match(status(pass, 'os-image').detail, /taken on trust from the policy file/);
+  assert.equal(pass.osPinned, true);
+  for (const field of ['mrtd', 'rtmr0', 'rtmr1', 'rtmr2']) {
+    const hex = tcb[field];
+    const off = hex.slice(0, -1) + (hex.endsWith('0') ? '1' : '0');
+    const fail = await verifyEvidence({ ...nearEvidence(), osPolicy: nearOsPolicy({ [field]: off }) });
+    const os = status(fail, 'os-image');
+    assert.equal(os.status, 'fail', field);
+    assert.match(os.detail, new RegExp(`differs in ${field.toUpperCase()}`));
+    assert.equal(fail.ok, false);
+  }
+  // An entry without rtmr0 leaves RTMR0 unpinned; a malformed file is a failure that says why.
+  const partial = await verifyEvidence({ ...nearEvidence(), osPolicy: nearOsPolicy({ rtmr0: null }) });
+  assert.equal(status(partial, 'os-image').status, 'unpinned');
+  assert.deepEqual(partial.os.unpinned, ['RTMR0']);
+  const bad = await verifyEvidence({ ...nearEvidence(), osPolicy: '{"entries": [{"mrtd": []}]}' });
+  assert.equal(status(bad, 'os-image').status, 'fail');
+  assert.match(status(bad, 'os-image').detail, /policy file entry 0/);
+});
+
+test('os-image: a simulated quote has no OS to pin (n/a, as evidence verify says)', async () => {
+  const ev = nearEvidence();
+  const q = quoteBytes.slice();
+  q.set(new TextEncoder().encode('SIMULATED-TDX-DEV'), 28);
+  ev.attestation.quote = bytesToHex(q);
+  const report = await verifyEvidence({ ...ev, osPolicy: nearOsPolicy() });
+  assert.equal(status(report, 'os-image').status, 'n/a');
+  assert.match(status(report, 'os-image').detail, /no OS measurement to pin/);
+  assert.equal(report.osPinned, false);
+});
+
 test('one flipped byte of app_compose fails the compose hash', async () => {
   const ev = nearEvidence();
   const c = ev.info.tcb_info.app_compose;

@@ -28,7 +28,10 @@ pub fn wallet(anvil: &AnvilInstance, i: usize) -> DynProvider {
         .with_simple_nonce_management()
         .fetch_chain_id()
         .wallet(PrivateKeySigner::from(anvil.keys()[i].clone()))
-        .connect_http(anvil.endpoint_url())
+        .connect_reqwest(
+            chain_contracts::rpc::http_client().unwrap(),
+            anvil.endpoint_url(),
+        )
         .erased()
 }
 
@@ -38,7 +41,10 @@ pub async fn account_config_events(
     contract: Address,
 ) -> Vec<IAccountConfig::IAccountConfigEvents> {
     use alloy::sol_types::SolEventInterface as _;
-    let provider = ProviderBuilder::new().connect_http(anvil.endpoint_url());
+    let provider = ProviderBuilder::new().connect_reqwest(
+        chain_contracts::rpc::http_client().unwrap(),
+        anvil.endpoint_url(),
+    );
     let logs = provider
         .get_logs(
             &alloy::rpc::types::Filter::new()

@@ -71,7 +71,10 @@ async fn api_writes_appear_on_chain_with_their_values_and_events() {
     let usage_hash = key_hash(usage["usage_api_key"].as_str().unwrap());
     let account = key_hash(&key);
 
-    let provider = ProviderBuilder::new().connect_http(anvil.endpoint_url());
+    let provider = ProviderBuilder::new().connect_reqwest(
+        chain_contracts::rpc::http_client().unwrap(),
+        anvil.endpoint_url(),
+    );
     let config = IAccountConfig::new(contract, &provider);
     assert!(
         eventually_async(Duration::from_secs(20), || async {

@@ -3,16 +3,20 @@
 //! with mode 0600, `verify`, an account created and its key saved, then keys, groups,
 //! wallets, actions and billing, every `--json` output parsed, and the documented exit
 //! statuses for a deployment that does not verify, a refused request, a failing action
-//! and an unsafe profile file.
+//! and an unsafe profile file; `--os-measurements` and `--allow-unpinned-os` (flags and
+//! profile settings) decide the `os-image` check of a real dstack quote (the near-mpc
+//! deployment's, served through a relay) and leave the simulated dev stack's N/A.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
+use std::sync::Arc;
 
-use e2e::attested::{AttestedStack, CAA_DOMAIN};
-use serde_json::Value;
+use e2e::attested::{AttestedStack, CAA_DOMAIN, DOMAIN};
+use e2e::relay::{Relay, Tamper};
+use serde_json::{Value, json};
 
 /// The CLI, with its own config directory and none of the caller's variables.
 struct Cli {
@@ -269,6 +273,8 @@ async fn an_operator_session_from_profile_to_action() {
     let err = cli.fails(3, &["--profile", "strict", "verify"]);
     assert!(err.contains("compose hash"), "{err}");
 
+    os_measurements_decide_the_os_image_check(&stack, &cli).await;
+
     // An unreachable deployment: exit status 5.
     let out = cli.run(&["--json", "--url", "https://127.0.0.1:1", "verify"]);
     assert_eq!(out.status.code(), Some(5), "{out:?}");
@@ -326,4 +332,194 @@ async fn progress_shows_on_a_terminal_only() {
         "progress without a terminal: {piped:?}"
     );
     drop(silent);
+}
+
+/// The near-mpc deployment's real evidence (`evidence/tests/data/dstack-near-mpc`): its
+/// `/info` and `/attestation` bodies, and its OS registers as its guest agent reported
+/// them (`tcb_info.json`).
+fn near_mpc() -> (Value, Value, Value) {
+    let dir = e2e::workspace_root().join("evidence/tests/data/dstack-near-mpc");
+    let read = |f: &str| std::fs::read(dir.join(f)).unwrap();
+    let tcb: Value = serde_json::from_slice(&read("tcb_info.json")).unwrap();
+    let quote: Vec<u8> = serde_json::from_slice(&read("quote.json")).unwrap();
+    let info = json!({
+        "app_id": "2911e1f733466216dedb862d6d669e11256ee7a3",
+        "instance_id": "",
+        "compose_hash": tcb["compose_hash"],
+        "tcb_info": tcb,
+    });
+    let attestation = json!({
+        "quote": hex::encode(quote),
+        "event_log": tcb["event_log"].to_string(),
+        "vm_config": "",
+    });
+    (info, attestation, tcb)
+}
+
+/// A policy file (as `evidence os-measure` writes one) for the near-mpc OS, with
+/// `rtmr1` replaced if given.
+fn near_policy(tcb: &Value, rtmr1: Option<&str>) -> String {
+    json!({"entries": [{
+        "os_image_hash": tcb["os_image_hash"],
+        "vm_shape": {},
+        "mrtd": [tcb["mrtd"]],
+        "rtmr0": tcb["rtmr0"],
+        "rtmr1": rtmr1.map_or(tcb["rtmr1"].clone(), |r| json!(r)),
+        "rtmr2": tcb["rtmr2"],
+    }]})
+    .to_string()
+}
+
+/// The `os-image` line of a `--json verify` report (the report is on stdout whether or
+/// not the deployment verified).
+fn os_image_check(out: &Output) -> (String, String) {
+    let v: Value = serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
+        panic!(
+            "{e}: {}\n{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        )
+    });
+    let checks = v["checks"].as_array().or(v["report"]["checks"].as_array());
+    let c = checks
+        .and_then(|cs| cs.iter().find(|c| c["id"] == "os-image"))
+        .unwrap_or_else(|| panic!("no os-image check in {v}"));
+    (
+        c["status"].as_str().unwrap().to_owned(),
+        c["detail"].as_str().unwrap().to_owned(),
+    )
+}
+
+/// `--os-measurements` and `--allow-unpinned-os`, as flags and as profile settings, reach
+/// the verification: on a genuine quote (the near-mpc deployment's, served in place of
+/// the dev stack's `/info` and `/attestation` by a relay) a policy that does not match
+/// fails `os-image` and names the register, one that matches passes, none fails unless
+/// unpinned is accepted; on the simulated dev stack the check stays N/A. (The near-mpc
+/// evidence fails other checks here, so every genuine-quote run exits 3: what is
+/// asserted is the `os-image` line.)
+async fn os_measurements_decide_the_os_image_check(stack: &AttestedStack, cli: &Cli) {
+    let (info, attestation, tcb) = near_mpc();
+    let files = tempfile::tempdir().unwrap();
+    let file = |name: &str, text: &str| {
+        let p = files.path().join(name);
+        std::fs::write(&p, text).unwrap();
+        p.display().to_string()
+    };
+    let rtmr1 = tcb["rtmr1"].as_str().unwrap();
+    let off = format!(
+        "{}{}",
+        &rtmr1[..95],
+        if rtmr1.ends_with('0') { '1' } else { '0' }
+    );
+    let matching = file("match.json", &near_policy(&tcb, None));
+    let wrong = file("wrong.json", &near_policy(&tcb, Some(&off)));
+    let malformed = file(
+        "bad.json",
+        r#"{"entries": [{"os_image_hash": "00", "mrtd": [], "rtmr1": "00", "rtmr2": "00"}]}"#,
+    );
+
+    // The simulated dev stack: os-image N/A whatever the policy says; verified.
+    let dev = cli.json(&["verify", "--os-measurements", &wrong]);
+    assert_eq!(dev["report"]["ok"], Value::Bool(true), "{dev}");
+    let (status, detail) =
+        os_image_check(&cli.run(&["--json", "verify", "--os-measurements", &wrong]));
+    assert_eq!(status, "n/a", "{detail}");
+    assert!(detail.contains("simulated quote"), "{detail}");
+    // A file that is not a policy: the profile's run is unusable (6), and says why.
+    let err = cli.fails(6, &["verify", "--os-measurements", &malformed]);
+    assert!(err.contains("bad.json") && err.contains("entry 0"), "{err}");
+
+    // A genuine quote, through a relay that answers with the near-mpc evidence.
+    let tamper: Tamper = Arc::new(move |path: &str, body: Vec<u8>| {
+        if path == "/info" {
+            info.to_string().into_bytes()
+        } else if path.starts_with("/attestation") {
+            attestation.to_string().into_bytes()
+        } else {
+            body
+        }
+    });
+    let relay = Relay::start(
+        DOMAIN,
+        stack.plain.clone(),
+        stack.base.clone(),
+        Some(tamper),
+    )
+    .await;
+    let roots = file("roots.pem", &format!("{}{}", stack.root_pem, relay.ca_pem));
+    let url = format!("https://{DOMAIN}:{}", relay.port);
+    let near = ["--profile", "near"];
+    cli.json(
+        &[
+            &near[..],
+            &["profile", "set", "--url", &url, "--ca-file", &roots][..],
+        ]
+        .concat(),
+    );
+    let verify = |extra: &[&str]| {
+        let out = cli.run(&[&near[..], &["--json", "verify"][..], extra].concat());
+        assert_eq!(out.status.code(), Some(3), "{out:?}");
+        os_image_check(&out)
+    };
+
+    let (status, detail) = verify(&["--os-measurements", &wrong]);
+    assert_eq!(status, "fail", "{detail}");
+    assert!(detail.contains("differs in RTMR1"), "{detail}");
+    let (status, detail) = verify(&["--os-measurements", &matching]);
+    assert_eq!(status, "pass", "{detail}");
+    assert!(detail.contains("policy entry 0 matches"), "{detail}");
+    // No policy: the OS is not pinned, a failure that says how to pin it or accept it.
+    let (status, detail) = verify(&[]);
+    assert_eq!(status, "fail", "{detail}");
+    assert!(
+        detail.contains("--os-measurements") && detail.contains("--allow-unpinned-os"),
+        "{detail}"
+    );
+    let (status, detail) = verify(&["--allow-unpinned-os"]);
+    assert_eq!(status, "n/a", "{detail}");
+    assert!(detail.contains("accepted unpinned"), "{detail}");
+
+    // The same from the profile: stored (as an absolute path), used, overridden, cleared.
+    let shown = cli.json(
+        &[
+            &near[..],
+            &["profile", "set", "--os-measurements", &matching][..],
+        ]
+        .concat(),
+    );
+    assert_eq!(
+        shown["settings"]["os_measurements"],
+        Value::String(matching.clone()),
+        "{shown}"
+    );
+    assert_eq!(verify(&[]).0, "pass");
+    assert_eq!(verify(&["--os-measurements", &wrong]).0, "fail");
+    cli.fails(
+        6,
+        &[
+            &near[..],
+            &["profile", "set", "--os-measurements", &malformed][..],
+        ]
+        .concat(),
+    );
+    let shown = cli.json(
+        &[
+            &near[..],
+            &[
+                "profile",
+                "set",
+                "--clear-os-measurements",
+                "--allow-unpinned-os",
+            ][..],
+        ]
+        .concat(),
+    );
+    assert_eq!(shown["settings"].get("os_measurements"), None, "{shown}");
+    assert_eq!(
+        shown["settings"]["allow_unpinned_os"],
+        Value::Bool(true),
+        "{shown}"
+    );
+    assert_eq!(verify(&[]).0, "n/a");
+    assert_eq!(verify(&["--allow-unpinned-os=false"]).0, "fail");
 }

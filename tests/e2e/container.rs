@@ -5,7 +5,8 @@
 //!
 //! The test starts its own `dockerd` (`e2e::container::Engine`; skipped with a printed
 //! `SKIPPED:` where none can start, see there), builds the image from this target
-//! directory's binaries with the `oci-image` library (what `image-build` runs), loads it,
+//! directory's static binaries (`static_bin_dir`: the release image takes nothing else)
+//! with the `oci-image` library (what `image-build` runs), loads it,
 //! renders the compose with `compose-pin`'s library pinned to the image's digest, and
 //! translates it generically (`e2e::container::compose`): nothing here names a service's
 //! flags, so a change to `compose/docker-compose.yml` is tested as it is written, and a
@@ -24,7 +25,7 @@ use std::time::{Duration, Instant};
 
 use compose_pin::{ImageRef, RenderOptions, TEMPLATE, render};
 use e2e::container::{Context, Engine, Plan, translate};
-use e2e::{bin_dir, binary, client_trusting, read};
+use e2e::{bin_dir, binary, client_trusting, read, workspace_root};
 use serde_json::{Value, json};
 use test_support::dstack_agent::StandInAgent;
 
@@ -197,21 +198,58 @@ fn image_resolver(
     }
 }
 
-/// Builds the image from this target directory's binaries (checked fresh), writes the
-/// layout under `out`; returns (pinned reference, config digest, docker archive).
+/// The command that builds the image's binaries statically for this test (`scripts/test`
+/// runs it before `cargo test`): the release build's linking (gnu target, `+crt-static`)
+/// in the test profile.
+const STATIC_BUILD: &str = "RUSTFLAGS='-Ctarget-feature=+crt-static --cfg=getrandom_backend=\"linux_getrandom\"' cargo build --locked \
+     --target x86_64-unknown-linux-gnu -p appliance -p keyservice -p action-runtime -p worker-launcher -p evidence";
+
+/// Where [`STATIC_BUILD`] puts the binaries: `<target>/x86_64-unknown-linux-gnu/debug`
+/// beside this test's `<target>/debug`. Each is checked fresh against its package's
+/// sources, as [`binary`] checks the dynamic ones.
+fn static_bin_dir(names: &[String]) -> PathBuf {
+    let debug = bin_dir();
+    let target = debug.parent().expect("<target>/debug has a parent");
+    let dir = target
+        .join(oci_image::reproduce::TARGET_TRIPLE)
+        .join(debug.file_name().expect("profile directory"));
+    for name in names {
+        binary(name); // the test build's, fresh: the same check for the dynamic one
+        let package = match name.as_str() {
+            "action-worker" => "appliance/runtime",
+            "worker-launcher" => "appliance/worker-launcher",
+            other => other,
+        };
+        let sources = workspace_root().join(package).join("src");
+        let path = dir.join(name);
+        let built = std::fs::metadata(&path)
+            .and_then(|m| m.modified())
+            .unwrap_or_else(|_| panic!("{} is not built; run: {STATIC_BUILD}", path.display()));
+        assert!(
+            test_support::binaries::newest_mtime(&sources).is_none_or(|newest| built >= newest),
+            "{} is older than {}; run: {STATIC_BUILD}",
+            path.display(),
+            sources.display()
+        );
+    }
+    dir
+}
+
+/// Builds the image from this target directory's static binaries (checked fresh), writes
+/// the layout under `out`; returns (pinned reference, config digest, docker archive).
 fn build_image(out: &Path) -> (ImageRef, String, PathBuf) {
     let names: Vec<String> = oci_image::DEFAULT_BINARIES
         .iter()
         .map(|s| (*s).to_owned())
         .collect();
-    for name in &names {
-        binary(name);
-    }
-    let (binaries, _) = oci_image::binaries_in(&bin_dir(), &names, false).expect("binaries");
+    let dir = static_bin_dir(&names);
+    let (binaries, _) = oci_image::binaries_in(&dir, &names, false).expect("binaries");
+    // StaticOnly: a dynamic binary is refused, so the containers run with nothing of
+    // this machine's system in their root file system.
     let spec = oci_image::ImageSpec {
         binaries,
         source_date_epoch: 1,
-        libraries: oci_image::Libraries::Ldd,
+        libraries: oci_image::Libraries::StaticOnly,
         tag: "appliance:container-test".into(),
     };
     let image = oci_image::build(&spec).expect("image build");

@@ -207,6 +207,7 @@ fn cross_check_with_rust_verifier(app: &Appliance, report: &Value) {
         "rtmr-replay",
         "compose-hash-event",
         "acme-caa",
+        "os-image",
     ] {
         assert_eq!(
             status(report, id),

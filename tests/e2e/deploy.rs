@@ -39,7 +39,10 @@ fn deploy(args: &[&str], env: &[(&str, &str)]) -> (bool, String, String) {
 }
 
 async fn set_balance(rpc: &str, address: Address, wei: u128) {
-    let provider = ProviderBuilder::new().connect_http(rpc.parse().unwrap());
+    let provider = ProviderBuilder::new().connect_reqwest(
+        chain_contracts::rpc::http_client().unwrap(),
+        rpc.parse().unwrap(),
+    );
     provider
         .raw_request::<_, Value>("anvil_setBalance".into(), (address, U256::from(wei)))
         .await
@@ -60,7 +63,10 @@ async fn payers(socket: &Path) -> (Address, Vec<Address>) {
 
 /// Waits until account `key`'s group `group_id` is on chain.
 async fn group_on_chain(rpc: &str, contract: Address, key: &str, group_id: u64) -> bool {
-    let provider = ProviderBuilder::new().connect_http(rpc.parse().unwrap());
+    let provider = ProviderBuilder::new().connect_reqwest(
+        chain_contracts::rpc::http_client().unwrap(),
+        rpc.parse().unwrap(),
+    );
     let config = IAccountConfig::new(contract, &provider);
     let account = key_hash(key);
     eventually_async(Duration::from_secs(30), || async {
@@ -164,7 +170,10 @@ async fn deploy_writes_a_config_that_serve_mirrors_to() {
     assert!(deploy_block >= 1);
 
     // On chain: the right code, owners and payers.
-    let provider = ProviderBuilder::new().connect_http(anvil.endpoint_url());
+    let provider = ProviderBuilder::new().connect_reqwest(
+        chain_contracts::rpc::http_client().unwrap(),
+        anvil.endpoint_url(),
+    );
     assert_eq!(
         provider.get_code_at(account_config).await.unwrap(),
         artifacts::account_config_deployed_bytecode()
@@ -288,7 +297,10 @@ async fn dev_runs_its_own_chain_and_reuses_its_contracts() {
         .parse()
         .unwrap();
     let rpc = dev_rpc(&app);
-    let provider = ProviderBuilder::new().connect_http(rpc.parse().unwrap());
+    let provider = ProviderBuilder::new().connect_reqwest(
+        chain_contracts::rpc::http_client().unwrap(),
+        rpc.parse().unwrap(),
+    );
     assert_eq!(
         provider.get_code_at(contract).await.unwrap(),
         artifacts::account_config_deployed_bytecode()

@@ -607,7 +607,10 @@ async fn acknowledged_writes_charges_and_mirrors_survive_random_kill_9s() {
     );
     // Give a duplicate the chance to appear before asserting there is none.
     tokio::time::sleep(Duration::from_secs(1)).await;
-    let provider = ProviderBuilder::new().connect_http(anvil.endpoint_url());
+    let provider = ProviderBuilder::new().connect_reqwest(
+        chain_contracts::rpc::http_client().unwrap(),
+        anvil.endpoint_url(),
+    );
     let logs = provider
         .get_logs(&Filter::new().address(contract).from_block(0))
         .await

@@ -212,7 +212,10 @@ async fn killing_the_relaying_replica_hands_the_outbox_over_with_nothing_lost_or
         .await,
         "the surviving replica took the relayer over"
     );
-    let provider = ProviderBuilder::new().connect_http(anvil.endpoint_url());
+    let provider = ProviderBuilder::new().connect_reqwest(
+        chain_contracts::rpc::http_client().unwrap(),
+        anvil.endpoint_url(),
+    );
     let view = IAccountConfig::new(contract, &provider);
     let account = key_hash(&key);
     assert!(

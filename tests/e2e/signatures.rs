@@ -256,7 +256,10 @@ async fn a_wallet_converts_an_api_mode_account_and_administers_it_on_chain() {
     let dir = tempfile::tempdir().unwrap();
     let (app, contract) = mirrored_appliance(dir.path(), &anvil).await;
     let chain = anvil.chain_id();
-    let provider = ProviderBuilder::new().connect_http(anvil.endpoint_url());
+    let provider = ProviderBuilder::new().connect_reqwest(
+        chain_contracts::rpc::http_client().unwrap(),
+        anvil.endpoint_url(),
+    );
     let view = IAccountConfig::new(contract, &provider);
 
     // An API-mode account with an action in a group and a usage key that runs it.

@@ -8,7 +8,12 @@
 // vectors of evidence/tests/data, and tests/e2e/dashboard.rs against a live appliance).
 // What a page cannot decide (the TLS leaf it is connected with, DNS CAA records, the
 // governance contract on another origin, the TCB status from Intel's collateral) is
-// reported as such, with the command that decides it. No DOM here: it also runs in node.
+// reported as such, with the command that decides it. The OS measurements (MRTD,
+// RTMR0-2) are compared with a policy file the user gives (the SDK's checkOsMeasurements,
+// the rules of `evidence verify --os-measurements`); recomputing them from an OS image
+// is a command-line job. No DOM here: it also runs in node.
+
+import { checkOsMeasurements } from './appliance-sdk.js';
 
 const subtle = globalThis.crypto.subtle;
 const utf8 = new TextEncoder();
@@ -23,6 +28,7 @@ export const CHECKS = [
   ['governance', 'rule 6: allowedComposeHashes(compose_hash) on 0x‖app_id'],
   ['quote', 'TCB status: DCAP verification of the quotes'],
   ['rtmr-replay', "event log replays to the quote's RTMR0-3"],
+  ['os-image', 'MRTD and RTMR0-2 (firmware, kernel, cmdline, initrd) = a pinned OS'],
   ['compose-hash-event', 'compose-hash event (before system-ready) = /info'],
 ];
 
@@ -35,6 +41,8 @@ export const Status = Object.freeze({
   CANNOT_CHECK: 'cannot-check-here',
   /** The user can: compare the shown value with the browser's own display. */
   COMPARE: 'compare',
+  /** Nothing pins the OS (no policy file, or an entry without RTMR0): not a failure, not verified. */
+  UNPINNED: 'unpinned',
 });
 
 export const RUNTIME_EVENT_TYPE = 0x08000001;
@@ -534,12 +542,42 @@ async function checkComposeHashEvent(ev) {
   return notes.join('; ');
 }
 
+const OS_STATUS = { pass: Status.PASS, fail: Status.FAIL, unpinned: Status.UNPINNED, 'n/a': Status.NOT_APPLICABLE };
+
+/**
+ * The quote's OS registers against the user's policy file (text or parsed; null: none).
+ * Returns [status, detail, the SDK's result or null].
+ */
+function checkOsImage(ev, osPolicy, commands) {
+  let r;
+  try {
+    if (!ev.attestation || typeof ev.attestation.quote !== 'string') throw new Error('/attestation has no quote');
+    r = checkOsMeasurements({
+      quote: decodeQuoteText(ev.attestation.quote),
+      vmConfig: ev.attestation.vm_config,
+      tcbInfo: ev.info ? ev.info.tcb_info : null,
+      policy: osPolicy,
+    });
+  } catch (err) {
+    return [Status.FAIL, err && err.message ? err.message : String(err), null];
+  }
+  let detail = r.detail;
+  if (r.status === 'unpinned' && r.entry === null) {
+    detail += ' Paste or upload the policy file of the OS release you trust (Check the OS measurements, below).';
+  }
+  if (r.status === 'pass' || r.status === 'fail') {
+    detail += ` The page compares the registers the quote states; that the quote is genuine is the quote check's job (${commands.evidence}).`;
+  }
+  return [OS_STATUS[r.status] || Status.FAIL, detail, r];
+}
+
 /** The commands that decide what a page cannot. */
 export function verifyCommands(origin, simulated) {
   const dev = simulated ? ' --allow-simulated --ca-file .appliance-dev/tls/self-signed.pem' : '';
   return {
     evidence: `evidence verify --url ${origin}${dev} --pccs-url https://<your PCCS> --rpc-url https://<settlement-chain RPC>`,
     cli: `appliance-cli --url ${origin} verify`,
+    os: `evidence verify --url ${origin}${dev} --os-measurements os-policy.json --os-image <dstack OS image directory>`,
   };
 }
 
@@ -548,7 +586,7 @@ export function verifyCommands(origin, simulated) {
  * `info` (GET /info), `attestation` (GET /attestation), `files` (name → bytes of each
  * /evidences/ file) and `origin` (for the commands shown). Returns the report.
  */
-export async function verifyEvidence({ info, attestation, files = {}, origin = '' }) {
+export async function verifyEvidence({ info, attestation, files = {}, origin = '', osPolicy = null }) {
   const ev = { info, attestation, files, certificate: null, evidenceQuote: null, replayed: null };
   const certName = certFileName(files);
   let certError = null;
@@ -609,6 +647,8 @@ export async function verifyEvidence({ info, attestation, files = {}, origin = '
       ]
     : [Status.FAIL, quoteError];
   results['rtmr-replay'] = await run(checkRtmrReplay);
+  const [osStatus, osDetail, os] = checkOsImage(ev, osPolicy, commands);
+  results['os-image'] = [osStatus, osDetail];
   results['compose-hash-event'] = await run(checkComposeHashEvent);
 
   // The evidence quote must come from the same TD as the attestation quote.
@@ -638,6 +678,11 @@ export async function verifyEvidence({ info, attestation, files = {}, origin = '
   }
   return {
     ok: checks.every((c) => c.status !== Status.FAIL),
+    /** True only when a policy entry pinned MRTD and RTMR0-2 of a genuine-looking quote. */
+    osPinned: osStatus === Status.PASS,
+    os: os
+      ? { status: os.status, osImageHash: os.osImageHash, version: os.version, isDev: os.isDev, entry: os.entry, pinned: os.pinned, unpinned: os.unpinned }
+      : null,
     simulated,
     checks,
     composeHash: info && typeof info.compose_hash === 'string' ? strip0x(info.compose_hash).toLowerCase() : null,

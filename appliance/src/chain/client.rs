@@ -57,10 +57,9 @@ impl ChainClient {
         let url = rpc_url
             .parse()
             .map_err(|e| ChainError::Config(format!("chain.rpc_url is not a URL: {e}")))?;
-        // alloy's own reqwest (its version may differ from the appliance's).
-        let http = alloy::transports::http::reqwest::Client::builder()
-            .timeout(timeout)
-            .build()
+        // alloy's own reqwest (its version may differ from the appliance's), on rustls with
+        // ring: chain_contracts::rpc.
+        let http = chain_contracts::rpc::http_client_with_timeout(timeout)
             .map_err(|e| ChainError::Config(e.to_string()))?;
         let transport = alloy::transports::http::Http::with_client(http, url);
         let client = alloy::rpc::client::RpcClient::new(transport, true);

@@ -11,7 +11,8 @@ use clap::{Args, Parser, Subcommand};
 /// Exit status: 0 success; 1 another failure; 2 a usage error; 3 the deployment did not
 /// verify (nothing was sent with the API key); 4 the server refused the request (4xx);
 /// 5 the server failed or could not be reached (5xx, network, timeout); 6 the profile is
-/// missing or unusable; 7 an action ran and reported an error.
+/// missing or unusable (or the OS measurements file it names); 7 an action ran and
+/// reported an error.
 #[derive(Parser, Debug)]
 #[command(name = "appliance-cli", version)]
 pub struct Cli {
@@ -34,6 +35,23 @@ pub struct Cli {
         value_name = "KEY"
     )]
     pub api_key: Option<String>,
+    /// Policy file of accepted OS measurements for this run, instead of the profile's (the
+    /// format of `evidence verify --os-measurements`, written by `evidence os-measure`): a
+    /// genuine quote's MRTD and RTMR0-2 must match one of its entries.
+    #[arg(long, global = true, value_name = "FILE")]
+    pub os_measurements: Option<PathBuf>,
+    /// Accept a genuine quote whose OS (MRTD, RTMR0-2) no policy pins, for this run
+    /// (`--allow-unpinned-os=false` refuses what the profile accepts): the client then does
+    /// not know which firmware, kernel and command line produced the quote.
+    #[arg(
+        long,
+        global = true,
+        value_name = "true|false",
+        num_args = 0..=1,
+        require_equals = true,
+        default_missing_value = "true"
+    )]
+    pub allow_unpinned_os: Option<bool>,
     #[command(subcommand)]
     pub command: Command,
 }
@@ -67,8 +85,9 @@ pub enum Command {
 
 #[derive(Subcommand, Debug)]
 pub enum ProfileCommand {
-    /// Create or change the profile: only the options given change. The global `--url`
-    /// and `--api-key` (or `APPLIANCE_URL`, `APPLIANCE_API_KEY`) are stored too.
+    /// Create or change the profile: only the options given change. The global `--url`,
+    /// `--api-key` (or `APPLIANCE_URL`, `APPLIANCE_API_KEY`), `--os-measurements` and
+    /// `--allow-unpinned-os` are stored too.
     Set(Box<ProfileSet>),
     /// Print the profile (the API key is never printed) and where it is stored.
     Show,
@@ -88,6 +107,9 @@ pub struct ProfileSet {
     /// Accept simulated quotes (the development stack only: NOT confidential).
     #[arg(long, value_name = "true|false")]
     pub allow_simulated: Option<bool>,
+    /// Forget the stored OS measurements policy file.
+    #[arg(long)]
+    pub clear_os_measurements: bool,
     /// Accept an evidence quote without the nonce the client sent (stale or replayed).
     #[arg(long, value_name = "true|false")]
     pub allow_stale: Option<bool>,

@@ -49,6 +49,7 @@ pub async fn run(cli: Cli) -> Result<(), CliError> {
     if let Some(key) = &cli.api_key {
         chosen.api_key = Some(key.clone());
     }
+    os_overrides(&cli, &mut chosen);
     chosen.check(&cli.profile)?;
     if chosen.url.is_none() {
         return Err(profile::ProfileError::Missing(cli.profile.clone()).into());
@@ -66,7 +67,22 @@ pub async fn run(cli: Cli) -> Result<(), CliError> {
     }
 }
 
+/// This run's `--os-measurements` and `--allow-unpinned-os`, over the profile's.
+fn os_overrides(cli: &Cli, profile: &mut Profile) {
+    if let Some(file) = &cli.os_measurements {
+        profile.os_measurements = Some(file.clone());
+    }
+    if let Some(allow) = cli.allow_unpinned_os {
+        profile.allow_unpinned_os = allow;
+    }
+}
+
 fn profile_set(cli: &Cli, dir: &Path, set: &ProfileSet) -> Result<(), CliError> {
+    if set.clear_os_measurements && cli.os_measurements.is_some() {
+        return Err(CliError::Input(
+            "--os-measurements and --clear-os-measurements contradict each other".into(),
+        ));
+    }
     let mut profiles = profile::load(dir)?;
     let entry = profiles.profiles.entry(cli.profile.clone()).or_default();
     if let Some(url) = &cli.url {
@@ -97,6 +113,15 @@ fn profile_set(cli: &Cli, dir: &Path, set: &ProfileSet) -> Result<(), CliError> 
     }
     if let Some(allow) = set.allow_stale {
         entry.allow_stale = allow;
+    }
+    if let Some(file) = &cli.os_measurements {
+        entry.os_measurements = Some(absolute(file)?);
+    }
+    if set.clear_os_measurements {
+        entry.os_measurements = None;
+    }
+    if let Some(allow) = cli.allow_unpinned_os {
+        entry.allow_unpinned_os = allow;
     }
     if !set.compose_hashes.is_empty() {
         entry.compose_hashes = set.compose_hashes.clone();
@@ -131,6 +156,8 @@ fn profile_set(cli: &Cli, dir: &Path, set: &ProfileSet) -> Result<(), CliError> 
         entry.timeout_secs = Some(secs);
     }
     entry.check(&cli.profile)?;
+    // The OS measurements file must be a policy now, not at the first verification.
+    entry.policy()?;
     let shown = redacted(entry);
     let path = profile::save(dir, &profiles)?;
     show_profile(cli, &path, &shown);
@@ -209,7 +236,7 @@ fn join(v: &[WireU64]) -> String {
 impl Session {
     fn new(cli: &Cli, p: Profile) -> Result<Self, CliError> {
         let url = p.url.clone().unwrap_or_default();
-        let mut builder = Client::builder(url).policy(p.policy());
+        let mut builder = Client::builder(url).policy(p.policy()?);
         if let Some(key) = &p.api_key {
             builder = builder.api_key(key.clone());
         }
@@ -758,4 +785,89 @@ fn read_action(path: &Path) -> Result<String, CliError> {
         )));
     }
     std::fs::read_to_string(path).map_err(|e| fail(e.to_string()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use appliance_client::evidence::os_image::OsPolicy;
+    use clap::{CommandFactory, Parser};
+
+    fn parse(args: &[&str]) -> Cli {
+        Cli::try_parse_from(std::iter::once("appliance-cli").chain(args.iter().copied())).unwrap()
+    }
+
+    #[test]
+    fn the_command_line_is_consistent() {
+        Cli::command().debug_assert();
+    }
+
+    /// `--os-measurements` and `--allow-unpinned-os` reach the verification policy of any
+    /// command, over the profile's settings, before or after the command's name.
+    #[test]
+    fn os_flags_reach_the_policy() {
+        let tmp = tempfile::tempdir().unwrap();
+        let file = tmp.path().join("os.json");
+        std::fs::write(&file, crate::profile::tests::os_policy_json()).unwrap();
+        let path = file.to_str().unwrap();
+        let expected = OsPolicy::load(&file).unwrap();
+
+        for args in [
+            vec!["--os-measurements", path, "--allow-unpinned-os", "verify"],
+            vec!["verify", "--os-measurements", path, "--allow-unpinned-os"],
+            vec![
+                "--os-measurements",
+                path,
+                "--allow-unpinned-os=true",
+                "wallets",
+                "list",
+            ],
+        ] {
+            let mut profile = Profile::default();
+            os_overrides(&parse(&args), &mut profile);
+            let policy = profile.policy().unwrap();
+            assert_eq!(policy.os_measurements.as_ref(), Some(&expected), "{args:?}");
+            assert!(policy.allow_unpinned_os, "{args:?}");
+        }
+
+        // Nothing given: the profile's settings stand; `=false` refuses what it accepts.
+        let mut profile = Profile {
+            os_measurements: Some(file.clone()),
+            allow_unpinned_os: true,
+            ..Profile::default()
+        };
+        os_overrides(&parse(&["verify"]), &mut profile);
+        assert_eq!(profile.os_measurements.as_deref(), Some(file.as_path()));
+        assert!(profile.allow_unpinned_os);
+        os_overrides(
+            &parse(&["--allow-unpinned-os=false", "verify"]),
+            &mut profile,
+        );
+        assert!(!profile.policy().unwrap().allow_unpinned_os);
+        // The strict default: nothing pinned, nothing accepted unpinned.
+        let policy = Profile::default().policy().unwrap();
+        assert_eq!(policy.os_measurements, None);
+        assert!(!policy.allow_unpinned_os);
+
+        // The flag takes no separate value (the next word is the command).
+        assert!(
+            Cli::try_parse_from(["appliance-cli", "--allow-unpinned-os", "false", "verify"])
+                .is_err()
+        );
+        // Clearing and setting the file at once is refused, and nothing is written.
+        let both = parse(&[
+            "--os-measurements",
+            path,
+            "profile",
+            "set",
+            "--clear-os-measurements",
+        ]);
+        let Command::Profile(ProfileCommand::Set(set)) = &both.command else {
+            panic!("{both:?}");
+        };
+        let dir = tmp.path().join("config");
+        let err = profile_set(&both, &dir, set).unwrap_err();
+        assert!(err.to_string().contains("contradict"), "{err}");
+        assert!(!dir.exists());
+    }
 }

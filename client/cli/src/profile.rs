@@ -14,6 +14,7 @@ use std::time::Duration;
 
 use appliance_client::Policy;
 use appliance_client::evidence::collateral::CollateralSource;
+use appliance_client::evidence::os_image::OsPolicy;
 use serde::{Deserialize, Serialize};
 
 /// The file's name inside the config directory.
@@ -42,6 +43,10 @@ pub enum ProfileError {
     Missing(String),
     #[error("profile {profile:?}: {reason}")]
     Invalid { profile: String, reason: String },
+    #[error(
+        "OS measurements policy {path}: {reason} (the format of `evidence verify --os-measurements`, as `evidence os-measure` writes it)"
+    )]
+    OsMeasurements { path: PathBuf, reason: String },
 }
 
 /// One deployment and how to trust it. Absent fields take the library's defaults.
@@ -64,6 +69,13 @@ pub struct Profile {
     /// quote): for deployments that do not answer `?nonce=`.
     #[serde(default, skip_serializing_if = "is_false")]
     pub allow_stale: bool,
+    /// Policy file of accepted OS measurements (MRTD, RTMR0-2 per OS image and VM shape:
+    /// `evidence verify --os-measurements`); read at every run.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub os_measurements: Option<PathBuf>,
+    /// Accept a genuine quote whose OS measurements no policy pins.
+    #[serde(default, skip_serializing_if = "is_false")]
+    pub allow_unpinned_os: bool,
     /// Compose hashes the deployment must run (empty: any that governance allows).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub compose_hashes: Vec<String>,
@@ -101,11 +113,23 @@ fn is_false(b: &bool) -> bool {
 }
 
 impl Profile {
-    /// The verification policy this profile asks for.
-    pub fn policy(&self) -> Policy {
+    /// The verification policy this profile asks for (reading its OS measurements file).
+    pub fn policy(&self) -> Result<Policy, ProfileError> {
+        let os_measurements = self
+            .os_measurements
+            .as_ref()
+            .map(|path| {
+                OsPolicy::load(path).map_err(|e| ProfileError::OsMeasurements {
+                    path: path.clone(),
+                    reason: e.to_string(),
+                })
+            })
+            .transpose()?;
         let mut policy = Policy {
             allow_simulated: self.allow_simulated,
             allow_stale: self.allow_stale,
+            os_measurements,
+            allow_unpinned_os: self.allow_unpinned_os,
             compose_hashes: self.compose_hashes.clone(),
             rpc_url: self.rpc_url.clone(),
             dns_server: self.dns,
@@ -124,7 +148,7 @@ impl Profile {
         if let Some(secs) = self.cache_secs {
             policy.cache_for = Duration::from_secs(secs);
         }
-        policy
+        Ok(policy)
     }
 
     /// Checks that make a profile unusable before anything is sent.
@@ -279,7 +303,7 @@ fn create_private_dir(dir: &Path) -> Result<(), ProfileError> {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
 
     fn sample() -> Profiles {
@@ -338,7 +362,7 @@ mod tests {
     #[test]
     fn the_policy_follows_the_profile() {
         let profile = &sample().profiles["dev"];
-        let policy = profile.policy();
+        let policy = profile.policy().unwrap();
         assert!(policy.allow_simulated);
         assert_eq!(policy.accepted_statuses, ["UpToDate", "SWHardeningNeeded"]);
         assert_eq!(policy.cache_for, Duration::from_secs(60));
@@ -347,7 +371,58 @@ mod tests {
             Some(CollateralSource::Pccs("https://pccs.example:8081".into()))
         );
         // An empty profile is the library's strict default.
-        assert_eq!(Profile::default().policy(), Policy::default());
+        assert_eq!(Profile::default().policy().unwrap(), Policy::default());
+    }
+
+    /// An OS measurements policy file of one entry (as `evidence os-measure` writes it).
+    pub(crate) fn os_policy_json() -> String {
+        serde_json::json!({"entries": [{
+            "os_image_hash": "7d".repeat(32),
+            "vm_shape": {"cpu_count": 2, "memory_size": 2147483648u64},
+            "mrtd": ["a1".repeat(48)],
+            "rtmr0": "b2".repeat(48),
+            "rtmr1": "c3".repeat(48),
+            "rtmr2": "d4".repeat(48),
+        }]})
+        .to_string()
+    }
+
+    #[test]
+    fn the_os_measurements_file_is_read_into_the_policy() {
+        let tmp = tempfile::tempdir().unwrap();
+        let file = tmp.path().join("os.json");
+        std::fs::write(&file, os_policy_json()).unwrap();
+        let profile = Profile {
+            os_measurements: Some(file.clone()),
+            allow_unpinned_os: true,
+            ..Profile::default()
+        };
+        let policy = profile.policy().unwrap();
+        assert_eq!(
+            policy.os_measurements,
+            Some(OsPolicy::parse(os_policy_json().as_bytes()).unwrap())
+        );
+        assert!(policy.allow_unpinned_os);
+        // Stored and read back as TOML.
+        let text = toml::to_string(&profile).unwrap();
+        assert!(text.contains("os_measurements") && text.contains("allow_unpinned_os = true"));
+        assert_eq!(toml::from_str::<Profile>(&text).unwrap(), profile);
+
+        // A file that is not a policy, or is missing, makes the profile unusable, and says
+        // which file and why.
+        std::fs::write(
+            &file,
+            r#"{"entries": [{"os_image_hash": "00", "mrtd": [], "rtmr1": "00", "rtmr2": "00"}]}"#,
+        )
+        .unwrap();
+        let err = profile.policy().unwrap_err().to_string();
+        assert!(err.contains("os.json") && err.contains("entry 0"), "{err}");
+        std::fs::remove_file(&file).unwrap();
+        let err = profile.policy().unwrap_err().to_string();
+        assert!(
+            err.contains("OS measurements policy") && err.contains("os.json"),
+            "{err}"
+        );
     }
 
     #[test]

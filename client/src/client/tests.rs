@@ -64,6 +64,7 @@ fn pin(client: &Client, leaf: LeafHash) {
                 advisory_ids: Vec::new(),
                 os: None,
                 key_provider: None,
+                sbom: None,
             },
             verified_at: 0,
             compose_hash: String::new(),

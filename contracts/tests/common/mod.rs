@@ -29,6 +29,10 @@ pub const OTHER_ADMIN: usize = 4;
 
 impl Chain {
     /// Starts anvil on 127.0.0.1 at a port it picks itself.
+    #[allow(
+        clippy::unwrap_used,
+        reason = "test scaffolding: a failure is the test's"
+    )]
     pub fn start() -> Self {
         let anvil = test_support::anvil::spawn();
         let providers = anvil
@@ -45,7 +49,10 @@ impl Chain {
                     .with_simple_nonce_management()
                     .fetch_chain_id()
                     .wallet(signer)
-                    .connect_http(anvil.endpoint_url())
+                    .connect_reqwest(
+                        chain_contracts::rpc::http_client().unwrap(),
+                        anvil.endpoint_url(),
+                    )
                     .erased()
             })
             .collect();

@@ -18,5 +18,20 @@ export {
 } from "./client.js";
 export { paginate, listAll, type PageQuery, type PaginateOptions } from "./paginate.js";
 export { computeCidV0, hashedCid } from "./cid.js";
+export {
+  checkDeploymentOs,
+  checkOsMeasurements,
+  parseOsPolicy,
+  quoteRegisters,
+  OsMeasurementError,
+  RECOMPUTE_NOTE,
+  type CheckOsOptions,
+  type EvidenceSource,
+  type OsCheck,
+  type OsCheckStatus,
+  type OsPolicy,
+  type OsPolicyEntry,
+  type QuoteRegisters,
+} from "./os-measurements.js";
 export { walletAuthHeader, decodeWalletAuthHeader, type SignedTypedData } from "./wallet-auth.js";
 export type { components, paths, operations as operationTypes } from "./schema.js";

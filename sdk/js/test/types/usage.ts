@@ -1,5 +1,5 @@
 // Compiled (never run) by `npm run typecheck`: the typed surface the dashboard codes against.
-import { createClient, paginate, type Schemas } from "../../src/index.js";
+import { checkDeploymentOs, createClient, paginate, type OsCheck, type Schemas } from "../../src/index.js";
 
 export async function usage(): Promise<void> {
   const client = createClient({ baseUrl: "https://localhost:8443" });
@@ -18,6 +18,10 @@ export async function usage(): Promise<void> {
   const health = await client.health();
   const status: string = health.status;
   void status;
+  // The OS measurements check takes the client itself.
+  const os: OsCheck = await checkDeploymentOs(client, { policy: '{"entries": []}', allowUnpinnedOs: false });
+  const verdict: "pass" | "fail" | "unpinned" | "n/a" = os.status;
+  void verdict;
   // @ts-expect-error: the body of new_account has no such field
   await client.newAccount({ nope: 1 });
   // @ts-expect-error: list_wallets_in_group needs its query
