@@ -12,7 +12,8 @@
 //! flags, so a change to `compose/docker-compose.yml` is tested as it is written, and a
 //! compose key the translator does not know fails the test.
 //!
-//! The probes run `container-probe` (this package's test-only binary, bind-mounted
+//! The probes run `container-probe` (this package's test-only binary, compiled static by
+//! the test like the image's binaries, bind-mounted
 //! read-only into every container as scaffolding) with `docker exec`, so each attempt is
 //! made with the container's own user, groups and mounts. Every denial has a control that
 //! succeeds, so that no check passes because the probe itself is broken.
@@ -235,6 +236,32 @@ fn static_bin_dir(names: &[String]) -> PathBuf {
     dir
 }
 
+/// `container-probe` (std only) compiled statically into `dir`, as the image's binaries
+/// are: the image carries no loader, so the dynamic test build of it could not start there.
+fn static_probe(dir: &Path) -> PathBuf {
+    let out = dir.join("container-probe");
+    let rustc = std::env::var_os("RUSTC").unwrap_or_else(|| "rustc".into());
+    let built = std::process::Command::new(rustc)
+        .args([
+            "--edition=2024",
+            "-Cdebuginfo=0",
+            "-Ctarget-feature=+crt-static",
+        ])
+        .args(["--target", oci_image::reproduce::TARGET_TRIPLE])
+        .arg("-o")
+        .arg(&out)
+        .arg(workspace_root().join("tests/probe/container_probe.rs"))
+        .current_dir(workspace_root())
+        .output()
+        .expect("rustc runs");
+    assert!(
+        built.status.success(),
+        "container-probe: {}",
+        String::from_utf8_lossy(&built.stderr)
+    );
+    out
+}
+
 /// Builds the image from this target directory's static binaries (checked fresh), writes
 /// the layout under `out`; returns (pinned reference, config digest, docker archive).
 fn build_image(out: &Path) -> (ImageRef, String, PathBuf) {
@@ -320,7 +347,8 @@ async fn the_compose_keeps_the_key_boundary_under_a_real_engine() {
         BTreeMap::from([("/var/run/dstack.sock".to_owned(), agent.socket().to_owned())]);
     let configs = work.path().join("configs");
     std::fs::create_dir(&configs).expect("configs dir");
-    let probe = env!("CARGO_BIN_EXE_container-probe");
+    let probe = static_probe(work.path());
+    let probe = probe.display();
     let scaffolding = [format!("type=bind,src={probe},dst={PROBE},readonly")];
     let resolve = image_resolver(pinned, config_digest);
     let environment = BTreeMap::new();
