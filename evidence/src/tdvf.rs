@@ -91,7 +91,7 @@ pub enum TdvfError {
     TooManySections(u32),
     #[error("TDVF section {index}: {why}")]
     BadSection { index: usize, why: &'static str },
-    #[error("the sections add more than {MAX_PAGES} pages")]
+    #[error("the sections add or extend more than {MAX_PAGES} pages")]
     TooManyPages,
 }
 
@@ -109,6 +109,26 @@ pub struct TdvfSection {
 impl TdvfSection {
     fn pages(&self) -> u64 {
         self.memory_data_size / PAGE_SIZE
+    }
+
+    /// Whether the VMM adds this section's pages with TDH.MEM.PAGE.ADD (measured).
+    fn is_added(&self) -> bool {
+        self.attributes & ATTRIBUTE_PAGE_AUG == 0
+    }
+
+    /// Whether the section's content is extended into MRTD.
+    fn is_extended(&self) -> bool {
+        self.attributes & ATTRIBUTE_MR_EXTEND != 0
+    }
+
+    /// Pages the MRTD computation visits: none for a section that is neither added nor
+    /// extended (a `PAGE.AUG` section of any declared size costs nothing).
+    fn measured_pages(&self) -> u64 {
+        if self.is_added() || self.is_extended() {
+            self.pages()
+        } else {
+            0
+        }
     }
 }
 
@@ -222,7 +242,7 @@ impl Tdvf {
             if s.memory_address.checked_add(s.memory_data_size).is_none() {
                 return Err(bad("memory range overflows"));
             }
-            if s.attributes & ATTRIBUTE_MR_EXTEND != 0 {
+            if s.is_extended() {
                 if !matches!(s.section_type, SECTION_BFV | SECTION_CFV) {
                     return Err(bad("only firmware volumes can be measured"));
                 }
@@ -240,20 +260,32 @@ impl Tdvf {
     pub fn pages_added(&self) -> u64 {
         self.sections
             .iter()
-            .filter(|s| s.attributes & ATTRIBUTE_PAGE_AUG == 0)
+            .filter(|s| s.is_added())
             .map(TdvfSection::pages)
+            .fold(0u64, u64::saturating_add)
+    }
+
+    /// Pages the MRTD computation visits (added or extended): its cost, bounded by
+    /// [`MAX_PAGES`]. Extended sections are also bounded by the image's size.
+    pub fn pages_measured(&self) -> u64 {
+        self.sections
+            .iter()
+            .map(TdvfSection::measured_pages)
             .fold(0u64, u64::saturating_add)
     }
 
     /// MRTD of a TD built from firmware image `fw` (the image this metadata came from)
     /// with pages added in `order`.
     pub fn mrtd(&self, fw: &[u8], order: PageOrder) -> Result<[u8; 48], TdvfError> {
-        if self.pages_added() > MAX_PAGES {
+        if self.pages_measured() > MAX_PAGES {
             return Err(TdvfError::TooManyPages);
         }
         let mut h = Sha384::new();
         for s in &self.sections {
-            let pages = s.pages();
+            // Sections that are neither added nor extended leave no trace in MRTD; their
+            // declared size must not cost a loop (fuzzing found a PAGE.AUG section
+            // declaring terabytes that kept the verifier busy for hours).
+            let pages = s.measured_pages();
             match order {
                 PageOrder::TwoPass => {
                     for p in 0..pages {
@@ -283,13 +315,13 @@ fn record(tag: &[u8], gpa: u64) -> [u8; 128] {
 }
 
 fn page_add(h: &mut Sha384, s: &TdvfSection, page: u64) {
-    if s.attributes & ATTRIBUTE_PAGE_AUG == 0 {
+    if s.is_added() {
         h.update(record(b"MEM.PAGE.ADD", s.memory_address + page * PAGE_SIZE));
     }
 }
 
 fn mr_extend(h: &mut Sha384, fw: &[u8], s: &TdvfSection, page: u64) -> Result<(), TdvfError> {
-    if s.attributes & ATTRIBUTE_MR_EXTEND == 0 {
+    if !s.is_extended() {
         return Ok(());
     }
     let base = s.data_offset as usize + (page * PAGE_SIZE) as usize;

@@ -330,6 +330,36 @@ fn synthetic_firmware_metadata_and_mrtd() {
     assert_eq!(Tdvf::parse(&plain), Err(TdvfError::NoGuidTable));
 }
 
+/// A section the VMM neither adds nor extends (`PAGE.AUG`, like a large temporary-memory
+/// region) leaves no trace in MRTD, whatever size it declares, and costs nothing to skip:
+/// a descriptor declaring a 4 PiB `PAGE.AUG` section computes at once (it used to loop
+/// over every declared page; fuzzing found it). A section that is added is still bounded.
+#[test]
+fn page_aug_sections_of_any_size_are_skipped_and_added_ones_bounded() {
+    let (mut fw, sections) = synthetic_firmware();
+    // Section 3 (temporary memory) becomes PAGE.AUG with a declared size of 2^52 bytes.
+    let sec3 = 0x3000 + 16 + 32 * 3;
+    fw[sec3 + 16..sec3 + 24].copy_from_slice(&(1u64 << 52).to_le_bytes());
+    fw[sec3 + 28..sec3 + 32].copy_from_slice(&2u32.to_le_bytes());
+    let tdvf = Tdvf::parse(&fw).unwrap();
+    assert_eq!(tdvf.pages_measured(), 2 + 1 + 2);
+    assert_eq!(
+        tdvf.mrtd(&fw, PageOrder::SinglePass).unwrap(),
+        reference_mrtd(&fw, &sections[..3], false)
+    );
+    assert_eq!(
+        tdvf.mrtd(&fw, PageOrder::TwoPass).unwrap(),
+        reference_mrtd(&fw, &sections[..3], true)
+    );
+    // The same size on a section that is added is refused before any work.
+    fw[sec3 + 28..sec3 + 32].copy_from_slice(&0u32.to_le_bytes());
+    let tdvf = Tdvf::parse(&fw).unwrap();
+    assert_eq!(
+        tdvf.mrtd(&fw, PageOrder::SinglePass),
+        Err(TdvfError::TooManyPages)
+    );
+}
+
 /// Debian's `ovmf` package (`/usr/share/ovmf/OVMF.fd`, installed by scripts/setup)
 /// carries TDVF metadata. MRTD is checked against the reference computation above, and
 /// for the file of Debian 12's package (2022.11-6+deb12u2) against values a separate
