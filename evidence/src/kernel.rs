@@ -21,6 +21,8 @@
 
 use sha2::{Digest, Sha384};
 
+use crate::le;
+
 /// QEMU's ACPI data reservation below the top of low memory (`acpi_data_size`).
 pub const QEMU_ACPI_DATA_SIZE: u32 = 0x28000;
 /// From this guest memory size up, QEMU's q35 machine splits memory at 2 GiB, else at
@@ -52,16 +54,10 @@ pub enum KernelError {
 }
 
 fn u16_at(b: &[u8], at: usize) -> Result<u16, KernelError> {
-    b.get(at..at.wrapping_add(2))
-        .and_then(|s| s.try_into().ok())
-        .map(u16::from_le_bytes)
-        .ok_or(KernelError::NotPe("truncated header"))
+    le::u16_at(b, at).ok_or(KernelError::NotPe("truncated header"))
 }
 fn u32_at(b: &[u8], at: usize) -> Result<u32, KernelError> {
-    b.get(at..at.wrapping_add(4))
-        .and_then(|s| s.try_into().ok())
-        .map(u32::from_le_bytes)
-        .ok_or(KernelError::NotPe("truncated header"))
+    le::u32_at(b, at).ok_or(KernelError::NotPe("truncated header"))
 }
 
 /// The Authenticode SHA-384 of PE image `pe` (see the module documentation).

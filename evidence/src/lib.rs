@@ -18,6 +18,7 @@
 
 pub mod event_log;
 pub mod kernel;
+mod le;
 pub mod os_image;
 pub mod quote;
 pub mod simulated;

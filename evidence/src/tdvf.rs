@@ -22,6 +22,8 @@
 
 use sha2::{Digest, Sha384};
 
+use crate::le::{u16_at, u32_at, u64_at};
+
 /// A guest page.
 pub const PAGE_SIZE: u64 = 0x1000;
 /// Bytes measured by one TDH.MR.EXTEND.
@@ -145,22 +147,6 @@ pub enum PageOrder {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Tdvf {
     pub sections: Vec<TdvfSection>,
-}
-
-fn u16_at(b: &[u8], at: usize) -> Option<u16> {
-    Some(u16::from_le_bytes(
-        b.get(at..at.checked_add(2)?)?.try_into().ok()?,
-    ))
-}
-fn u32_at(b: &[u8], at: usize) -> Option<u32> {
-    Some(u32::from_le_bytes(
-        b.get(at..at.checked_add(4)?)?.try_into().ok()?,
-    ))
-}
-fn u64_at(b: &[u8], at: usize) -> Option<u64> {
-    Some(u64::from_le_bytes(
-        b.get(at..at.checked_add(8)?)?.try_into().ok()?,
-    ))
 }
 
 impl Tdvf {

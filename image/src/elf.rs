@@ -25,26 +25,21 @@ const PT_INTERP: u32 = 3;
 const DT_NULL: u64 = 0;
 const DT_NEEDED: u64 = 1;
 
+/// The little-endian field of `N` bytes at `at`, if the file holds it.
+fn field<const N: usize>(b: &[u8], at: usize) -> Option<[u8; N]> {
+    b.get(at..at.checked_add(N)?)?.try_into().ok()
+}
+
 fn u16_at(b: &[u8], at: usize) -> Option<u16> {
-    Some(u16::from_le_bytes(
-        b.get(at..at.checked_add(2)?)?.try_into().ok()?,
-    ))
+    field(b, at).map(u16::from_le_bytes)
 }
 
 fn u32_at(b: &[u8], at: usize) -> Option<u32> {
-    Some(u32::from_le_bytes(
-        b.get(at..at.checked_add(4)?)?.try_into().ok()?,
-    ))
-}
-
-fn u64_at(b: &[u8], at: usize) -> Option<u64> {
-    Some(u64::from_le_bytes(
-        b.get(at..at.checked_add(8)?)?.try_into().ok()?,
-    ))
+    field(b, at).map(u32::from_le_bytes)
 }
 
 fn usize_at(b: &[u8], at: usize) -> Option<usize> {
-    usize::try_from(u64_at(b, at)?).ok()
+    usize::try_from(u64::from_le_bytes(field(b, at)?)).ok()
 }
 
 /// The linkage of the ELF file `bytes`.
@@ -89,7 +84,9 @@ fn parse(b: &[u8]) -> Result<Linkage, &'static str> {
             }
             PT_DYNAMIC => {
                 for entry in segment.chunks_exact(16) {
-                    let tag = u64_at(entry, 0).ok_or("truncated dynamic entry")?;
+                    let tag = field(entry, 0)
+                        .map(u64::from_le_bytes)
+                        .ok_or("truncated dynamic entry")?;
                     if tag == DT_NULL {
                         break;
                     }

@@ -6,11 +6,12 @@ use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use clap::{Args, Parser, Subcommand};
-use oci_image::reproduce::{BuildPaths, SourceState, source_state, toolchain_summary};
+use oci_image::reproduce::{BuildPaths, PACKAGES, SourceState, source_state, toolchain_summary};
 use oci_image::{
     DEFAULT_BINARIES, Image, ImageSpec, Libraries, Written, binaries_in, build_with_files, sbom,
     write_layout,
 };
+use sha2::Digest as _;
 
 #[derive(Parser)]
 #[command(
@@ -33,6 +34,17 @@ enum Command {
     /// Reproducible release build of the checked-out source (static binaries, remapped
     /// paths, SOURCE_DATE_EPOCH = commit time), then the image.
     Build(BuildArgs),
+    /// The release build of some of the image's packages only, compiled exactly as
+    /// `build` compiles them; prints `sha256  binary` per binary they produce (the quick
+    /// reproducibility check of scripts/reproduce compares two such lists).
+    Compile {
+        /// A package of the image (appliance, keyservice, action-runtime,
+        /// worker-launcher, evidence); repeatable.
+        #[arg(long = "package", short = 'p', required = true)]
+        packages: Vec<String>,
+        #[command(flatten)]
+        build: BuildArgs,
+    },
     /// Rebuild as `build` does and say whether the pinned digest is what this source
     /// produces. Exit status: 0 it is, 1 it is not, 2 the build failed.
     Verify {
@@ -112,6 +124,9 @@ fn main() -> ExitCode {
     let result = match &cli.command {
         None => write_cmd(&cli.write).map(|()| ExitCode::SUCCESS),
         Some(Command::Build(args)) => build_cmd(args).map(|()| ExitCode::SUCCESS),
+        Some(Command::Compile { packages, build }) => {
+            compile_cmd(packages, build).map(|()| ExitCode::SUCCESS)
+        }
         Some(Command::Verify {
             digest,
             compose,
@@ -204,6 +219,49 @@ fn log_written(image: &Image, written: &Written) {
         archive = %written.archive.display(),
         "image written"
     );
+}
+
+/// The binary of the image that package `package` builds.
+fn binary_of(package: &str) -> Option<&'static str> {
+    sbom::BINARY_PACKAGES
+        .iter()
+        .find(|(_, p)| *p == package)
+        .map(|(binary, _)| *binary)
+}
+
+fn compile_cmd(packages: &[String], args: &BuildArgs) -> Result<(), String> {
+    let mut binaries = Vec::new();
+    for p in packages {
+        binaries.push(binary_of(p).ok_or_else(|| {
+            format!(
+                "{p} is not a package of the image (one of {})",
+                PACKAGES.join(", ")
+            )
+        })?);
+    }
+    let state = source_state(&args.source).map_err(|e| e.to_string())?;
+    let target_dir = args
+        .target_dir
+        .clone()
+        .unwrap_or_else(|| args.source.join("target"));
+    let paths = BuildPaths::for_build(&args.source, &target_dir).map_err(|e| e.to_string())?;
+    let packages: Vec<&str> = packages.iter().map(String::as_str).collect();
+    let status = paths
+        .cargo_build_packages(state.commit_time, &packages)
+        .status()
+        .map_err(|e| format!("cannot run cargo: {e}"))?;
+    if !status.success() {
+        return Err(format!("the release build failed ({status})"));
+    }
+    let mut out = std::io::stdout().lock();
+    for name in binaries {
+        let path = paths.release_dir().join(name);
+        let bytes =
+            std::fs::read(&path).map_err(|e| format!("cannot read {}: {e}", path.display()))?;
+        let digest = hex::encode(sha2::Sha256::digest(&bytes));
+        writeln!(out, "{digest}  {name}").map_err(|e| e.to_string())?;
+    }
+    Ok(())
 }
 
 /// The release build of `args.source` and its image.

@@ -189,6 +189,12 @@ impl BuildPaths {
 
     /// The `cargo build` of the release binaries, ready to run.
     pub fn cargo_build(&self, source_date_epoch: u64) -> Command {
+        self.cargo_build_packages(source_date_epoch, PACKAGES)
+    }
+
+    /// The same build restricted to `packages` (each one of [`PACKAGES`]): the quick
+    /// reproducibility check compiles one binary the way the image's are compiled.
+    pub fn cargo_build_packages(&self, source_date_epoch: u64, packages: &[&str]) -> Command {
         let mut cmd = Command::new(std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into()));
         cmd.current_dir(&self.source).args([
             "build",
@@ -197,7 +203,7 @@ impl BuildPaths {
             "--target",
             TARGET_TRIPLE,
         ]);
-        for p in PACKAGES {
+        for p in packages {
             cmd.args(["-p", p]);
         }
         for var in CLEARED_ENV {
