@@ -60,30 +60,14 @@ impl AttestedStack {
         let tmp = tempfile::tempdir().unwrap();
         let root_file = tmp.path().join("pebble-root.pem");
         std::fs::write(&root_file, &root_pem).unwrap();
-        let env: Vec<(String, String)> = [
-            ("APPLIANCE_LISTEN", format!("127.0.0.1:{port}")),
+        let mut env = pebble.appliance_env(&[CAA_DOMAIN, DOMAIN]);
+        env.extend([
+            ("APPLIANCE_LISTEN".to_owned(), format!("127.0.0.1:{port}")),
             (
-                "APPLIANCE_ACME__DIRECTORY_URL",
-                pebble.directory_url.clone(),
-            ),
-            (
-                "APPLIANCE_ACME__DOMAINS",
-                format!("[\"{CAA_DOMAIN}\", \"{DOMAIN}\"]"),
-            ),
-            (
-                "APPLIANCE_ACME__CA_BUNDLE",
-                pebble.ca_file.display().to_string(),
-            ),
-            ("APPLIANCE_ACME__RETRY_INITIAL_MS", "200".into()),
-            ("APPLIANCE_ACME__RETRY_MAX_MS", "2000".into()),
-            (
-                "APPLIANCE_CHAIN__GOVERNANCE_ADDRESS",
+                "APPLIANCE_CHAIN__GOVERNANCE_ADDRESS".to_owned(),
                 governance.to_string(),
             ),
-        ]
-        .into_iter()
-        .map(|(k, v)| (k.to_owned(), v))
-        .collect();
+        ]);
         let data = tempfile::tempdir().unwrap();
         let app = Appliance::launch(data.path(), Launch::DevWith { env }).await;
         let plain = reqwest::Client::builder()

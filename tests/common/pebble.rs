@@ -197,6 +197,29 @@ impl Pebble {
             .unwrap()
     }
 
+    /// The appliance's ACME settings for this Pebble (`APPLIANCE_ACME__*`): its directory,
+    /// `domains`, its listener's CA as `acme.ca_bundle`, and fast retries for the tests
+    /// (200 ms doubling up to 2 s). Callers add the listener and any other settings.
+    pub fn appliance_env(&self, domains: &[&str]) -> Vec<(String, String)> {
+        let domains: Vec<String> = domains.iter().map(|d| format!("\"{d}\"")).collect();
+        [
+            ("APPLIANCE_ACME__DIRECTORY_URL", self.directory_url.clone()),
+            (
+                "APPLIANCE_ACME__DOMAINS",
+                format!("[{}]", domains.join(", ")),
+            ),
+            (
+                "APPLIANCE_ACME__CA_BUNDLE",
+                self.ca_file.display().to_string(),
+            ),
+            ("APPLIANCE_ACME__RETRY_INITIAL_MS", "200".to_owned()),
+            ("APPLIANCE_ACME__RETRY_MAX_MS", "2000".to_owned()),
+        ]
+        .into_iter()
+        .map(|(k, v)| (k.to_owned(), v))
+        .collect()
+    }
+
     /// The root certificate Pebble issues under (PEM), from its management interface.
     pub async fn root_pem(&self) -> String {
         let rsp = self

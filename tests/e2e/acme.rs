@@ -29,29 +29,21 @@ const DOMAIN: &str = "appliance.acme.test";
 
 /// The appliance's ACME settings for `pebble` (fast retries for the tests).
 fn acme_env(pebble: &Pebble, listen_port: u16, challenge: &str) -> Vec<(String, String)> {
-    [
-        ("APPLIANCE_LISTEN", format!("127.0.0.1:{listen_port}")),
-        (
-            "APPLIANCE_ACME__DIRECTORY_URL",
-            pebble.directory_url.clone(),
-        ),
-        ("APPLIANCE_ACME__DOMAINS", format!("[\"{DOMAIN}\"]")),
-        (
-            "APPLIANCE_ACME__CONTACT",
-            "[\"mailto:ops@acme.test\"]".to_owned(),
-        ),
-        (
-            "APPLIANCE_ACME__CA_BUNDLE",
-            pebble.ca_file.display().to_string(),
-        ),
-        ("APPLIANCE_ACME__CHALLENGE", challenge.to_owned()),
-        ("APPLIANCE_ACME__RETRY_INITIAL_MS", "200".to_owned()),
-        ("APPLIANCE_ACME__RETRY_MAX_MS", "2000".to_owned()),
-        ("APPLIANCE_ACME__REQUEST_TIMEOUT_MS", "5000".to_owned()),
-    ]
-    .into_iter()
-    .map(|(k, v)| (k.to_owned(), v))
-    .collect()
+    let mut env = pebble.appliance_env(&[DOMAIN]);
+    env.extend(
+        [
+            ("APPLIANCE_LISTEN", format!("127.0.0.1:{listen_port}")),
+            (
+                "APPLIANCE_ACME__CONTACT",
+                "[\"mailto:ops@acme.test\"]".to_owned(),
+            ),
+            ("APPLIANCE_ACME__CHALLENGE", challenge.to_owned()),
+            ("APPLIANCE_ACME__REQUEST_TIMEOUT_MS", "5000".to_owned()),
+        ]
+        .into_iter()
+        .map(|(k, v)| (k.to_owned(), v)),
+    );
+    env
 }
 
 /// A client that trusts only `root_pem` and reaches `DOMAIN` at `addr`.

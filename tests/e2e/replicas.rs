@@ -483,29 +483,11 @@ async fn replicas_behind_a_balancer_share_one_acme_account_and_certificate() {
     .await;
     let root = pebble.root_pem().await;
     let ports = [free_port(), free_port()];
-    let acme = vec![
-        (
-            "APPLIANCE_ACME__DIRECTORY_URL".to_owned(),
-            pebble.directory_url.clone(),
-        ),
-        (
-            "APPLIANCE_ACME__DOMAINS".to_owned(),
-            format!("[\"{DOMAIN}\"]"),
-        ),
-        (
-            "APPLIANCE_ACME__CA_BUNDLE".to_owned(),
-            pebble.ca_file.display().to_string(),
-        ),
-        (
-            "APPLIANCE_ACME__CHALLENGE".to_owned(),
-            "tls-alpn-01".to_owned(),
-        ),
-        (
-            "APPLIANCE_ACME__RETRY_INITIAL_MS".to_owned(),
-            "200".to_owned(),
-        ),
-        ("APPLIANCE_ACME__RETRY_MAX_MS".to_owned(), "2000".to_owned()),
-    ];
+    let mut acme = pebble.appliance_env(&[DOMAIN]);
+    acme.push((
+        "APPLIANCE_ACME__CHALLENGE".to_owned(),
+        "tls-alpn-01".to_owned(),
+    ));
     let own = ports
         .iter()
         .map(|p| vec![("APPLIANCE_LISTEN".to_owned(), format!("127.0.0.1:{p}"))])

@@ -403,6 +403,26 @@ fn write_json(dir: &Path, name: &str, value: &impl Serialize) -> Result<(), Acme
 mod tests {
     use super::*;
 
+    fn store(dir: &Path) -> AcmeStore {
+        AcmeStore::new(
+            Backing::Dir(dir.to_owned()),
+            Keys::new(&dir.join("no.sock"), std::time::Duration::from_secs(1)),
+        )
+    }
+
+    /// The top-level keys of a stored JSON document, sorted (a document's field set,
+    /// independent of the order serde wrote them in).
+    fn sorted_keys(value: &serde_json::Value) -> Vec<&str> {
+        let mut keys: Vec<&str> = value
+            .as_object()
+            .expect("a stored document is a JSON object")
+            .keys()
+            .map(String::as_str)
+            .collect();
+        keys.sort_unstable();
+        keys
+    }
+
     #[test]
     fn seal_paths_are_distinct_and_stable() {
         assert_ne!(account_seal_path().0, cert_seal_path().0);
@@ -416,13 +436,7 @@ mod tests {
     #[tokio::test]
     async fn stored_documents_hold_no_private_key_and_older_formats_are_replaced() {
         let dir = tempfile::tempdir().unwrap();
-        let store = AcmeStore::new(
-            Backing::Dir(dir.path().to_owned()),
-            Keys::new(
-                &dir.path().join("no.sock"),
-                std::time::Duration::from_secs(1),
-            ),
-        );
+        let store = store(dir.path());
         let domains = vec!["a.test".to_owned()];
         std::fs::write(
             dir.path().join("certificate.json"),
@@ -464,22 +478,8 @@ mod tests {
                 "{text}"
             );
             let value: serde_json::Value = serde_json::from_str(&text).unwrap();
-            let mut keys: Vec<&str> = value
-                .as_object()
-                .unwrap()
-                .keys()
-                .map(String::as_str)
-                .collect();
-            keys.sort_unstable();
-            assert_eq!(keys, fields, "{name}");
+            assert_eq!(sorted_keys(&value), fields, "{name}");
         }
-    }
-
-    fn store(dir: &Path) -> AcmeStore {
-        AcmeStore::new(
-            Backing::Dir(dir.to_owned()),
-            Keys::new(&dir.join("no.sock"), std::time::Duration::from_secs(1)),
-        )
     }
 
     /// `account.json` names the account and the thumbprint of keyservice's key, nothing
@@ -539,15 +539,8 @@ mod tests {
             "{text}"
         );
         let value: serde_json::Value = serde_json::from_str(&text).unwrap();
-        let mut keys: Vec<&str> = value
-            .as_object()
-            .unwrap()
-            .keys()
-            .map(String::as_str)
-            .collect();
-        keys.sort_unstable();
         assert_eq!(
-            keys,
+            sorted_keys(&value),
             ["account_uri", "directory_url", "key_thumbprint", "version"]
         );
         assert_eq!(value["version"], 3);
