@@ -459,8 +459,9 @@ fn self_signed_without_acme(b: &Bundle) -> bool {
 /// Why the ACME checks cannot apply to a self-signed development stack.
 const SELF_SIGNED_WHY: &str = "the served certificate is self-signed and the deployment publishes no ACME account (a development stack): there is no CA account for a CAA record to name; `scripts/dev --acme` runs the development stack with a local ACME CA, where this check runs";
 
+/// The digits of a hex value (at most one lowercase `0x`, as everywhere in the verifier).
 fn strip0x(s: &str) -> &str {
-    s.trim().trim_start_matches("0x")
+    crate::os_image::hex_digits(s)
 }
 
 fn info(b: &Bundle) -> Result<&serde_json::Value, String> {
@@ -1189,7 +1190,7 @@ fn compare_with_image(
             .map(|p| {
                 p.entries
                     .iter()
-                    .filter(|e| e.os_image_hash.eq_ignore_ascii_case(&hash))
+                    .filter(|e| strip0x(&e.os_image_hash).eq_ignore_ascii_case(&hash))
                     .filter_map(|e| e.vm_shape.memory_size)
                     .collect()
             })

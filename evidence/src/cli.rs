@@ -13,7 +13,7 @@ use crate::bundle::Bundle;
 use crate::check::{CHECKS, Options};
 use crate::collateral::CollateralSource;
 use crate::event_log::EventLog;
-use crate::os_image::{OsImage, OsPolicy, VmShape, parse_memory_size};
+use crate::os_image::{OsImage, OsPolicy, VmShape, hex48 as evidence_hex48, parse_memory_size};
 use crate::quote::{TdxQuote, decode_quote_text};
 use crate::verify::Policy;
 
@@ -257,12 +257,11 @@ fn os_measure(args: &OsMeasureArgs) -> ExitCode {
         Ok(i) => i,
         Err(e) => return error(&format!("{}: {e}", args.dir.display())),
     };
-    let rtmr0 = match args.rtmr0.as_deref().map(|r| {
-        let mut out = [0u8; 48];
-        hex::decode_to_slice(r.trim().trim_start_matches("0x"), &mut out)
-            .map(|()| out)
-            .map_err(|_| format!("--rtmr0 {r:?}: not 96 hex digits"))
-    }) {
+    let rtmr0 = match args
+        .rtmr0
+        .as_deref()
+        .map(|r| evidence_hex48(r, "--rtmr0").map_err(|e| e.to_string()))
+    {
         None => None,
         Some(Ok(r)) => Some(r),
         Some(Err(e)) => return error(&e),

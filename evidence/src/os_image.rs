@@ -49,29 +49,123 @@ fn invalid(s: impl Into<String>) -> OsImageError {
     OsImageError::Invalid(s.into())
 }
 
-/// 48-byte register values as lowercase hex.
-fn hex48(s: &str, what: &str) -> Result<[u8; 48], OsImageError> {
+/// The digits of a hex value as policy files, `vm_config` and `sha256sum.txt` give them:
+/// surrounding ASCII whitespace ignored, at most one lowercase `0x` prefix (`0X`, `0x0x`:
+/// malformed), then digits of either case (checked by the decoder).
+pub(crate) fn hex_digits(s: &str) -> &str {
+    let t = s.trim_ascii();
+    t.strip_prefix("0x").unwrap_or(t)
+}
+
+/// A 48-byte register value (96 hex digits).
+pub(crate) fn hex48(s: &str, what: &str) -> Result<[u8; 48], OsImageError> {
     let mut out = [0u8; 48];
-    hex::decode_to_slice(s.trim().trim_start_matches("0x"), &mut out)
+    hex::decode_to_slice(hex_digits(s), &mut out)
         .map_err(|_| invalid(format!("{what}: not 96 hex digits")))?;
     Ok(out)
 }
 
+/// A 32-byte hash (64 hex digits).
 fn hex32(s: &str, what: &str) -> Result<[u8; 32], OsImageError> {
     let mut out = [0u8; 32];
-    hex::decode_to_slice(s.trim().trim_start_matches("0x"), &mut out)
+    hex::decode_to_slice(hex_digits(s), &mut out)
         .map_err(|_| invalid(format!("{what}: not 64 hex digits")))?;
     Ok(out)
 }
 
+/// Largest `memory_size`: the largest integer a JSON number holds exactly in every
+/// reader (2^53 - 1; JavaScript's `Number.MAX_SAFE_INTEGER`).
+pub const MAX_MEMORY_SIZE: u64 = (1 << 53) - 1;
+
+/// A JSON number whose value is a whole number from 0 to `max` (`2` and `2.0` alike);
+/// anything else (a string, a negative or fractional number, null) is `None`.
+fn whole_number(v: &serde_json::Value, max: u64) -> Option<u64> {
+    if let Some(n) = v.as_u64() {
+        return (n <= max).then_some(n);
+    }
+    if v.is_i64() {
+        return None;
+    }
+    let f = v.as_f64()?;
+    // `max` is at most 2^53 - 1, exact as an f64.
+    (f.is_finite() && f.fract() == 0.0 && f >= 0.0 && f <= max as f64).then_some(f as u64)
+}
+
+/// A policy entry's `vm_shape.<field>`: a whole number from 0 to `max`, else the file is
+/// refused.
+fn shape_number<'de, D: serde::Deserializer<'de>>(
+    d: D,
+    field: &str,
+    max: u64,
+) -> Result<Option<u64>, D::Error> {
+    let v = serde_json::Value::deserialize(d)?;
+    whole_number(&v, max).map(Some).ok_or_else(|| {
+        serde::de::Error::custom(format!(
+            "vm_shape.{field}: not a whole number from 0 to {max}"
+        ))
+    })
+}
+
+fn de_cpu_count<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<u32>, D::Error> {
+    Ok(shape_number(d, "cpu_count", u32::MAX.into())?.and_then(|n| u32::try_from(n).ok()))
+}
+
+fn de_memory_size<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<u64>, D::Error> {
+    shape_number(d, "memory_size", MAX_MEMORY_SIZE)
+}
+
+/// A JSON value as text with object keys sorted and whole numbers up to 2^53 written
+/// without a fraction (`2.0` as `2`): how shape values are compared and shown, the same
+/// text the JS SDK's checkOsMeasurements writes.
+fn canonical(v: &serde_json::Value) -> String {
+    use serde_json::Value;
+    match v {
+        Value::Number(n) => match (n.as_u64(), n.as_i64(), n.as_f64()) {
+            (Some(u), _, _) => u.to_string(),
+            (_, Some(i), _) => i.to_string(),
+            (_, _, Some(f)) if f.fract() == 0.0 && f.abs() <= MAX_MEMORY_SIZE as f64 => {
+                (f as i64).to_string()
+            }
+            _ => v.to_string(),
+        },
+        Value::Array(a) => format!(
+            "[{}]",
+            a.iter().map(canonical).collect::<Vec<_>>().join(",")
+        ),
+        Value::Object(o) => {
+            let mut keys: Vec<&String> = o.keys().collect();
+            keys.sort();
+            let fields: Vec<String> = keys
+                .into_iter()
+                .map(|k| format!("{}:{}", Value::String(k.clone()), canonical(&o[k])))
+                .collect();
+            format!("{{{}}}", fields.join(","))
+        }
+        _ => v.to_string(),
+    }
+}
+
 /// The VM's shape: what, beside the image, determines RTMR0 (and RTMR1, through the
 /// memory size). Fields a side does not state are not compared.
+///
+/// In a policy entry `cpu_count` (0 to 2^32 - 1) and `memory_size` (0 to 2^53 - 1) must be
+/// whole numbers or the file is refused. From `vm_config` every shape field is kept as
+/// stated: a `cpu_count` or `memory_size` that is not such a number (`"4"`, `-1`, `null`)
+/// stays in [`VmShape::other`] and so never equals an entry's number.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct VmShape {
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        deserialize_with = "de_cpu_count"
+    )]
     pub cpu_count: Option<u32>,
     /// Bytes.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        deserialize_with = "de_memory_size"
+    )]
     pub memory_size: Option<u64>,
     /// Anything else dstack's `vm_config` records (`qemu_version`, `pci_hole64_size`,
     /// `num_gpus`, `hugepages`, `hotplug_off`, …), compared as JSON values.
@@ -80,7 +174,7 @@ pub struct VmShape {
 }
 
 /// `vm_config` fields that describe the shape (the rest are identity or measurement
-/// material).
+/// material), beside `cpu_count` and `memory_size`.
 const SHAPE_FIELDS: [&str; 12] = [
     "qemu_version",
     "qemu_single_pass_add_pages",
@@ -97,27 +191,33 @@ const SHAPE_FIELDS: [&str; 12] = [
 ];
 
 impl VmShape {
-    /// The fields where `self` and `other` both state a value and differ.
-    pub fn differences(&self, other: &VmShape) -> Vec<String> {
-        let mut out = Vec::new();
-        if let (Some(a), Some(b)) = (self.cpu_count, other.cpu_count)
-            && a != b
-        {
-            out.push(format!("cpu_count {a} != {b}"));
+    /// Every field the shape states, by name.
+    fn fields(&self) -> BTreeMap<&str, serde_json::Value> {
+        let mut out: BTreeMap<&str, serde_json::Value> = self
+            .other
+            .iter()
+            .map(|(k, v)| (k.as_str(), v.clone()))
+            .collect();
+        if let Some(c) = self.cpu_count {
+            out.insert("cpu_count", c.into());
         }
-        if let (Some(a), Some(b)) = (self.memory_size, other.memory_size)
-            && a != b
-        {
-            out.push(format!("memory_size {a} != {b}"));
-        }
-        for (k, a) in &self.other {
-            if let Some(b) = other.other.get(k)
-                && a != b
-            {
-                out.push(format!("{k} {a} != {b}"));
-            }
+        if let Some(m) = self.memory_size {
+            out.insert("memory_size", m.into());
         }
         out
+    }
+
+    /// The fields where `self` and `other` both state a value and differ (`name self !=
+    /// other`, values as canonical JSON), in the order of the field names.
+    pub fn differences(&self, other: &VmShape) -> Vec<String> {
+        let theirs = other.fields();
+        self.fields()
+            .into_iter()
+            .filter_map(|(k, a)| {
+                let (a, b) = (canonical(&a), canonical(theirs.get(k)?));
+                (a != b).then(|| format!("{k} {a} != {b}"))
+            })
+            .collect()
     }
 }
 
@@ -145,16 +245,26 @@ impl VmConfig {
             Some(h) if !h.is_empty() => Some(hex32(h, "vm_config os_image_hash")?),
             _ => None,
         };
+        let mut other: BTreeMap<String, serde_json::Value> = SHAPE_FIELDS
+            .iter()
+            .filter_map(|k| obj.get(*k).map(|v| ((*k).to_owned(), v.clone())))
+            .collect();
+        // A count stated as something else than a whole number is kept as stated (in
+        // `other`), so that it differs from every entry's number.
+        let mut number = |field: &str, max: u64| {
+            let v = obj.get(field)?;
+            let n = whole_number(v, max);
+            if n.is_none() {
+                other.insert(field.to_owned(), v.clone());
+            }
+            n
+        };
+        let cpu_count = number("cpu_count", u32::MAX.into()).and_then(|n| u32::try_from(n).ok());
+        let memory_size = number("memory_size", MAX_MEMORY_SIZE);
         let shape = VmShape {
-            cpu_count: obj
-                .get("cpu_count")
-                .and_then(|c| c.as_u64())
-                .and_then(|c| u32::try_from(c).ok()),
-            memory_size: obj.get("memory_size").and_then(|m| m.as_u64()),
-            other: SHAPE_FIELDS
-                .iter()
-                .filter_map(|k| obj.get(*k).map(|v| ((*k).to_owned(), v.clone())))
-                .collect(),
+            cpu_count,
+            memory_size,
+            other,
         };
         Ok(Self {
             os_image_hash,
@@ -268,14 +378,26 @@ pub struct OsPolicy {
 
 impl OsPolicy {
     /// Parses and checks a policy file (JSON `{"entries": […]}`).
+    /// Any malformed entry refuses the whole file, the error naming the entry and field.
     pub fn parse(json: &[u8]) -> Result<Self, OsImageError> {
-        let p: Self =
+        let v: serde_json::Value =
             serde_json::from_slice(json).map_err(|e| invalid(format!("policy file: {e}")))?;
-        for (i, e) in p.entries.iter().enumerate() {
-            e.decode()
+        let raw = v
+            .as_object()
+            .ok_or_else(|| invalid("policy file is not a JSON object"))?
+            .get("entries")
+            .and_then(|e| e.as_array())
+            .ok_or_else(|| invalid("policy file: no \"entries\" array"))?;
+        let mut entries = Vec::with_capacity(raw.len());
+        for (i, e) in raw.iter().enumerate() {
+            let entry = OsEntry::deserialize(e)
                 .map_err(|err| invalid(format!("policy file entry {i}: {err}")))?;
+            entry
+                .decode()
+                .map_err(|err| invalid(format!("policy file entry {i}: {err}")))?;
+            entries.push(entry);
         }
-        Ok(p)
+        Ok(Self { entries })
     }
 
     /// Reads a policy file.

@@ -695,6 +695,15 @@ async fn policy_cases_shared_with_the_js_sdk() {
                 let (status, detail) = os_check(&check(true).await);
                 assert_eq!(status, Status::NotApplicable, "{name}: {detail}");
             }
+            "refused" => {
+                // The deployment's vm_config is malformed: the check fails on it, whatever
+                // the policy says.
+                assert_eq!(status, Status::Fail, "{name}: {detail}");
+                let want = expect["error"].as_str().unwrap();
+                assert!(detail.contains(want), "{name}: {detail:?} lacks {want:?}");
+                assert!(r.os.is_none(), "{name}: {detail}");
+                assert_eq!(os_check(&check(true).await).0, Status::Fail, "{name}");
+            }
             "fail" => {
                 assert_eq!(status, Status::Fail, "{name}: {detail}");
                 for want in expect["detail"].as_array().unwrap() {

@@ -128,19 +128,47 @@ function hexOf(bytes: Uint8Array): string {
   return s;
 }
 
+/** Surrounding ASCII whitespace (space, tab, LF, FF, CR) removed, as Rust's `trim_ascii`. */
+function trimAscii(s: string): string {
+  return s.replace(/^[ \t\n\f\r]+|[ \t\n\f\r]+$/g, "");
+}
+
+/**
+ * A hex value of a policy file or vm_config, lowercase: surrounding ASCII whitespace
+ * ignored, at most one lowercase `0x` prefix (`0X`, `0x0x`: malformed), then exactly
+ * `2 * bytes` digits of either case. The Rust verifier's rule.
+ */
 function normHex(value: unknown, bytes: number, what: string): string {
   if (typeof value !== "string") throw new OsMeasurementError(`${what}: not a hex string`);
-  let t = value.trim().toLowerCase();
-  if (t.startsWith("0x")) t = t.slice(2);
-  if (t.length !== 2 * bytes || !/^[0-9a-f]*$/.test(t)) {
+  const trimmed = trimAscii(value);
+  const t = trimmed.startsWith("0x") ? trimmed.slice(2) : trimmed;
+  if (t.length !== 2 * bytes || !/^[0-9a-fA-F]*$/.test(t)) {
     throw new OsMeasurementError(`${what}: not ${2 * bytes} hex digits`);
   }
-  return t;
+  return t.toLowerCase();
+}
+
+/** Largest `cpu_count` of a policy entry (as the Rust verifier's u32). */
+const MAX_CPU_COUNT = 0xffff_ffff;
+
+/** Checks a policy entry's `vm_shape`: `cpu_count` and `memory_size`, when present, are whole numbers. */
+function checkShape(shape: Record<string, unknown>, what: (field: string) => string): void {
+  for (const [field, max] of [
+    ["cpu_count", MAX_CPU_COUNT],
+    ["memory_size", Number.MAX_SAFE_INTEGER],
+  ] as const) {
+    if (!(field in shape)) continue;
+    const v = shape[field];
+    if (typeof v !== "number" || !Number.isInteger(v) || v < 0 || v > max) {
+      throw new OsMeasurementError(what(`vm_shape.${field}: not a whole number from 0 to ${max}`));
+    }
+  }
 }
 
 function hexToBytes(text: string): Uint8Array {
+  // At most one lowercase `0x`, as the Rust verifier reads a quote's hex.
   let t = text.trim();
-  if (t.startsWith("0x") || t.startsWith("0X")) t = t.slice(2);
+  if (t.startsWith("0x")) t = t.slice(2);
   if (t.length % 2 !== 0 || !/^[0-9a-fA-F]*$/.test(t)) throw new OsMeasurementError("quote: not hex");
   const out = new Uint8Array(t.length / 2);
   for (let i = 0; i < out.length; i += 1) out[i] = parseInt(t.slice(2 * i, 2 * i + 2), 16);
@@ -209,7 +237,9 @@ function asObject(value: unknown, what: string): Record<string, unknown> {
 /**
  * Parses and checks a policy file (its text, or the parsed JSON): every entry must have a
  * 64-hex `os_image_hash`, at least one 96-hex `mrtd`, 96-hex `rtmr1`/`rtmr2` and `rtmr0`
- * (or null). Values come back lowercase without `0x`.
+ * (or null); `vm_shape` (an object, if present) with `cpu_count` (0 to 2^32 - 1) and
+ * `memory_size` (0 to 2^53 - 1) whole numbers; `version` a string and `is_dev` a boolean
+ * (or null). Any malformed entry refuses the file. Values come back lowercase without `0x`.
  */
 export function parseOsPolicy(input: string | unknown): OsPolicy {
   const obj = asObject(input, "policy file");
@@ -219,7 +249,19 @@ export function parseOsPolicy(input: string | unknown): OsPolicy {
     const e = asObject(raw, `policy file entry ${i}`);
     const mrtds = typeof e.mrtd === "string" ? [e.mrtd] : e.mrtd;
     if (!Array.isArray(mrtds) || mrtds.length === 0) throw new OsMeasurementError(what("mrtd: no value"));
-    const shape = e.vm_shape === undefined || e.vm_shape === null ? {} : asObject(e.vm_shape, what("vm_shape"));
+    // Not a JSON string to parse: an object (as the Rust verifier's serde reads it).
+    if (e.vm_shape !== undefined && (typeof e.vm_shape !== "object" || e.vm_shape === null || Array.isArray(e.vm_shape))) {
+      throw new OsMeasurementError(`${what("vm_shape")} is not a JSON object`);
+    }
+    const shape = (e.vm_shape ?? {}) as Record<string, unknown>;
+    checkShape(shape, what);
+    for (const [field, type] of [
+      ["version", "string"],
+      ["is_dev", "boolean"],
+    ] as const) {
+      const v = e[field];
+      if (v !== undefined && v !== null && typeof v !== type) throw new OsMeasurementError(what(`${field}: not a ${type}`));
+    }
     const entry: OsPolicyEntry = {
       os_image_hash: normHex(e.os_image_hash, 32, what("os_image_hash")),
       vm_shape: shape,
@@ -235,7 +277,10 @@ export function parseOsPolicy(input: string | unknown): OsPolicy {
   return { entries };
 }
 
-/** JSON with sorted keys, to compare shape values. */
+/**
+ * JSON with sorted keys, to compare and show shape values (the Rust verifier writes the
+ * same text: whole numbers without a fraction).
+ */
 function canonical(v: unknown): string {
   if (Array.isArray(v)) return `[${v.map(canonical).join(",")}]`;
   if (v !== null && typeof v === "object") {
@@ -270,8 +315,8 @@ function infoImageHash(tcbInfo: CheckOsOptions["tcbInfo"]): string | null {
   if (tcbInfo === undefined || tcbInfo === null || tcbInfo === "") return null;
   const h = asObject(tcbInfo, "/info tcb_info").os_image_hash;
   if (typeof h !== "string") return null;
-  const t = h.trim().replace(/^0x/, "");
-  return t ? normHex(t, 32, "/info tcb_info.os_image_hash") : null;
+  const t = trimAscii(h);
+  return t === "" || t === "0x" ? null : normHex(t, 32, "/info tcb_info.os_image_hash");
 }
 
 /** Version and dev flag from the host's image name (`dstack-0.5.3`, `dstack-dev-0.5.3`). */
@@ -283,11 +328,16 @@ function imageNameInfo(name: string | null): [string, boolean] | null {
     : null;
 }
 
-/** The fields where the deployment's shape and an entry's both state a value and differ. */
+/**
+ * The fields where the deployment's shape and an entry's both state a value and differ, in
+ * the order of the field names (as the Rust verifier lists them). A field vm_config states
+ * is compared as stated: `"4"` never equals an entry's `4`.
+ */
 function shapeDifferences(actual: Record<string, unknown>, entry: Record<string, unknown>): string[] {
   const out: string[] = [];
-  for (const [k, a] of Object.entries(actual)) {
-    if (!(k in entry)) continue;
+  for (const k of Object.keys(actual).sort()) {
+    const a = actual[k];
+    if (!Object.prototype.hasOwnProperty.call(entry, k)) continue;
     const b = entry[k];
     if (canonical(a) !== canonical(b)) out.push(`vm_config ${k} ${canonical(a)} != ${canonical(b)} (entry)`);
   }

@@ -165,6 +165,14 @@ for (const c of shared) {
       assert.throws(() => check(), refused);
       return;
     }
+    if (verdict === "refused") {
+      // The deployment's vm_config is malformed: refused whatever the policy says.
+      parseOsPolicy(text);
+      const refused = (e) => e instanceof OsMeasurementError && e.message.includes(c.expect.error);
+      assert.throws(() => check(), refused);
+      assert.throws(() => check({ allowUnpinnedOs: true }), refused);
+      return;
+    }
     const r = check();
     if (verdict === "pass") {
       assert.equal(r.status, "pass", r.detail);
