@@ -10,6 +10,8 @@
 
 use std::fmt;
 
+use usage_key_permissions::UsageKeyPermissions;
+
 /// A group's id: unique across the whole service, never reused.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub struct GroupId(pub u64);
@@ -52,17 +54,9 @@ impl GroupSet {
     }
 }
 
-/// The permissions of a usage key, as set by the account key.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct Permissions {
-    pub can_create_groups: bool,
-    pub can_delete_groups: bool,
-    pub can_create_pkps: bool,
-    pub manage_ipfs_ids_in_groups: GroupSet,
-    pub add_pkp_to_groups: GroupSet,
-    pub remove_pkp_from_groups: GroupSet,
-    pub execute_in_groups: GroupSet,
-}
+/// The permissions of a usage key, as set by the account key: the one permission type
+/// (crate `usage-key-permissions`) with its arrays as [`GroupSet`]s.
+pub type Permissions = UsageKeyPermissions<GroupSet>;
 
 /// What a request authenticated as.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -14,6 +14,14 @@
 //!   block length + its own links' Tsize }`; dag-pb writes every link (field 2) before the
 //!   data (field 1); UnixFS `blocksizes` are unpacked.
 //! * The CID is base58btc of the multihash `0x12 0x20 ‖ sha2-256(root block)`.
+//!
+//! The multibase encodings are the crates': base58btc is `bs58`, base32 (RFC 4648,
+//! lowercase, unpadded) is `data-encoding`, with the characters checked here first (see
+//! `base32_decode`: the refusals and their order stay what they were). What remains
+//! hand-written is the dag-pb / UnixFS protobuf of the blocks and the multiformats varint:
+//! a few fixed fields whose byte order (links before data, the empty `Name` written,
+//! unpacked `blocksizes`) is what fixes the CID, and a leaf's chunk is hashed in place
+//! rather than copied into a message.
 
 use std::fmt;
 use std::str::FromStr;
@@ -37,7 +45,6 @@ const CID_V0_LEN: usize = 46;
 /// Longest multihash digest accepted in a CIDv1.
 const MAX_DIGEST_LEN: usize = 64;
 
-const BASE58_ALPHABET: &[u8; 58] = b"123456789ABCDEFGHJKLMNPQRSTUVWXYZabcdefghijkmnopqrstuvwxyz";
 const BASE32_ALPHABET: &[u8; 32] = b"abcdefghijklmnopqrstuvwxyz234567";
 
 /// The CIDv0 (`Qm…`) of `data` as a UnixFS file, exactly as `ipfs add --only-hash` and
@@ -368,92 +375,55 @@ fn read_varint(bytes: &[u8]) -> Result<(u64, &[u8]), CidError> {
     }
 }
 
-/// base58btc (Bitcoin alphabet); leading zero bytes become leading `1`s.
+/// base58btc (Bitcoin alphabet, `bs58`); leading zero bytes become leading `1`s.
 fn base58_encode(bytes: &[u8]) -> String {
-    let zeros = bytes.iter().take_while(|&&b| b == 0).count();
-    // Base-58 digits, least significant first.
-    let mut digits: Vec<u8> = Vec::with_capacity(bytes.len() * 138 / 100 + 1);
-    for &byte in &bytes[zeros..] {
-        let mut carry = u32::from(byte);
-        for digit in &mut digits {
-            carry += u32::from(*digit) << 8;
-            *digit = (carry % 58) as u8;
-            carry /= 58;
-        }
-        while carry > 0 {
-            digits.push((carry % 58) as u8);
-            carry /= 58;
-        }
-    }
-    let mut text = String::with_capacity(zeros + digits.len());
-    text.extend(std::iter::repeat_n('1', zeros));
-    text.extend(
-        digits
-            .iter()
-            .rev()
-            .map(|&d| char::from(BASE58_ALPHABET[usize::from(d)])),
-    );
-    text
+    bs58::encode(bytes).into_string()
 }
 
-/// The inverse of [`base58_encode`]. Quadratic: only for short texts.
+/// The inverse of [`base58_encode`] (`bs58`); the first character outside the alphabet is
+/// reported with its byte position.
 fn base58_decode(text: &str) -> Result<Vec<u8>, CidError> {
-    let zeros = text.bytes().take_while(|&b| b == b'1').count();
-    // Base-256 digits, least significant first.
-    let mut bytes: Vec<u8> = Vec::with_capacity(text.len() * 733 / 1000 + 1);
-    for (position, ch) in text.char_indices().skip(zeros) {
-        let value = BASE58_ALPHABET
-            .iter()
-            .position(|&a| char::from(a) == ch)
-            .ok_or(CidError::InvalidCharacter {
-                alphabet: "base58btc",
-                ch,
-                position,
-            })?;
-        let mut carry = value as u32;
-        for byte in &mut bytes {
-            carry += u32::from(*byte) * 58;
-            *byte = carry as u8;
-            carry >>= 8;
-        }
-        while carry > 0 {
-            bytes.push(carry as u8);
-            carry >>= 8;
-        }
-    }
-    let mut out = vec![0u8; zeros];
-    out.extend(bytes.iter().rev());
-    Ok(out)
+    let invalid = |position: usize| CidError::InvalidCharacter {
+        alphabet: "base58btc",
+        // bs58 stops at the first byte it cannot take; everything before it is ASCII, so
+        // the position is a character boundary.
+        ch: text
+            .get(position..)
+            .and_then(|rest| rest.chars().next())
+            .unwrap_or(char::REPLACEMENT_CHARACTER),
+        position,
+    };
+    bs58::decode(text).into_vec().map_err(|err| match err {
+        bs58::decode::Error::InvalidCharacter { index, .. }
+        | bs58::decode::Error::NonAsciiCharacter { index } => invalid(index),
+        // A full buffer or a checksum: neither can happen when decoding into a vector
+        // without a checksum check; refused all the same.
+        _ => CidError::V0NotSha256,
+    })
 }
 
 /// RFC 4648 base32, lowercase, no padding; the text must be canonical (a possible length,
-/// zero trailing bits).
+/// zero trailing bits). `data-encoding` decodes; the characters are checked here first, so
+/// that the first one outside the lowercase alphabet is the error (with its position) even
+/// when the length is impossible too, and so that uppercase is refused (data-encoding's
+/// unpadded base32 is uppercase, its case-insensitive variant takes both).
 fn base32_decode(text: &str) -> Result<Vec<u8>, CidError> {
-    let mut out = Vec::with_capacity(text.len() * 5 / 8);
-    let mut buffer: u32 = 0;
-    let mut bits: u32 = 0;
-    for (position, ch) in text.char_indices() {
-        let value = BASE32_ALPHABET
-            .iter()
-            .position(|&a| char::from(a) == ch)
-            .ok_or(CidError::InvalidCharacter {
-                alphabet: "base32",
-                ch,
-                position,
-            })?;
-        buffer = (buffer << 5) | value as u32;
-        bits += 5;
-        if bits >= 8 {
-            bits -= 8;
-            out.push((buffer >> bits) as u8);
-            buffer &= (1 << bits) - 1;
-        }
+    if let Some((position, ch)) = text
+        .char_indices()
+        .find(|&(_, ch)| !u8::try_from(ch).is_ok_and(|b| BASE32_ALPHABET.contains(&b)))
+    {
+        return Err(CidError::InvalidCharacter {
+            alphabet: "base32",
+            ch,
+            position,
+        });
     }
-    // Five or more bits left means a character that completes no byte: an impossible length.
-    if bits >= 5 || buffer != 0 {
-        return Err(CidError::NonCanonicalBase32);
-    }
-    Ok(out)
+    // Only `a`–`z` and `2`–`7` are left: BASE32_NOPAD_NOCASE reads them as lowercase
+    // RFC 4648 base32 and, like every data-encoding base32, refuses an impossible length
+    // (`Length`) and non-zero trailing bits (`Trailing`).
+    data_encoding::BASE32_NOPAD_NOCASE
+        .decode(text.as_bytes())
+        .map_err(|_| CidError::NonCanonicalBase32)
 }
 
 #[cfg(test)]
@@ -832,6 +802,46 @@ mod tests {
         assert_eq!(base58_encode(b"hello world"), "StV1DL6CwTryKyV");
         assert_eq!(base58_encode(&[0, 0, 1]), "112");
         assert_eq!(base58_encode(&[]), "");
+    }
+
+    #[test]
+    fn cid_decoders_report_the_first_bad_character() {
+        // A bad character wins over an impossible length (59 characters after the 'b').
+        let mut bad = format!("{HELLO_V1}a");
+        bad.replace_range(3..4, "8");
+        assert_eq!(
+            parse_cid(&bad),
+            Err(CidError::InvalidCharacter {
+                alphabet: "base32",
+                ch: '8',
+                position: 3
+            })
+        );
+        // Non-ASCII: the character itself, at its byte position.
+        assert_eq!(
+            parse_cid("bafé"),
+            Err(CidError::InvalidCharacter {
+                alphabet: "base32",
+                ch: 'é',
+                position: 3
+            })
+        );
+        assert_eq!(
+            base58_decode("11é2"),
+            Err(CidError::InvalidCharacter {
+                alphabet: "base58btc",
+                ch: 'é',
+                position: 2
+            })
+        );
+        assert_eq!(base58_decode("11").unwrap(), vec![0, 0]);
+        // Padding is no part of this base32.
+        assert!(matches!(
+            parse_cid(&format!("{}=", &HELLO_V1[..HELLO_V1.len() - 1])),
+            Err(CidError::InvalidCharacter { ch: '=', .. })
+        ));
+        // An empty body decodes to nothing, which holds no version varint.
+        assert_eq!(parse_cid("b"), Err(CidError::Varint("truncated")));
     }
 
     #[test]

@@ -5,19 +5,44 @@
 //! The serde form is persisted (the appliance's `chain_outbox.op`, format 1): renaming a
 //! variant or a field breaks existing databases.
 
-use alloy::primitives::{Address, B256};
+use alloy::primitives::{Address, B256, U256};
 use serde::{Deserialize, Serialize};
+pub use usage_key_permissions::UsageKeyPermissions;
 
-/// The permissions of a usage key as the contract stores them (group ids; 0 = all).
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct MirrorPermissions {
-    pub can_create_groups: bool,
-    pub can_delete_groups: bool,
-    pub can_create_pkps: bool,
-    pub manage_ipfs_ids_in_groups: Vec<u64>,
-    pub add_pkp_to_groups: Vec<u64>,
-    pub remove_pkp_from_groups: Vec<u64>,
-    pub execute_in_groups: Vec<u64>,
+use crate::IAccountConfig;
+
+/// The permissions of a usage key as the contract stores them (group ids; 0 = all). Its
+/// serde form is `UsageKeyPermissions`' (the field names), persisted in the outbox.
+pub type MirrorPermissions = UsageKeyPermissions<Vec<u64>>;
+
+/// The contract's ABI struct, field for field; the group ids stay `uint256` (what a
+/// caller does with one beyond `u64` is its own business).
+impl From<IAccountConfig::UsageKeyPermissions> for UsageKeyPermissions<Vec<U256>> {
+    fn from(p: IAccountConfig::UsageKeyPermissions) -> Self {
+        Self {
+            can_create_groups: p.canCreateGroups,
+            can_delete_groups: p.canDeleteGroups,
+            can_create_pkps: p.canCreatePkps,
+            manage_ipfs_ids_in_groups: p.manageIpfsIdsInGroups,
+            add_pkp_to_groups: p.addPkpToGroups,
+            remove_pkp_from_groups: p.removePkpFromGroups,
+            execute_in_groups: p.executeInGroups,
+        }
+    }
+}
+
+impl From<UsageKeyPermissions<Vec<U256>>> for IAccountConfig::UsageKeyPermissions {
+    fn from(p: UsageKeyPermissions<Vec<U256>>) -> Self {
+        Self {
+            canCreateGroups: p.can_create_groups,
+            canDeleteGroups: p.can_delete_groups,
+            canCreatePkps: p.can_create_pkps,
+            manageIpfsIdsInGroups: p.manage_ipfs_ids_in_groups,
+            addPkpToGroups: p.add_pkp_to_groups,
+            removePkpFromGroups: p.remove_pkp_from_groups,
+            executeInGroups: p.execute_in_groups,
+        }
+    }
 }
 
 /// One `AccountConfig` call; the account (`apiKeyHash`) is stored beside it.
@@ -163,6 +188,34 @@ mod tests {
             let again: MirrorOp =
                 serde_json::from_str(&serde_json::to_string(&op).unwrap()).unwrap();
             assert_eq!(again, op);
+        }
+    }
+
+    /// Each field of the ABI struct meets the field of the same name, both ways: every
+    /// array distinct, and each flag alone set once.
+    #[test]
+    fn abi_permissions_convert_field_for_field() {
+        let ids = |id: u64| vec![U256::from(id)];
+        for flag in 0..3 {
+            let p = UsageKeyPermissions {
+                can_create_groups: flag == 0,
+                can_delete_groups: flag == 1,
+                can_create_pkps: flag == 2,
+                manage_ipfs_ids_in_groups: ids(1),
+                add_pkp_to_groups: ids(2),
+                remove_pkp_from_groups: ids(3),
+                execute_in_groups: ids(4),
+            };
+            let abi = IAccountConfig::UsageKeyPermissions::from(p.clone());
+            assert_eq!(
+                [abi.canCreateGroups, abi.canDeleteGroups, abi.canCreatePkps],
+                [flag == 0, flag == 1, flag == 2]
+            );
+            assert_eq!(abi.manageIpfsIdsInGroups, ids(1));
+            assert_eq!(abi.addPkpToGroups, ids(2));
+            assert_eq!(abi.removePkpFromGroups, ids(3));
+            assert_eq!(abi.executeInGroups, ids(4));
+            assert_eq!(UsageKeyPermissions::from(abi), p);
         }
     }
 }

@@ -14,13 +14,26 @@
 //!   on a governance contract it created (`transferOwnership`, within its deploy
 //!   sequence). `addComposeHash`/`removeComposeHash` are never signed: the compose
 //!   allow-list decides which builds may open the root.
+//!
+//! RLP is `alloy-rlp`'s, both ways (the decoding of the preimage and the `CREATE` address's
+//! `rlp([sender, nonce])`). Its decoders accept canonical RLP only, which the policy relies
+//! on (one transaction has one encoding, and what is checked is what is hashed): integers
+//! with a leading zero byte (a single `0x00` included), a single byte below `0x80` written
+//! as a one-byte string, a long-form length below 56 or with a leading zero, and an integer
+//! longer than its type are all errors there, as is a list where a string is expected or
+//! the reverse. What it does not check is kept here: it reads one item and leaves whatever
+//! follows it, so bytes after the outer list and fields after the last one are refused
+//! explicitly (`whole_list`, `no_more_fields`), as are a destination neither empty nor 20
+//! bytes, a non-empty access list and legacy `r`/`s` other than the empty string.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::io::Write as _;
 use std::path::{Path, PathBuf};
 use std::sync::{Mutex, MutexGuard};
 
+use alloy::primitives::U256;
 use alloy::sol_types::SolCall;
+use alloy_rlp::{self as rlp, Decodable as _, Encodable as _, Header};
 use chain_contracts::IAppGovernance;
 use keyservice_api::{Address, Payer, keccak256};
 use ring::hmac;
@@ -389,31 +402,18 @@ fn hex_address(a: &[u8; 20]) -> String {
 
 /// `CREATE` address: the last 20 bytes of keccak256(rlp([sender, nonce])).
 pub fn create_address(sender: &Address, nonce: u64) -> [u8; 20] {
-    let mut item = Vec::with_capacity(32);
-    item.push(0x80 + 20);
-    item.extend_from_slice(&sender.0);
-    put_uint(&mut item, u128::from(nonce));
-    let mut rlp = Vec::with_capacity(item.len() + 1);
-    // At most 21 + 9 bytes: always a short list.
-    rlp.push(0xc0 + item.len() as u8);
-    rlp.extend_from_slice(&item);
+    let header = Header {
+        list: true,
+        payload_length: sender.0.length() + nonce.length(),
+    };
+    let mut rlp = Vec::with_capacity(header.length_with_payload());
+    header.encode(&mut rlp);
+    sender.0.encode(&mut rlp);
+    nonce.encode(&mut rlp);
     let h = keccak256(&rlp);
     let mut out = [0u8; 20];
     out.copy_from_slice(&h[12..]);
     out
-}
-
-fn put_uint(buf: &mut Vec<u8>, v: u128) {
-    if v == 0 {
-        buf.push(0x80);
-    } else if v < 0x80 {
-        buf.push(v as u8);
-    } else {
-        let bytes = v.to_be_bytes();
-        let skip = bytes.iter().take_while(|b| **b == 0).count();
-        buf.push(0x80 + (16 - skip) as u8);
-        buf.extend_from_slice(&bytes[skip..]);
-    }
 }
 
 /// The fields of an unsigned transaction the policy looks at.
@@ -441,158 +441,99 @@ impl<'a> UnsignedTx<'a> {
             "not an unsigned EIP-1559 or EIP-155 transaction in canonical RLP with no access list",
         );
         match preimage.first() {
-            Some(0x02) => {
-                let mut outer = &preimage[1..];
-                let mut f = expect_list(&mut outer).ok_or(BAD)?;
-                if !outer.is_empty() {
-                    return Err(BAD);
-                }
-                let chain_id = uint::<8>(&mut f).ok_or(BAD)? as u64;
-                let nonce = uint::<8>(&mut f).ok_or(BAD)? as u64;
-                let _priority = uint::<16>(&mut f).ok_or(BAD)?;
-                let max_fee_per_gas = uint::<16>(&mut f).ok_or(BAD)?;
-                let gas_limit = uint::<8>(&mut f).ok_or(BAD)? as u64;
-                let to = destination(&mut f).ok_or(BAD)?;
-                let value_is_zero = value_is_zero(&mut f).ok_or(BAD)?;
-                let input = expect_bytes(&mut f).ok_or(BAD)?;
-                let access_list = expect_list(&mut f).ok_or(BAD)?;
-                if !access_list.is_empty() || !f.is_empty() {
-                    return Err(BAD);
-                }
-                Ok(Self {
-                    chain_id,
-                    nonce,
-                    gas_limit,
-                    max_fee_per_gas,
-                    to,
-                    value_is_zero,
-                    input,
-                })
-            }
-            Some(b) if *b >= 0xc0 => {
-                let mut outer = preimage;
-                let mut f = expect_list(&mut outer).ok_or(BAD)?;
-                if !outer.is_empty() {
-                    return Err(BAD);
-                }
-                let nonce = uint::<8>(&mut f).ok_or(BAD)? as u64;
-                let max_fee_per_gas = uint::<16>(&mut f).ok_or(BAD)?;
-                let gas_limit = uint::<8>(&mut f).ok_or(BAD)? as u64;
-                let to = destination(&mut f).ok_or(BAD)?;
-                let value_is_zero = value_is_zero(&mut f).ok_or(BAD)?;
-                let input = expect_bytes(&mut f).ok_or(BAD)?;
-                let chain_id = uint::<8>(&mut f).ok_or(BAD)? as u64;
-                let r = uint::<1>(&mut f).ok_or(BAD)?;
-                let s = uint::<1>(&mut f).ok_or(BAD)?;
-                if chain_id == 0 || r != 0 || s != 0 || !f.is_empty() {
-                    // Pre-EIP-155 transactions replay on every chain.
-                    return Err(BAD);
-                }
-                Ok(Self {
-                    chain_id,
-                    nonce,
-                    gas_limit,
-                    max_fee_per_gas,
-                    to,
-                    value_is_zero,
-                    input,
-                })
-            }
-            _ => Err(BAD),
+            Some(0x02) => Self::eip1559(&preimage[1..]),
+            Some(b) if *b >= 0xc0 => Self::legacy(preimage),
+            _ => Err(rlp::Error::Custom("not a transaction type signed here")),
         }
+        .map_err(|_| BAD)
     }
-}
 
-/// One RLP item: (is_list, payload). Canonical encodings only.
-fn item<'a>(buf: &mut &'a [u8]) -> Option<(bool, &'a [u8])> {
-    let (&b, rest) = buf.split_first()?;
-    let (is_list, len, header) = match b {
-        0x00..=0x7f => {
-            let (one, tail) = buf.split_at(1);
-            *buf = tail;
-            return Some((false, one));
+    /// `rlp([chain_id, nonce, max_priority_fee, max_fee, gas, to, value, data, access_list])`.
+    fn eip1559(buf: &'a [u8]) -> rlp::Result<Self> {
+        let mut f = whole_list(buf)?;
+        let chain_id = u64::decode(&mut f)?;
+        let nonce = u64::decode(&mut f)?;
+        let _priority = u128::decode(&mut f)?;
+        let max_fee_per_gas = u128::decode(&mut f)?;
+        let gas_limit = u64::decode(&mut f)?;
+        let to = destination(&mut f)?;
+        let value_is_zero = U256::decode(&mut f)?.is_zero();
+        let input = Header::decode_bytes(&mut f, false)?;
+        let access_list = Header::decode_bytes(&mut f, true)?;
+        if !access_list.is_empty() {
+            return Err(rlp::Error::Custom("an access list"));
         }
-        0x80..=0xb7 => (false, usize::from(b - 0x80), 0),
-        0xb8..=0xbf => (
-            false,
-            long_len(rest, usize::from(b - 0xb7))?,
-            usize::from(b - 0xb7),
-        ),
-        0xc0..=0xf7 => (true, usize::from(b - 0xc0), 0),
-        0xf8..=0xff => (
-            true,
-            long_len(rest, usize::from(b - 0xf7))?,
-            usize::from(b - 0xf7),
-        ),
-    };
-    let body = rest.get(header..)?;
-    if body.len() < len {
-        return None;
+        no_more_fields(f)?;
+        Ok(Self {
+            chain_id,
+            nonce,
+            gas_limit,
+            max_fee_per_gas,
+            to,
+            value_is_zero,
+            input,
+        })
     }
-    let (payload, tail) = body.split_at(len);
-    // A single byte below 0x80 must be encoded as itself.
-    if !is_list && len == 1 && payload[0] < 0x80 {
-        return None;
-    }
-    *buf = tail;
-    Some((is_list, payload))
-}
 
-/// A long-form length: big-endian, no leading zero, and over 55 (else it had to be short).
-fn long_len(rest: &[u8], n: usize) -> Option<usize> {
-    let bytes = rest.get(..n)?;
-    if bytes.first() == Some(&0) || n > std::mem::size_of::<usize>() {
-        return None;
-    }
-    let len = bytes
-        .iter()
-        .fold(0usize, |acc, b| (acc << 8) | usize::from(*b));
-    (len > 55).then_some(len)
-}
-
-fn expect_list<'a>(buf: &mut &'a [u8]) -> Option<&'a [u8]> {
-    match item(buf)? {
-        (true, p) => Some(p),
-        (false, _) => None,
-    }
-}
-
-fn expect_bytes<'a>(buf: &mut &'a [u8]) -> Option<&'a [u8]> {
-    match item(buf)? {
-        (false, p) => Some(p),
-        (true, _) => None,
-    }
-}
-
-/// An unsigned integer of at most `N` bytes (N ≤ 16), without leading zeros.
-fn uint<const N: usize>(buf: &mut &[u8]) -> Option<u128> {
-    let p = expect_bytes(buf)?;
-    if p.len() > N || p.first() == Some(&0) {
-        return None;
-    }
-    Some(p.iter().fold(0u128, |acc, b| (acc << 8) | u128::from(*b)))
-}
-
-fn destination(buf: &mut &[u8]) -> Option<Option<[u8; 20]>> {
-    let p = expect_bytes(buf)?;
-    match p.len() {
-        0 => Some(None),
-        20 => {
-            let mut a = [0u8; 20];
-            a.copy_from_slice(p);
-            Some(Some(a))
+    /// `rlp([nonce, gas_price, gas, to, value, data, chain_id, 0, 0])`.
+    fn legacy(buf: &'a [u8]) -> rlp::Result<Self> {
+        let mut f = whole_list(buf)?;
+        let nonce = u64::decode(&mut f)?;
+        let max_fee_per_gas = u128::decode(&mut f)?;
+        let gas_limit = u64::decode(&mut f)?;
+        let to = destination(&mut f)?;
+        let value_is_zero = U256::decode(&mut f)?.is_zero();
+        let input = Header::decode_bytes(&mut f, false)?;
+        let chain_id = u64::decode(&mut f)?;
+        let r = u8::decode(&mut f)?;
+        let s = u8::decode(&mut f)?;
+        if chain_id == 0 || r != 0 || s != 0 {
+            // Pre-EIP-155 transactions replay on every chain.
+            return Err(rlp::Error::Custom("not an EIP-155 signing preimage"));
         }
-        _ => None,
+        no_more_fields(f)?;
+        Ok(Self {
+            chain_id,
+            nonce,
+            gas_limit,
+            max_fee_per_gas,
+            to,
+            value_is_zero,
+            input,
+        })
     }
 }
 
-/// A uint256 (≤ 32 bytes, canonical); only whether it is zero matters.
-fn value_is_zero(buf: &mut &[u8]) -> Option<bool> {
-    let p = expect_bytes(buf)?;
-    if p.len() > 32 || p.first() == Some(&0) {
-        return None;
+/// The payload of the list that is the whole of `buf`: alloy-rlp reads one item and leaves
+/// what follows it, so bytes after the list are refused here.
+fn whole_list(mut buf: &[u8]) -> rlp::Result<&[u8]> {
+    let fields = Header::decode_bytes(&mut buf, true)?;
+    if buf.is_empty() {
+        Ok(fields)
+    } else {
+        Err(rlp::Error::Custom("bytes after the transaction"))
     }
-    Some(p.is_empty())
+}
+
+/// Nothing may follow the last field inside the list.
+fn no_more_fields(rest: &[u8]) -> rlp::Result<()> {
+    if rest.is_empty() {
+        Ok(())
+    } else {
+        Err(rlp::Error::Custom(
+            "more fields than the transaction type has",
+        ))
+    }
+}
+
+/// `to`: the empty string (contract creation) or a 20-byte address.
+fn destination(buf: &mut &[u8]) -> rlp::Result<Option<[u8; 20]>> {
+    let p = Header::decode_bytes(buf, false)?;
+    match <[u8; 20]>::try_from(p) {
+        Ok(address) => Ok(Some(address)),
+        Err(_) if p.is_empty() => Ok(None),
+        Err(_) => Err(rlp::Error::UnexpectedLength),
+    }
 }
 
 #[cfg(test)]
@@ -689,6 +630,132 @@ mod tests {
         assert!(UnsignedTx::decode(&preimage(&with_list)).is_err());
         // A non-canonical integer (chain id 1 written as 0x81 0x01).
         assert!(UnsignedTx::decode(&[0x02, 0xc3, 0x81, 0x01, 0x80]).is_err());
+    }
+
+    /// `0x02 ‖ rlp([fields…])` with each field given already encoded (the list header is
+    /// written canonically around whatever the fields are).
+    fn typed2(fields: &[&[u8]]) -> Vec<u8> {
+        let payload: Vec<u8> = fields.concat();
+        let mut out = vec![0x02];
+        Header {
+            list: true,
+            payload_length: payload.len(),
+        }
+        .encode(&mut out);
+        out.extend_from_slice(&payload);
+        out
+    }
+
+    /// An EIP-1559 preimage to `0x11…11` whose field `index` is replaced by `field`.
+    fn eip1559_with(index: usize, field: &[u8]) -> Vec<u8> {
+        let to: Vec<u8> = [&[0x94][..], &[0x11; 20]].concat();
+        // chain id 31337, nonce 7, fees 0, gas 0x5208, to, value 0, no data, no access list
+        let mut fields: Vec<&[u8]> = vec![
+            &[0x82, 0x7a, 0x69],
+            &[0x07],
+            &[0x80],
+            &[0x80],
+            &[0x82, 0x52, 0x08],
+            &to,
+            &[0x80],
+            &[0x80],
+            &[0xc0],
+        ];
+        fields[index] = field;
+        typed2(&fields)
+    }
+
+    #[test]
+    fn refuses_non_canonical_rlp() {
+        // The unchanged preimage is accepted, so each refusal below is the one change's.
+        let good = eip1559_with(1, &[0x07]);
+        let d = UnsignedTx::decode(&good).unwrap();
+        assert_eq!((d.chain_id, d.nonce, d.gas_limit), (31337, 7, 0x5208));
+        assert_eq!(d.to, Some([0x11; 20]));
+        let refused = |bytes: Vec<u8>, what: &str| {
+            assert_eq!(
+                UnsignedTx::decode(&bytes).map(|_| ()),
+                Err(Refusal(
+                    "not an unsigned EIP-1559 or EIP-155 transaction in canonical RLP with no access list"
+                )),
+                "{what}"
+            );
+        };
+        // Integers: a leading zero byte, zero written as 0x00, a single byte below 0x80
+        // written as a one-byte string, more bytes than the field holds.
+        refused(eip1559_with(1, &[0x82, 0x00, 0x07]), "leading zero");
+        refused(eip1559_with(1, &[0x00]), "zero as 0x00");
+        refused(eip1559_with(1, &[0x81, 0x07]), "single byte as a string");
+        refused(
+            eip1559_with(0, &[0x89, 1, 0, 0, 0, 0, 0, 0, 0, 0]),
+            "a chain id over 64 bits",
+        );
+        refused(
+            eip1559_with(3, &[[0x91, 1].as_slice(), &[0; 16]].concat()),
+            "a fee over 128 bits",
+        );
+        refused(eip1559_with(6, &[0x81, 0x00]), "value 0 as 0x81 0x00");
+        refused(
+            eip1559_with(6, &[0x82, 0x00, 0x01]),
+            "value with a leading zero",
+        );
+        refused(
+            eip1559_with(6, &[[0xa1, 1].as_slice(), &[0; 32]].concat()),
+            "a value over 256 bits",
+        );
+        refused(eip1559_with(1, &[0xc0]), "a list for an integer");
+        // Lengths: the long form for fewer than 56 bytes, a long-form length with a
+        // leading zero, a length beyond the input.
+        refused(eip1559_with(7, &[0xb8, 0x01, 0xaa]), "long form for 1 byte");
+        let data = [[0xb9, 0x00, 0x40].as_slice(), &[0xaa; 64]].concat();
+        refused(
+            eip1559_with(7, &data),
+            "long-form length with a leading zero",
+        );
+        refused(eip1559_with(7, &[0x85, 0xaa]), "data longer than the list");
+        let mut long_header = vec![0x02, 0xf8, good.len() as u8 - 2];
+        long_header.extend_from_slice(&good[2..]);
+        assert!(long_header[2] < 56);
+        refused(
+            long_header,
+            "the outer list in long form for fewer than 56 bytes",
+        );
+        // Shapes: a destination of 19 bytes, a string for the access list, a list for the
+        // data, a tenth field, a byte after the list.
+        let short_to = [[0x93].as_slice(), &[0x11; 19]].concat();
+        refused(eip1559_with(5, &short_to), "19-byte destination");
+        refused(eip1559_with(8, &[0x80]), "access list as a string");
+        refused(eip1559_with(7, &[0xc0]), "data as a list");
+        let mut extra = eip1559_with(1, &[0x07]);
+        extra[1] += 1;
+        extra.push(0x80);
+        refused(extra, "a tenth field");
+        let mut trailing = eip1559_with(1, &[0x07]);
+        trailing.push(0x80);
+        refused(trailing, "a byte after the list");
+        // Legacy: r and s are the empty string only.
+        let legacy = |r: &[u8]| {
+            let payload = [
+                [0x80, 0x01, 0x82, 0x52, 0x08, 0x94].as_slice(),
+                &[0x11; 20],
+                &[0x80, 0x80, 0x01],
+                r,
+                &[0x80],
+            ]
+            .concat();
+            let mut out = Vec::new();
+            Header {
+                list: true,
+                payload_length: payload.len(),
+            }
+            .encode(&mut out);
+            out.extend_from_slice(&payload);
+            out
+        };
+        assert_eq!(UnsignedTx::decode(&legacy(&[0x80])).unwrap().chain_id, 1);
+        refused(legacy(&[0x00]), "r as 0x00");
+        refused(legacy(&[0x01]), "r = 1");
+        refused(legacy(&[0x81, 0x80]), "r = 0x80");
     }
 
     #[test]

@@ -5,6 +5,11 @@ use utoipa::ToSchema;
 
 use crate::{PagingParams, WireU64};
 
+pub use usage_key_permissions::UsageKeyPermissions;
+
+/// A usage key's permissions as the fields of a request or an answer carry them.
+pub type WirePermissions = UsageKeyPermissions<Vec<WireU64>>;
+
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
 pub struct AddUsageApiKeyRequest {
     #[schema(example = "ci-runner")]
@@ -44,7 +49,7 @@ pub struct AddUsageApiKeyResponse {
 pub type ListApiKeysRequest = PagingParams;
 
 /// A usage key as listed: its hash and metadata, never its value.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
 pub struct UsageKeyItem {
     /// The key's id (decimal string).
     pub id: String,
@@ -111,9 +116,106 @@ pub struct RemoveUsageApiKeyRequest {
     pub usage_api_key: String,
 }
 
+/// [`WirePermissions`] from and into the seven permission fields, for the three types that
+/// carry them. Each type spells the fields out rather than `#[serde(flatten)]`ing a
+/// `WirePermissions`: a bad value in a flattened field gets an error that does not name
+/// the field, and the OpenAPI document would describe the types differently.
+macro_rules! permission_fields {
+    ($($wire:ty),+) => {$(
+        impl $wire {
+            /// The permission fields.
+            pub fn permissions(&self) -> WirePermissions {
+                UsageKeyPermissions {
+                    can_create_groups: self.can_create_groups,
+                    can_delete_groups: self.can_delete_groups,
+                    can_create_pkps: self.can_create_pkps,
+                    manage_ipfs_ids_in_groups: self.manage_ipfs_ids_in_groups.clone(),
+                    add_pkp_to_groups: self.add_pkp_to_groups.clone(),
+                    remove_pkp_from_groups: self.remove_pkp_from_groups.clone(),
+                    execute_in_groups: self.execute_in_groups.clone(),
+                }
+            }
+
+            /// The same value with its permission fields set to `p`.
+            pub fn with_permissions(self, p: WirePermissions) -> Self {
+                let UsageKeyPermissions {
+                    can_create_groups,
+                    can_delete_groups,
+                    can_create_pkps,
+                    manage_ipfs_ids_in_groups,
+                    add_pkp_to_groups,
+                    remove_pkp_from_groups,
+                    execute_in_groups,
+                } = p;
+                Self {
+                    can_create_groups,
+                    can_delete_groups,
+                    can_create_pkps,
+                    manage_ipfs_ids_in_groups,
+                    add_pkp_to_groups,
+                    remove_pkp_from_groups,
+                    execute_in_groups,
+                    ..self
+                }
+            }
+        }
+    )+};
+}
+
+permission_fields!(
+    AddUsageApiKeyRequest,
+    UpdateUsageApiKeyRequest,
+    UsageKeyItem
+);
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Each permission field of the three wire types meets the `WirePermissions` field of
+    /// the same name, both ways: every array distinct, each flag alone set once.
+    #[test]
+    fn permission_fields_convert_by_name() {
+        fn check<T: Default + Serialize>(
+            p: &WirePermissions,
+            with: fn(T, WirePermissions) -> T,
+            get: fn(&T) -> WirePermissions,
+        ) {
+            let wire = with(T::default(), p.clone());
+            assert_eq!(&get(&wire), p);
+            let wire = serde_json::to_value(&wire).unwrap();
+            let fields = serde_json::to_value(p).unwrap();
+            for (name, value) in fields.as_object().unwrap() {
+                assert_eq!(&wire[name], value, "{name}");
+            }
+        }
+        for flag in 0..3 {
+            let p = WirePermissions {
+                can_create_groups: flag == 0,
+                can_delete_groups: flag == 1,
+                can_create_pkps: flag == 2,
+                manage_ipfs_ids_in_groups: vec![WireU64(1)],
+                add_pkp_to_groups: vec![WireU64(2), WireU64(22)],
+                remove_pkp_from_groups: vec![WireU64(3)],
+                execute_in_groups: vec![WireU64(4)],
+            };
+            check(
+                &p,
+                AddUsageApiKeyRequest::with_permissions,
+                AddUsageApiKeyRequest::permissions,
+            );
+            check(
+                &p,
+                UpdateUsageApiKeyRequest::with_permissions,
+                UpdateUsageApiKeyRequest::permissions,
+            );
+            check(
+                &p,
+                UsageKeyItem::with_permissions,
+                UsageKeyItem::permissions,
+            );
+        }
+    }
 
     #[test]
     fn an_update_keeps_what_it_does_not_name() {

@@ -3,7 +3,7 @@
 use appliance_api::error::ErrorBody;
 use appliance_api::usage_keys::{
     AddUsageApiKeyRequest, AddUsageApiKeyResponse, RemoveUsageApiKeyRequest,
-    UpdateUsageApiKeyMetadataRequest, UpdateUsageApiKeyRequest, UsageKeyItem,
+    UpdateUsageApiKeyMetadataRequest, UpdateUsageApiKeyRequest, UsageKeyItem, WirePermissions,
 };
 use appliance_api::{Success, WireU64};
 use axum::Json;
@@ -22,58 +22,17 @@ use crate::http::extract::{JsonBody, Paging, limit};
 use crate::state::AppState;
 use crate::store::{NewUsageKey, UsageKeyRecord};
 
-/// The permission fields of a usage key as sent. Omitted fields mean "not granted".
-/// (Spelled out in each request type rather than `#[serde(flatten)]`ed, so that a bad
-/// value's error names its field.)
-#[derive(Debug, Default)]
-pub struct PermissionFields {
-    pub can_create_groups: bool,
-    pub can_delete_groups: bool,
-    pub can_create_pkps: bool,
-    pub manage_ipfs_ids_in_groups: Vec<WireU64>,
-    pub add_pkp_to_groups: Vec<WireU64>,
-    pub remove_pkp_from_groups: Vec<WireU64>,
-    pub execute_in_groups: Vec<WireU64>,
-}
-
-/// Moves the seven permission fields of a request into `PermissionFields`.
-macro_rules! permission_fields {
-    ($req:expr) => {
-        PermissionFields {
-            can_create_groups: $req.can_create_groups,
-            can_delete_groups: $req.can_delete_groups,
-            can_create_pkps: $req.can_create_pkps,
-            manage_ipfs_ids_in_groups: $req.manage_ipfs_ids_in_groups,
-            add_pkp_to_groups: $req.add_pkp_to_groups,
-            remove_pkp_from_groups: $req.remove_pkp_from_groups,
-            execute_in_groups: $req.execute_in_groups,
+/// The permission fields of a request, checked: at most [`MAX_GROUP_IDS`] ids in each
+/// array (the error names the field). Omitted fields mean "not granted".
+fn permissions(fields: WirePermissions) -> Result<Permissions, ApiError> {
+    fields.try_map_sets(|field, ids| {
+        if ids.len() > MAX_GROUP_IDS {
+            return Err(ApiError::bad_request(format!(
+                "`{field}` lists more than {MAX_GROUP_IDS} groups"
+            )));
         }
-    };
-}
-
-impl PermissionFields {
-    fn into_permissions(self) -> Result<Permissions, ApiError> {
-        let set = |field: &str, ids: Vec<WireU64>| {
-            if ids.len() > MAX_GROUP_IDS {
-                return Err(ApiError::bad_request(format!(
-                    "`{field}` lists more than {MAX_GROUP_IDS} groups"
-                )));
-            }
-            Ok(GroupSet::new(ids.into_iter().map(|id| id.0).collect()))
-        };
-        Ok(Permissions {
-            can_create_groups: self.can_create_groups,
-            can_delete_groups: self.can_delete_groups,
-            can_create_pkps: self.can_create_pkps,
-            manage_ipfs_ids_in_groups: set(
-                "manage_ipfs_ids_in_groups",
-                self.manage_ipfs_ids_in_groups,
-            )?,
-            add_pkp_to_groups: set("add_pkp_to_groups", self.add_pkp_to_groups)?,
-            remove_pkp_from_groups: set("remove_pkp_from_groups", self.remove_pkp_from_groups)?,
-            execute_in_groups: set("execute_in_groups", self.execute_in_groups)?,
-        })
-    }
+        Ok(GroupSet::new(ids.into_iter().map(|id| id.0).collect()))
+    })
 }
 
 fn check_metadata(name: &str, description: &str) -> Result<(), ApiError> {
@@ -103,7 +62,7 @@ pub async fn add_usage_api_key(
 ) -> Result<Json<AddUsageApiKeyResponse>, ApiError> {
     authorize(&billed.credential, Operation::ManageAccount)?;
     check_metadata(&req.name, &req.description)?;
-    let permissions = permission_fields!(req).into_permissions()?;
+    let permissions = permissions(req.permissions())?;
     let secret = ApiSecret::generate().map_err(|e| ApiError::Internal(e.to_string()))?;
     let record = state
         .store
@@ -128,21 +87,17 @@ pub async fn add_usage_api_key(
 
 /// A usage key record as listed.
 fn usage_key_item(r: UsageKeyRecord) -> UsageKeyItem {
-    let wire = |set: &GroupSet| set.ids().iter().copied().map(WireU64).collect();
-    let p = &r.permissions;
     UsageKeyItem {
         id: r.id.0.to_string(),
         api_key_hash: r.key_hash.to_string(),
-        can_create_groups: p.can_create_groups,
-        can_delete_groups: p.can_delete_groups,
-        can_create_pkps: p.can_create_pkps,
-        manage_ipfs_ids_in_groups: wire(&p.manage_ipfs_ids_in_groups),
-        add_pkp_to_groups: wire(&p.add_pkp_to_groups),
-        remove_pkp_from_groups: wire(&p.remove_pkp_from_groups),
-        execute_in_groups: wire(&p.execute_in_groups),
         name: r.name,
         description: r.description,
+        ..UsageKeyItem::default()
     }
+    .with_permissions(
+        r.permissions
+            .map_sets(|set| set.ids().iter().copied().map(WireU64).collect()),
+    )
 }
 
 /// Lists the account's usage keys in creation order (account key only).
@@ -210,7 +165,7 @@ pub async fn update_usage_api_key(
     if let Some(description) = &req.description {
         check_text("description", description, MAX_DESCRIPTION_LEN)?;
     }
-    let permissions = permission_fields!(req).into_permissions()?;
+    let permissions = permissions(req.permissions())?;
     state
         .store
         .update_usage_key(
@@ -291,4 +246,72 @@ pub async fn remove_usage_api_key(
         .await?;
     tracing::info!("usage key removed");
     Ok(success())
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+
+    use super::*;
+
+    fn wire(ids: &[u64]) -> Vec<WireU64> {
+        ids.iter().copied().map(WireU64).collect()
+    }
+
+    /// Each array becomes the set of its own field (sorted, without duplicates), and an
+    /// array over the limit is refused by its field's name.
+    #[test]
+    fn request_permissions_are_checked_field_by_field() {
+        let fields = WirePermissions {
+            can_create_groups: false,
+            can_delete_groups: true,
+            can_create_pkps: false,
+            manage_ipfs_ids_in_groups: wire(&[1]),
+            add_pkp_to_groups: wire(&[2, 2]),
+            remove_pkp_from_groups: wire(&[3]),
+            execute_in_groups: wire(&[44, 4]),
+        };
+        assert_eq!(
+            permissions(fields.clone()).unwrap(),
+            Permissions {
+                can_delete_groups: true,
+                manage_ipfs_ids_in_groups: GroupSet::new(vec![1]),
+                add_pkp_to_groups: GroupSet::new(vec![2]),
+                remove_pkp_from_groups: GroupSet::new(vec![3]),
+                execute_in_groups: GroupSet::new(vec![4, 44]),
+                ..Permissions::default()
+            }
+        );
+
+        let too_many = wire(&vec![7; MAX_GROUP_IDS + 1]);
+        let over = |set: fn(&mut WirePermissions) -> &mut Vec<WireU64>| {
+            let mut fields = fields.clone();
+            *set(&mut fields) = too_many.clone();
+            match permissions(fields) {
+                Err(ApiError::BadRequest(message)) => message,
+                other => panic!("{other:?}"),
+            }
+        };
+        let limit = format!("lists more than {MAX_GROUP_IDS} groups");
+        assert_eq!(
+            over(|p| &mut p.manage_ipfs_ids_in_groups),
+            format!("`manage_ipfs_ids_in_groups` {limit}")
+        );
+        assert_eq!(
+            over(|p| &mut p.add_pkp_to_groups),
+            format!("`add_pkp_to_groups` {limit}")
+        );
+        assert_eq!(
+            over(|p| &mut p.remove_pkp_from_groups),
+            format!("`remove_pkp_from_groups` {limit}")
+        );
+        assert_eq!(
+            over(|p| &mut p.execute_in_groups),
+            format!("`execute_in_groups` {limit}")
+        );
+        // Exactly at the limit is fine.
+        let mut at_limit = fields;
+        at_limit.execute_in_groups = wire(&vec![7; MAX_GROUP_IDS]);
+        assert!(permissions(at_limit).is_ok());
+    }
 }

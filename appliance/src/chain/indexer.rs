@@ -16,8 +16,8 @@ use alloy::primitives::{Address, B256, U256};
 use alloy::providers::Provider;
 use alloy::rpc::types::{Filter, Log};
 use alloy::sol_types::SolEventInterface;
-use chain_contracts::IAccountConfig::{self, IAccountConfigEvents as E};
-use chain_contracts::ops::{MirrorOp, MirrorPermissions};
+use chain_contracts::IAccountConfig::IAccountConfigEvents as E;
+use chain_contracts::ops::{MirrorOp, MirrorPermissions, UsageKeyPermissions};
 use keyservice_api::DerivationPath;
 
 use super::client::rpc_error;
@@ -181,22 +181,15 @@ impl Indexer {
                 block,
             }),
             E::UsageApiKeySet(e) => {
-                let p: IAccountConfig::UsageKeyPermissions = e.permissions;
+                let permissions: MirrorPermissions =
+                    UsageKeyPermissions::from(e.permissions).map_sets(|list| ids(&list));
                 Some(ChainEvent {
                     api_key_hash: b256(e.apiKeyHash),
                     change: ChainChange::UsageKey {
                         usage_key_hash: b256(e.usageKeyHash),
                         name: e.name,
                         description: e.description,
-                        permissions: MirrorPermissions {
-                            can_create_groups: p.canCreateGroups,
-                            can_delete_groups: p.canDeleteGroups,
-                            can_create_pkps: p.canCreatePkps,
-                            manage_ipfs_ids_in_groups: ids(&p.manageIpfsIdsInGroups),
-                            add_pkp_to_groups: ids(&p.addPkpToGroups),
-                            remove_pkp_from_groups: ids(&p.removePkpFromGroups),
-                            execute_in_groups: ids(&p.executeInGroups),
-                        },
+                        permissions,
                         expires_at: expiry(e.expiration),
                     },
                     block,

@@ -46,15 +46,7 @@ fn group_ids(list: &[u64]) -> Vec<U256> {
 }
 
 fn permissions(p: &MirrorPermissions) -> IAccountConfig::UsageKeyPermissions {
-    IAccountConfig::UsageKeyPermissions {
-        canCreateGroups: p.can_create_groups,
-        canDeleteGroups: p.can_delete_groups,
-        canCreatePkps: p.can_create_pkps,
-        manageIpfsIdsInGroups: group_ids(&p.manage_ipfs_ids_in_groups),
-        addPkpToGroups: group_ids(&p.add_pkp_to_groups),
-        removePkpFromGroups: group_ids(&p.remove_pkp_from_groups),
-        executeInGroups: group_ids(&p.execute_in_groups),
-    }
+    p.by_ref().map_sets(|ids| group_ids(ids)).into()
 }
 
 /// The `AccountConfig` calldata of one outbox entry.

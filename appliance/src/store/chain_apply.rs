@@ -228,15 +228,7 @@ fn set_usage_key(
         );
         return Ok(());
     }
-    let permissions = Permissions {
-        can_create_groups: p.can_create_groups,
-        can_delete_groups: p.can_delete_groups,
-        can_create_pkps: p.can_create_pkps,
-        manage_ipfs_ids_in_groups: GroupSet::new(p.manage_ipfs_ids_in_groups.clone()),
-        add_pkp_to_groups: GroupSet::new(p.add_pkp_to_groups.clone()),
-        remove_pkp_from_groups: GroupSet::new(p.remove_pkp_from_groups.clone()),
-        execute_in_groups: GroupSet::new(p.execute_in_groups.clone()),
-    };
+    let permissions: Permissions = p.clone().map_sets(GroupSet::new);
     let key = KeyHash(hash.0);
     if !usage_keys::upsert(
         tx,

@@ -2,7 +2,7 @@
 
 use alloy::primitives::B256;
 
-use chain_contracts::ops::{MirrorOp, MirrorPermissions};
+use chain_contracts::ops::MirrorOp;
 
 use super::base::{AccountId, AccountMode, ResolvedKey, UsageKeyId, account_head};
 use super::integrity::{self, USAGE_KEYS, columns};
@@ -185,23 +185,14 @@ fn mirror(tx: Conn<'_>, account: AccountId, key: &KeyHash) -> Result<()> {
         params![account.0, key.0],
         record_from,
     )?;
-    let p = &record.permissions;
     outbox::record(
         tx,
         account,
         &MirrorOp::SetUsageApiKey {
             usage_key_hash: B256::from(key.0),
-            name: record.name.clone(),
-            description: record.description.clone(),
-            permissions: MirrorPermissions {
-                can_create_groups: p.can_create_groups,
-                can_delete_groups: p.can_delete_groups,
-                can_create_pkps: p.can_create_pkps,
-                manage_ipfs_ids_in_groups: p.manage_ipfs_ids_in_groups.ids().to_vec(),
-                add_pkp_to_groups: p.add_pkp_to_groups.ids().to_vec(),
-                remove_pkp_from_groups: p.remove_pkp_from_groups.ids().to_vec(),
-                execute_in_groups: p.execute_in_groups.ids().to_vec(),
-            },
+            name: record.name,
+            description: record.description,
+            permissions: record.permissions.map_sets(|set| set.ids().to_vec()),
         },
     )
 }

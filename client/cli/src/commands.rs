@@ -12,7 +12,7 @@ use appliance_client::api::groups::{
     RemoveActionFromGroupRequest, UpdateGroupRequest,
 };
 use appliance_client::api::usage_keys::{
-    AddUsageApiKeyRequest, RemoveUsageApiKeyRequest, UpdateUsageApiKeyRequest,
+    AddUsageApiKeyRequest, RemoveUsageApiKeyRequest, UpdateUsageApiKeyRequest, WirePermissions,
 };
 use appliance_client::api::wallets::{CreateWalletRequest, ListWalletsInGroupRequest};
 use appliance_client::api::{PagingParams, WireU64};
@@ -378,14 +378,9 @@ impl Session {
                 let request = AddUsageApiKeyRequest {
                     name: name.clone(),
                     description: description.clone(),
-                    can_create_groups: p.can_create_groups,
-                    can_delete_groups: p.can_delete_groups,
-                    can_create_pkps: p.can_create_pkps,
-                    manage_ipfs_ids_in_groups: ids(&p.manage_ipfs_ids_in_groups),
-                    add_pkp_to_groups: ids(&p.add_pkp_to_groups),
-                    remove_pkp_from_groups: ids(&p.remove_pkp_from_groups),
-                    execute_in_groups: ids(&p.execute_in_groups),
-                };
+                    ..AddUsageApiKeyRequest::default()
+                }
+                .with_permissions(wire_permissions(p));
                 let added = self
                     .call("adding the key", self.client.add_usage_api_key(&request))
                     .await?;
@@ -764,6 +759,14 @@ fn update_request(
         usage_api_key: key.to_owned(),
         name: name.clone(),
         description: description.clone(),
+        ..UpdateUsageApiKeyRequest::default()
+    }
+    .with_permissions(wire_permissions(p))
+}
+
+/// The permission flags of `keys add` and `keys update` as the requests' fields.
+fn wire_permissions(p: &KeyPermissions) -> WirePermissions {
+    WirePermissions {
         can_create_groups: p.can_create_groups,
         can_delete_groups: p.can_delete_groups,
         can_create_pkps: p.can_create_pkps,
@@ -800,6 +803,50 @@ mod tests {
     #[test]
     fn the_command_line_is_consistent() {
         Cli::command().debug_assert();
+    }
+
+    /// Each permission flag of `keys update` lands in the request field it is named for.
+    #[test]
+    fn key_permission_flags_reach_their_fields() {
+        let cli = parse(&[
+            "keys",
+            "update",
+            "0xab",
+            "--can-delete-groups",
+            "--manage-actions-in-group",
+            "1",
+            "--add-wallet-to-group",
+            "2",
+            "--remove-wallet-from-group",
+            "3",
+            "--execute-in-group",
+            "4",
+            "--execute-in-group",
+            "44",
+        ]);
+        let Command::Keys(KeysCommand::Update {
+            key,
+            name,
+            description,
+            permissions,
+        }) = &cli.command
+        else {
+            panic!("{cli:?}");
+        };
+        let request = update_request(key, name, description, permissions);
+        assert_eq!(
+            serde_json::to_value(&request).unwrap(),
+            serde_json::json!({
+                "usage_api_key": "0xab",
+                "can_create_groups": false,
+                "can_delete_groups": true,
+                "can_create_pkps": false,
+                "manage_ipfs_ids_in_groups": ["1"],
+                "add_pkp_to_groups": ["2"],
+                "remove_pkp_from_groups": ["3"],
+                "execute_in_groups": ["4", "44"],
+            })
+        );
     }
 
     /// `--os-measurements` and `--allow-unpinned-os` reach the verification policy of any

@@ -1,5 +1,10 @@
 //! `@ethersproject/transactions` `serialize` (legacy/EIP-155, EIP-2930, EIP-1559) and RLP.
+//!
+//! The RLP bytes are `alloy-rlp`'s (byte strings and lists, which is all ethers 5.7's
+//! `RLP.encode` takes); what stays here is turning JS values into the item tree, with
+//! ethers' checks and error messages.
 
+use alloy_rlp::{BufMut, Encodable};
 use boa_engine::{Context, JsObject, JsResult, JsValue, js_string};
 
 use super::address;
@@ -8,38 +13,24 @@ use super::bytes;
 use super::err::{self, P, UNSUPPORTED_OPERATION, V_PROPERTIES, V_TRANSACTIONS};
 use super::js;
 
+/// An RLP item as ethers' `RLP.encode` takes it: bytes, or a list of items.
 pub(crate) enum Rlp {
     B(Vec<u8>),
     L(Vec<Rlp>),
 }
 
-fn length_prefix(out: &mut Vec<u8>, len: usize, short: u8, long: u8) {
-    if len <= 55 {
-        out.push(short + len as u8);
-    } else {
-        let lb = bytes::strip_zeros(&(len as u64).to_be_bytes());
-        out.push(long + lb.len() as u8);
-        out.extend_from_slice(&lb);
-    }
-}
-
-pub(crate) fn rlp_encode(item: &Rlp, out: &mut Vec<u8>) {
-    match item {
-        Rlp::B(b) => {
-            if b.len() == 1 && b[0] <= 0x7f {
-                out.push(b[0]);
-            } else {
-                length_prefix(out, b.len(), 0x80, 0xb7);
-                out.extend_from_slice(b);
-            }
+impl Encodable for Rlp {
+    fn encode(&self, out: &mut dyn BufMut) {
+        match self {
+            Rlp::B(b) => b.as_slice().encode(out),
+            Rlp::L(items) => items.encode(out),
         }
-        Rlp::L(items) => {
-            let mut payload = Vec::new();
-            for i in items {
-                rlp_encode(i, &mut payload);
-            }
-            length_prefix(out, payload.len(), 0xc0, 0xf7);
-            out.extend_from_slice(&payload);
+    }
+
+    fn length(&self) -> usize {
+        match self {
+            Rlp::B(b) => b.as_slice().length(),
+            Rlp::L(items) => items.length(),
         }
     }
 }
@@ -254,7 +245,7 @@ fn typed(
         fields.push(Rlp::B(bytes::strip_zeros(&s)));
     }
     let mut out = vec![if eip1559 { 2 } else { 1 }];
-    rlp_encode(&Rlp::L(fields), &mut out);
+    Rlp::L(fields).encode(&mut out);
     Ok(bytes::hex(&out))
 }
 
@@ -353,8 +344,7 @@ fn legacy(ctx: &mut Context, tx: &JsObject, signature: Option<&JsValue>) -> JsRe
         raw.push(Vec::new());
     }
     let Some(signature) = signature else {
-        let mut out = Vec::new();
-        rlp_encode(&Rlp::L(raw.into_iter().map(Rlp::B).collect()), &mut out);
+        let out = alloy_rlp::encode(Rlp::L(raw.into_iter().map(Rlp::B).collect()));
         return Ok(bytes::hex(&out));
     };
     let sig = bytes::split_signature(ctx, signature)?;
@@ -383,8 +373,7 @@ fn legacy(ctx: &mut Context, tx: &JsObject, signature: Option<&JsValue>) -> JsRe
     raw.push(bytes::decode_hex_digits(&h[2..]));
     raw.push(bytes::strip_zeros(&bytes::arrayify(ctx, &js::s(&sig.r))?));
     raw.push(bytes::strip_zeros(&bytes::arrayify(ctx, &js::s(&sig.s))?));
-    let mut out = Vec::new();
-    rlp_encode(&Rlp::L(raw.into_iter().map(Rlp::B).collect()), &mut out);
+    let out = alloy_rlp::encode(Rlp::L(raw.into_iter().map(Rlp::B).collect()));
     Ok(bytes::hex(&out))
 }
 
@@ -440,9 +429,7 @@ fn f_serialize(_: &JsValue, args: &[JsValue], ctx: &mut Context) -> JsResult<JsV
 
 fn f_rlp_encode(_: &JsValue, args: &[JsValue], ctx: &mut Context) -> JsResult<JsValue> {
     let item = rlp_item(ctx, &js::arg(args, 0))?;
-    let mut out = Vec::new();
-    rlp_encode(&item, &mut out);
-    Ok(js::s(&bytes::hex(&out)))
+    Ok(js::s(&bytes::hex(&alloy_rlp::encode(&item))))
 }
 
 pub(crate) fn install(ctx: &mut Context, utils: &JsObject) -> JsResult<()> {
@@ -464,4 +451,56 @@ pub(crate) fn install(ctx: &mut Context, utils: &JsObject) -> JsResult<()> {
     )?;
     utils.set(js_string!("RLP"), rlp, false, ctx)?;
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Rlp;
+
+    fn rep(byte: u8, n: usize) -> Vec<u8> {
+        vec![byte; n]
+    }
+
+    /// Lengths of 56 and more (one- and two-byte length fields) and nesting, which the
+    /// ethers vectors reach only partly. Expected bytes: ethers 5.7.2 `RLP.encode` of the
+    /// same items (checked with node).
+    #[test]
+    fn rlp_long_forms_match_ethers() {
+        let cases: Vec<(Rlp, Vec<u8>)> = vec![
+            // [0xab × 56]: a one-byte long string length inside a short-enough list.
+            (
+                Rlp::L(vec![Rlp::B(rep(0xab, 56))]),
+                [vec![0xf8, 0x3a, 0xb8, 0x38], rep(0xab, 56)].concat(),
+            ),
+            // 0xcd × 300: a two-byte string length.
+            (
+                Rlp::B(rep(0xcd, 300)),
+                [vec![0xb9, 0x01, 0x2c], rep(0xcd, 300)].concat(),
+            ),
+            // [0x01 × 255]: a two-byte list length (258) around a one-byte string length.
+            (
+                Rlp::L(vec![Rlp::B(rep(0x01, 255))]),
+                [vec![0xf9, 0x01, 0x01, 0xb8, 0xff], rep(0x01, 255)].concat(),
+            ),
+            // [[0x02 × 60], 0x00, [[]]]: nested long lists, a single byte, an empty list.
+            (
+                Rlp::L(vec![
+                    Rlp::L(vec![Rlp::B(rep(0x02, 60))]),
+                    Rlp::B(vec![0x00]),
+                    Rlp::L(vec![Rlp::L(vec![])]),
+                ]),
+                [
+                    vec![0xf8, 0x43, 0xf8, 0x3e, 0xb8, 0x3c],
+                    rep(0x02, 60),
+                    vec![0x00, 0xc1, 0xc0],
+                ]
+                .concat(),
+            ),
+        ];
+        for (item, expected) in cases {
+            let out = alloy_rlp::encode(&item);
+            assert_eq!(out, expected);
+            assert_eq!(alloy_rlp::Encodable::length(&item), expected.len());
+        }
+    }
 }
