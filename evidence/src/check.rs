@@ -28,6 +28,13 @@
 //! failure unless the caller accepts it ([`Options::allow_unpinned_os`]), then reported
 //! N/A, and the summary says the OS was not verified. A simulated quote has no OS
 //! measurement at all: there the check is N/A under the development rule above.
+//!
+//! From an OS image, RTMR0 is recomputed only in part ([`crate::rtmr0`]): the event log's
+//! RTMR0 events must replay to the quote's and equal the firmware's (TD HOB for the
+//! memory size, firmware volume, secure-boot variables, separator, boot order) — any
+//! difference fails the check — but QEMU's three ACPI table events are taken on trust
+//! from the log (reported in [`OsReport::rtmr0`]). The tables carry AML code the guest
+//! kernel runs, so RTMR0 stays *unpinned* unless a policy entry pins it.
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -41,6 +48,7 @@ use crate::collateral::CollateralSource;
 use crate::event_log::EventLog;
 use crate::os_image::{KeyProvider, OsImage, OsPolicy, VmConfig, VmShape};
 use crate::quote::{TdxQuote, decode_quote_text};
+use crate::rtmr0::{AcpiDigests, ExpectedRtmr0, Rtmr0Error, Rtmr0Event, TdHobLayout};
 use crate::verify::{Policy, VerifyError, verify_quote};
 
 /// Stable names of the checks, in report order.
@@ -213,6 +221,25 @@ pub struct OsReport {
     pub from_policy: Vec<&'static str>,
     /// Registers nothing pinned.
     pub unpinned: Vec<&'static str>,
+    /// With `--os-image`: RTMR0's events recomputed from the image's firmware and the
+    /// memory size, and the ACPI table digests taken on trust from the event log (RTMR0
+    /// stays listed as unpinned unless a policy entry pins it).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub rtmr0: Option<Rtmr0Report>,
+}
+
+/// How far `--os-image` established RTMR0: every event but QEMU's three ACPI table
+/// events recomputed; those three as the event log gives them (hex), on trust.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Rtmr0Report {
+    /// The events recomputed and equal to the event log's, in measurement order.
+    pub recomputed_events: Vec<&'static str>,
+    /// Digest of etc/table-loader, from the event log.
+    pub acpi_table_loader: String,
+    /// Digest of etc/acpi/rsdp, from the event log.
+    pub acpi_rsdp: String,
+    /// Digest of etc/acpi/tables, from the event log.
+    pub acpi_tables: String,
 }
 
 impl Report {
@@ -317,7 +344,8 @@ pub struct Options {
     pub allow_stale: bool,
     /// Accepted OS measurements (`--os-measurements`).
     pub os_policy: Option<OsPolicy>,
-    /// An OS image to recompute MRTD, RTMR1 and RTMR2 from (`--os-image`).
+    /// An OS image to recompute MRTD, RTMR1, RTMR2 and RTMR0's non-ACPI events from
+    /// (`--os-image`).
     pub os_image: Option<Arc<OsImage>>,
     /// Accept a quote whose OS measurements are not all pinned (`os-image` then N/A
     /// instead of failed): the report is then not a verification of the OS.
@@ -990,6 +1018,15 @@ impl OsReport {
             list(&self.from_policy),
             list(&self.unpinned)
         ));
+        if let Some(r) = &self.rtmr0 {
+            s.push_str(&format!(
+                "RTMR0: recomputed from the image: {}; taken on trust from the event log: ACPI etc/table-loader {}, etc/acpi/rsdp {}, etc/acpi/tables {}\n",
+                r.recomputed_events.join(", "),
+                r.acpi_table_loader,
+                r.acpi_rsdp,
+                r.acpi_tables
+            ));
+        }
         s
     }
 }
@@ -1100,10 +1137,11 @@ fn check_os_image(b: &Bundle, opts: &Options) -> (Ran, Option<OsReport>) {
     let mut from_policy = [false; 4];
     let mut notes = Vec::new();
     if let Some(image) = &opts.os_image {
-        match compare_with_image(image, claimed, &vm, opts.os_policy.as_ref(), &actual) {
-            Ok(note) => {
+        match compare_with_image(image, claimed, &vm, opts.os_policy.as_ref(), &actual, b) {
+            Ok((note, rtmr0)) => {
                 recomputed = [true, false, true, true];
                 notes.push(note);
+                os.rtmr0 = Some(rtmr0);
             }
             Err(e) => return (fail(e), Some(os)),
         }
@@ -1157,22 +1195,29 @@ fn check_os_image(b: &Bundle, opts: &Options) -> (Ran, Option<OsReport>) {
     if os.unpinned.is_empty() {
         (pass(detail), Some(os))
     } else {
+        let why = if os.rtmr0.is_some() {
+            "RTMR0's three ACPI table events were taken on trust from the event log: the tables carry AML code the guest kernel runs, and stock QEMU cannot rebuild dstack's"
+        } else {
+            "RTMR0 covers the ACPI tables QEMU builds for the VM shape and is not recomputed here"
+        };
         detail.push_str(&format!(
-            "; NOT pinned: {} (RTMR0 covers the ACPI tables QEMU builds for the VM shape and is not recomputed here: give --os-measurements with an entry that has rtmr0 for this image and shape)",
+            "; NOT pinned: {} ({why}: give --os-measurements with an entry that has rtmr0 for this image and shape)",
             os.unpinned.join(", ")
         ));
         (Ran::Unpinned(detail), Some(os))
     }
 }
 
-/// MRTD, RTMR1 and RTMR2 recomputed from `image` against the quote's `actual` registers.
+/// MRTD, RTMR1 and RTMR2 recomputed from `image` against the quote's `actual` registers,
+/// and RTMR0's events but the ACPI tables against the event log of `b`.
 fn compare_with_image(
     image: &OsImage,
     claimed: Option<[u8; 32]>,
     vm: &VmConfig,
     policy: Option<&OsPolicy>,
     actual: &[[u8; 48]; 4],
-) -> Result<String, String> {
+    b: &Bundle,
+) -> Result<(String, Rtmr0Report), String> {
     let hash = hex::encode(image.os_image_hash);
     if let Some(c) = claimed
         && c != image.os_image_hash
@@ -1239,15 +1284,81 @@ fn compare_with_image(
             hex::encode(r.rtmr2)
         ));
     }
-    if !mismatches.is_empty() {
+    let rtmr0 = match rtmr0_from_image(image, &memories, b, &actual[1]) {
+        Ok(r) => Some(r),
+        Err(e) => {
+            mismatches.push(e);
+            None
+        }
+    };
+    let Some(rtmr0) = rtmr0.filter(|_| mismatches.is_empty()) else {
         return Err(format!(
             "the quote was not produced by OS image {hash}: {}",
             mismatches.join("; ")
         ));
-    }
-    Ok(format!(
-        "MRTD ({order}), RTMR1 and RTMR2 recomputed from OS image {hash} and equal to the quote's"
+    };
+    Ok((
+        format!(
+            "MRTD ({order}), RTMR1 and RTMR2 recomputed from OS image {hash} and equal to the quote's; RTMR0: TD HOB, firmware volume, secure-boot variables and boot order recomputed, its three ACPI table events taken on trust from the event log (stock QEMU cannot rebuild dstack's tables)"
+        ),
+        rtmr0,
     ))
+}
+
+/// RTMR0's events recomputed from the image's firmware for one of `memories` and held to
+/// the event log's, whose RTMR0 events must replay to the quote's `rtmr0`.
+fn rtmr0_from_image(
+    image: &OsImage,
+    memories: &[u64],
+    b: &Bundle,
+    rtmr0: &[u8; 48],
+) -> Result<Rtmr0Report, String> {
+    let log = event_log(b).map_err(|e| format!("RTMR0: {e}"))?;
+    if &log.replay()[0] != rtmr0 {
+        return Err(
+            "RTMR0: the event log's RTMR0 events do not replay to the quote's RTMR0".to_owned(),
+        );
+    }
+    let layout = image
+        .tdvf()
+        .map_err(|e| e.to_string())
+        .and_then(|t| TdHobLayout::from_tdvf(&t).map_err(|e| e.to_string()))
+        .map_err(|e| format!("RTMR0: firmware: {e}"))?;
+    let mut first_err = None;
+    for &m in memories {
+        let checked = ExpectedRtmr0::new(&layout, m)
+            .and_then(|expected| crate::rtmr0::check_event_log(&log, &expected));
+        match checked {
+            Ok(acpi) => return Ok(rtmr0_report(&acpi)),
+            Err(e) => {
+                first_err.get_or_insert(e);
+            }
+        }
+    }
+    Err(match first_err {
+        // These name the event ("RTMR0 event 3 (SecureBoot variable, …").
+        Some(
+            e @ (Rtmr0Error::Missing { .. }
+            | Rtmr0Error::Extra { .. }
+            | Rtmr0Error::WrongType { .. }
+            | Rtmr0Error::Mismatch { .. }),
+        ) => e.to_string(),
+        Some(e) => format!("RTMR0: {e}"),
+        None => "RTMR0: no memory size to recompute with".to_owned(),
+    })
+}
+
+fn rtmr0_report(acpi: &AcpiDigests) -> Rtmr0Report {
+    Rtmr0Report {
+        recomputed_events: Rtmr0Event::ALL
+            .iter()
+            .filter(|e| !e.is_acpi())
+            .map(|e| e.name())
+            .collect(),
+        acpi_table_loader: hex::encode(acpi.loader),
+        acpi_rsdp: hex::encode(acpi.rsdp),
+        acpi_tables: hex::encode(acpi.tables),
+    }
 }
 
 /// The first policy entry (for image `hash`, if known) whose registers and shape match.

@@ -6,6 +6,8 @@
 //! * [`tdvf`], [`kernel`], [`os_image`] — the OS measurements: MRTD from TDX firmware,
 //!   RTMR1/RTMR2 from kernel, command line and initrd, dstack OS images and the policy
 //!   file of accepted measurements.
+//! * [`rtmr0`] — RTMR0's firmware events recomputed from the firmware and the memory size
+//!   (all but QEMU's ACPI tables), and an event log's RTMR0 events held to them.
 //! * [`verify`] — DCAP verification (dcap-qvl) at an explicit time, and the status policy.
 //! * [`collateral`] — collateral from a file or a PCCS.
 //! * [`provider`] — where quotes come from: dstack guest agent, configfs-tsm, simulated.
@@ -13,7 +15,7 @@
 //! * [`cli`] — the `evidence` command.
 //!
 //! `README.md` in this crate is the manual. Without the default `verifier` feature only the
-//! parsers (`quote`, `event_log`, `simulated`, `tdvf`, `kernel`, `os_image`) are built, which is what the fuzzers use;
+//! parsers (`quote`, `event_log`, `simulated`, `tdvf`, `kernel`, `os_image`, `rtmr0`) are built, which is what the fuzzers use;
 //! the `providers` feature adds [`provider`] alone (what keyservice links).
 
 pub mod event_log;
@@ -21,6 +23,7 @@ pub mod kernel;
 mod le;
 pub mod os_image;
 pub mod quote;
+pub mod rtmr0;
 pub mod simulated;
 pub mod tdvf;
 

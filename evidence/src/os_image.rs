@@ -9,7 +9,9 @@
 //! * From an image, [`OsImage::measure`] recomputes MRTD (from the TDVF metadata of the
 //!   firmware, [`crate::tdvf`]) and RTMR1/RTMR2 (kernel, command line, initrd,
 //!   [`crate::kernel`]). RTMR0 also covers the ACPI tables QEMU builds for the VM shape
-//!   (CPUs, memory, devices) and is not recomputed here: it comes from a policy entry.
+//!   (CPUs, memory, devices), which are not recomputed here: the `os-image` check holds
+//!   RTMR0's other events to the firmware ([`crate::rtmr0`]), but RTMR0 as a whole comes
+//!   from a policy entry.
 //! * A policy file ([`OsPolicy`]) lists accepted `{os_image_hash, mrtd, rtmr0, rtmr1,
 //!   rtmr2, vm_shape}` entries, for verifiers who pin known releases without downloading
 //!   images; `evidence os-measure` writes entries.
@@ -542,6 +544,12 @@ impl OsImage {
             kernel,
             initrd,
         })
+    }
+
+    /// The TDVF metadata of the image's firmware (what RTMR0's TD HOB event depends on,
+    /// beside the memory size).
+    pub fn tdvf(&self) -> Result<Tdvf, OsImageError> {
+        Ok(Tdvf::parse(&self.firmware)?)
     }
 
     /// The kernel command line the firmware measures.

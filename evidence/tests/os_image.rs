@@ -203,6 +203,8 @@ struct Synthetic {
     path: std::path::PathBuf,
     mrtd_single: [u8; 48],
     mrtd_two: [u8; 48],
+    /// RTMR0 of the synthetic RTMR0 events ([`synthetic_rtmr0_events`]) with [`ACPI`].
+    rtmr0: [u8; 48],
     rtmr1: [u8; 48],
     rtmr2: [u8; 48],
     hash: [u8; 32],
@@ -257,6 +259,7 @@ fn synthetic_image() -> Synthetic {
         _dir: dir,
         mrtd_single: reference_mrtd(&fw, &sections, false),
         mrtd_two: reference_mrtd(&fw, &sections, true),
+        rtmr0: replay0(&synthetic_rtmr0_events(ACPI)),
         rtmr1,
         rtmr2,
         hash,
@@ -276,17 +279,134 @@ fn quote_with(mrtd: [u8; 48], rtmr: [[u8; 48]; 3]) -> Vec<u8> {
 }
 
 fn bundle_with(quote: &[u8], vm_config: Value) -> Bundle {
+    bundle_with_rtmr0(quote, vm_config, synthetic_rtmr0_events(ACPI))
+}
+
+/// A bundle whose event log has `rtmr0` as its RTMR0 events, then the near-mpc log's
+/// other events.
+fn bundle_with_rtmr0(quote: &[u8], vm_config: Value, rtmr0: Vec<Value>) -> Bundle {
+    let near: Vec<Value> = serde_json::from_str(&near_getquote_event_log()).unwrap();
+    let mut events = rtmr0;
+    events.extend(near.into_iter().filter(|e| e["imr"] != 0));
     Bundle {
         attestation: Some(json!({
             "quote": hex::encode(quote),
-            "event_log": near_getquote_event_log(),
+            "event_log": Value::Array(events).to_string(),
             "vm_config": vm_config.to_string(),
         })),
         ..Default::default()
     }
 }
 
-const RTMR0: [u8; 48] = [0x5a; 48];
+/// Digests of the three ACPI table events of the synthetic event log (QEMU's tables
+/// are not recomputed: any value stands for them).
+const ACPI: [[u8; 48]; 3] = [[0x11; 48], [0x22; 48], [0x33; 48]];
+
+/// The TD HOB a TD with 2 GiB gets from the synthetic firmware (TEMP_MEM 0x800000-
+/// 0x806000, TD_HOB 0x809000-0x80b000): a PHIT header (type 1, 56 bytes, version 9, end of
+/// the list at the HOB's address + its length + 8) and resource descriptors (type 3, 48
+/// bytes) for the gaps (unaccepted, resource type 7) and the accepted sections (type 0).
+fn reference_td_hob_2gib() -> Vec<u8> {
+    let resources: [(u32, u64, u64); 5] = [
+        (7, 0, 0x80_0000),
+        (0, 0x80_0000, 0x6000),
+        (7, 0x80_6000, 0x3000),
+        (0, 0x80_9000, 0x2000),
+        (7, 0x80_b000, TWO_GIB - 0x80_b000),
+    ];
+    let mut hob = vec![0u8; 56];
+    hob[0] = 1;
+    hob[2] = 56;
+    hob[8] = 9;
+    let end = 0x80_9000u64 + 56 + 48 * 5 + 8;
+    hob[48..56].copy_from_slice(&end.to_le_bytes());
+    for (kind, start, len) in resources {
+        let mut r = vec![0u8; 48];
+        r[0] = 3;
+        r[2] = 48;
+        r[24..28].copy_from_slice(&kind.to_le_bytes());
+        r[28..32].copy_from_slice(&7u32.to_le_bytes());
+        r[32..40].copy_from_slice(&start.to_le_bytes());
+        r[40..48].copy_from_slice(&len.to_le_bytes());
+        hob.extend(r);
+    }
+    hob
+}
+
+/// SHA-384 of an absent EFI variable's measurement: GUID, name length, zero data
+/// length, UTF-16LE name.
+fn variable(guid: &[u8], name: &str) -> [u8; 48] {
+    let mut b = guid.to_vec();
+    b.extend((name.len() as u64).to_le_bytes());
+    b.extend(0u64.to_le_bytes());
+    b.extend(name.encode_utf16().flat_map(|u| u.to_le_bytes()));
+    sha384(&b)
+}
+
+/// The 13 RTMR0 events dstack's firmware logs for the synthetic firmware and 2 GiB,
+/// with `acpi` as the three ACPI table digests. The firmware volume and Boot0000 digests
+/// are the constants dstack's `dstack-mr` states (dstack commit 312dc605, also in the
+/// lite fixture's log).
+fn synthetic_rtmr0_events(acpi: [[u8; 48]; 3]) -> Vec<Value> {
+    let global = guid_bytes(
+        0x8be4_df61,
+        0x93ca,
+        0x11d2,
+        [0xaa, 0x0d, 0x00, 0xe0, 0x98, 0x03, 0x2b, 0x8c],
+    );
+    let db = guid_bytes(
+        0xd719_b2cb,
+        0x3d3a,
+        0x4596,
+        [0xa3, 0xbc, 0xda, 0xd0, 0x0e, 0x67, 0x65, 0x6f],
+    );
+    let constant = |h: &str| -> [u8; 48] { hex::decode(h).unwrap().try_into().unwrap() };
+    let events: [(u32, [u8; 48]); 13] = [
+        (0x8000_000b, sha384(&reference_td_hob_2gib())),
+        (
+            0x8000_000a,
+            constant(
+                "344bc51c980ba621aaa00da3ed7436f7d6e549197dfe699515dfa2c6583d95e6412af21c097d473155875ffd561d6790",
+            ),
+        ),
+        (0x8000_0001, variable(&global, "SecureBoot")),
+        (0x8000_0001, variable(&global, "PK")),
+        (0x8000_0001, variable(&global, "KEK")),
+        (0x8000_0001, variable(&db, "db")),
+        (0x8000_0001, variable(&db, "dbx")),
+        (0x4, sha384(&[0; 4])),
+        (0xa, acpi[0]),
+        (0xa, acpi[1]),
+        (0xa, acpi[2]),
+        (0x8000_0002, sha384(&[0; 2])),
+        (
+            0x8000_0002,
+            constant(
+                "23ada07f5261f12f34a0bd8e46760962d6b4d576a416f1fea1c64bc656b1d28eacf7047ae6e967c58fd2a98bfa74c298",
+            ),
+        ),
+    ];
+    events
+        .iter()
+        .map(|(t, d)| {
+            json!({"imr": 0, "event_type": t, "digest": hex::encode(d), "event": "",
+                   "event_payload": ""})
+        })
+        .collect()
+}
+
+fn replay0(events: &[Value]) -> [u8; 48] {
+    let digests: Vec<[u8; 48]> = events
+        .iter()
+        .map(|e| {
+            hex::decode(e["digest"].as_str().unwrap())
+                .unwrap()
+                .try_into()
+                .unwrap()
+        })
+        .collect();
+    extend_all(&digests)
+}
 
 fn os_check(r: &Report) -> (Status, String) {
     let c = r.get("os-image").unwrap();
@@ -465,7 +585,7 @@ async fn the_os_image_check_recomputes_and_pins() {
     let image = Arc::new(OsImage::load(&img.path).unwrap());
     let vm = json!({"os_image_hash": hex::encode(img.hash), "cpu_count": 2,
                     "memory_size": TWO_GIB, "image": "dstack-dev-0.5.99"});
-    let quote = quote_with(img.mrtd_single, [RTMR0, img.rtmr1, img.rtmr2]);
+    let quote = quote_with(img.mrtd_single, [img.rtmr0, img.rtmr1, img.rtmr2]);
     let bundle = bundle_with(&quote, vm.clone());
 
     // No pin at all: a failure that says how to pin, and N/A on request.
@@ -483,7 +603,8 @@ async fn the_os_image_check_recomputes_and_pins() {
         Status::NotApplicable
     );
 
-    // The image alone recomputes MRTD, RTMR1, RTMR2; RTMR0 stays unpinned.
+    // The image alone recomputes MRTD, RTMR1, RTMR2 and RTMR0's events but the ACPI
+    // tables; RTMR0 stays unpinned, its ACPI digests reported as taken from the log.
     let image_only = Options {
         os_image: Some(image.clone()),
         ..Options::default()
@@ -492,8 +613,92 @@ async fn the_os_image_check_recomputes_and_pins() {
     let (status, detail) = os_check(&r);
     assert_eq!(status, Status::Fail, "{detail}");
     assert!(detail.contains("NOT pinned: RTMR0"), "{detail}");
+    assert!(
+        detail.contains("RTMR0: TD HOB, firmware volume, secure-boot variables and boot order recomputed, its three ACPI table events taken on trust from the event log"),
+        "{detail}"
+    );
     let os = r.os.clone().unwrap();
     assert_eq!(os.recomputed, vec!["MRTD", "RTMR1", "RTMR2"]);
+    assert_eq!(os.unpinned, vec!["RTMR0"]);
+    let rtmr0 = os.rtmr0.clone().unwrap();
+    assert_eq!(rtmr0.recomputed_events.len(), 10);
+    assert_eq!(rtmr0.recomputed_events[0], "TD HOB");
+    assert_eq!(
+        [
+            &rtmr0.acpi_table_loader,
+            &rtmr0.acpi_rsdp,
+            &rtmr0.acpi_tables
+        ],
+        [ACPI[0], ACPI[1], ACPI[2]].map(hex::encode).each_ref()
+    );
+    let text = r.to_text();
+    assert!(
+        text.contains(&format!(
+            "taken on trust from the event log: ACPI etc/table-loader {}",
+            hex::encode(ACPI[0])
+        )),
+        "{text}"
+    );
+    let json = serde_json::to_value(&r).unwrap();
+    assert_eq!(json["os"]["rtmr0"]["acpi_tables"], hex::encode(ACPI[2]));
+    // Accepted unpinned, the partial RTMR0 is what stands.
+    let (status, _) = os_check(
+        &run(
+            &bundle,
+            &Options {
+                allow_unpinned_os: true,
+                ..image_only.clone()
+            },
+        )
+        .await,
+    );
+    assert_eq!(status, Status::NotApplicable);
+
+    // A recomputed RTMR0 event that differs fails the check, naming the event: another
+    // SecureBoot measurement (the quote's RTMR0 replaying it), another memory size (the
+    // TD HOB; RTMR1 differs too), an extra event, or a log that does not replay to the
+    // quote's RTMR0.
+    let mut events = synthetic_rtmr0_events(ACPI);
+    events[2]["digest"] = json!(hex::encode([9u8; 48]));
+    let sb = bundle_with_rtmr0(
+        &quote_with(img.mrtd_single, [replay0(&events), img.rtmr1, img.rtmr2]),
+        vm.clone(),
+        events,
+    );
+    let (status, detail) = os_check(&run(&sb, &image_only).await);
+    assert_eq!(status, Status::Fail, "{detail}");
+    assert!(
+        detail.contains("RTMR0 event 3 (SecureBoot variable, log entry 2) has digest 0909"),
+        "{detail}"
+    );
+    let mut vm_4g = vm.clone();
+    vm_4g["memory_size"] = json!(4u64 << 30);
+    let (status, detail) = os_check(&run(&bundle_with(&quote, vm_4g), &image_only).await);
+    assert_eq!(status, Status::Fail, "{detail}");
+    assert!(detail.contains("RTMR0 event 1 (TD HOB"), "{detail}");
+    let mut events = synthetic_rtmr0_events(ACPI);
+    events.push(events[12].clone());
+    let extra = bundle_with_rtmr0(
+        &quote_with(img.mrtd_single, [replay0(&events), img.rtmr1, img.rtmr2]),
+        vm.clone(),
+        events,
+    );
+    let (status, detail) = os_check(&run(&extra, &image_only).await);
+    assert_eq!(status, Status::Fail, "{detail}");
+    assert!(
+        detail.contains("RTMR0 event 14 (log entry 13) is one too many"),
+        "{detail}"
+    );
+    let unreplayed = bundle_with(
+        &quote_with(img.mrtd_single, [[1; 48], img.rtmr1, img.rtmr2]),
+        vm.clone(),
+    );
+    let (status, detail) = os_check(&run(&unreplayed, &image_only).await);
+    assert_eq!(status, Status::Fail, "{detail}");
+    assert!(
+        detail.contains("do not replay to the quote's RTMR0"),
+        "{detail}"
+    );
     assert_eq!(os.version.as_deref(), Some("0.5.99"));
     assert_eq!(os.is_dev, Some(true));
     assert_eq!(
@@ -508,7 +713,7 @@ async fn the_os_image_check_recomputes_and_pins() {
         memory_size: Some(TWO_GIB),
         ..VmShape::default()
     };
-    let entry = image.entry(shape.clone(), Some(RTMR0)).unwrap();
+    let entry = image.entry(shape.clone(), Some(img.rtmr0)).unwrap();
     let policy = OsPolicy {
         entries: vec![entry.clone()],
     };
@@ -547,7 +752,7 @@ async fn the_os_image_check_recomputes_and_pins() {
 
     // The QEMU 8 page order is accepted too.
     let two = bundle_with(
-        &quote_with(img.mrtd_two, [RTMR0, img.rtmr1, img.rtmr2]),
+        &quote_with(img.mrtd_two, [img.rtmr0, img.rtmr1, img.rtmr2]),
         vm.clone(),
     );
     let (status, detail) = os_check(&run(&two, &both).await);
@@ -558,18 +763,24 @@ async fn the_os_image_check_recomputes_and_pins() {
     let mut other = img.rtmr2;
     other[0] ^= 1;
     let tampered = bundle_with(
-        &quote_with(img.mrtd_single, [RTMR0, img.rtmr1, other]),
+        &quote_with(img.mrtd_single, [img.rtmr0, img.rtmr1, other]),
         vm.clone(),
     );
     let (status, detail) = os_check(&run(&tampered, &both).await);
     assert_eq!(status, Status::Fail);
     assert!(detail.contains("RTMR2 (command line, initrd)"), "{detail}");
 
-    // Another RTMR0 (ACPI tables of another shape): the policy entry does not match.
-    let acpi = bundle_with(
-        &quote_with(img.mrtd_single, [[1; 48], img.rtmr1, img.rtmr2]),
+    // Other ACPI tables (another shape, or other AML): the image accepts them (taken on
+    // trust), the policy entry's RTMR0 does not.
+    let events = synthetic_rtmr0_events([ACPI[0], ACPI[1], [0x44; 48]]);
+    let acpi = bundle_with_rtmr0(
+        &quote_with(img.mrtd_single, [replay0(&events), img.rtmr1, img.rtmr2]),
         vm.clone(),
+        events,
     );
+    let (status, detail) = os_check(&run(&acpi, &image_only).await);
+    assert_eq!(status, Status::Fail, "{detail}");
+    assert!(detail.contains("NOT pinned: RTMR0"), "{detail}");
     let (status, detail) = os_check(&run(&acpi, &both).await);
     assert_eq!(status, Status::Fail);
     assert!(detail.contains("differs in RTMR0"), "{detail}");
@@ -743,7 +954,7 @@ fn os_measure_writes_the_policy_verify_pins() {
     let policy_path = dir.path().join("os.json");
     let policy = policy_path.to_str().unwrap();
     let image_dir = img.path.to_str().unwrap();
-    let rtmr0 = hex::encode(RTMR0);
+    let rtmr0 = hex::encode(img.rtmr0);
     let (code, _, err) = evidence_bin(&[
         "os-measure",
         image_dir,
@@ -787,7 +998,7 @@ fn os_measure_writes_the_policy_verify_pins() {
         json!({"os_image_hash": hex::encode(img.hash), "cpu_count": 2, "memory_size": TWO_GIB});
     let bundle_dir = tempfile::tempdir().unwrap();
     bundle_with(
-        &quote_with(img.mrtd_single, [RTMR0, img.rtmr1, img.rtmr2]),
+        &quote_with(img.mrtd_single, [img.rtmr0, img.rtmr1, img.rtmr2]),
         vm,
     )
     .save(bundle_dir.path())
