@@ -17,6 +17,17 @@ use serde::{Deserialize, Serialize};
 /// The prefix of environment overrides.
 pub const ENV_PREFIX: &str = "APPLIANCE_";
 
+/// Variables with [`ENV_PREFIX`] that belong to the repository's scripts and tests, not to
+/// the configuration (the tool cache, CI's fuzzing time and reproducibility work
+/// directory): skipped, so that setting one does not make every appliance started from
+/// that shell refuse its configuration. Any other unknown `APPLIANCE_*` is still an error
+/// (a misspelt override must not be ignored).
+pub const NOT_CONFIGURATION: &[&str] = &[
+    "APPLIANCE_TOOLS_DIR",
+    "APPLIANCE_CI_FUZZ_SECONDS",
+    "APPLIANCE_REPRODUCE_DIR",
+];
+
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct Config {
@@ -1238,7 +1249,7 @@ fn apply_env(
 ) -> Result<(), ConfigError> {
     let mut vars: Vec<(String, String)> = env
         .into_iter()
-        .filter(|(k, _)| k.starts_with(ENV_PREFIX))
+        .filter(|(k, _)| k.starts_with(ENV_PREFIX) && !NOT_CONFIGURATION.contains(&k.as_str()))
         .collect();
     vars.sort();
     for (var, raw) in vars {
@@ -1290,6 +1301,20 @@ mod tests {
         let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("config.example.toml");
         let loaded = Config::load_with_env(Some(&path), env(&[])).unwrap();
         assert_eq!(loaded, Config::default());
+    }
+
+    #[test]
+    fn the_scripts_variables_are_not_configuration_but_a_misspelt_override_is_refused() {
+        let mut vars = env(&[("APPLIANCE_LISTEN", "127.0.0.1:9443")]);
+        for name in NOT_CONFIGURATION {
+            vars.push(((*name).to_owned(), "/somewhere".to_owned()));
+        }
+        let config = Config::load_with_env(None, vars).unwrap();
+        assert_eq!(config.listen, SocketAddr::from(([127, 0, 0, 1], 9443)));
+
+        let err =
+            Config::load_with_env(None, env(&[("APPLIANCE_LISTN", "127.0.0.1:9443")])).unwrap_err();
+        assert!(err.to_string().contains("unknown field `listn`"), "{err}");
     }
 
     #[test]
