@@ -110,8 +110,8 @@ pub struct CheckResult {
     pub detail: String,
 }
 
-/// The whole report.
-#[derive(Debug, Clone, Serialize)]
+/// The whole report. (`Default`: no check run, not ok.)
+#[derive(Debug, Clone, Default, Serialize)]
 pub struct Report {
     pub ok: bool,
     pub checks: Vec<CheckResult>,
@@ -1486,12 +1486,8 @@ mod tests {
         assert_eq!(r.packages, 3);
         let report = Report {
             ok: true,
-            checks: Vec::new(),
-            tcb_status: None,
-            advisory_ids: Vec::new(),
-            os: None,
-            key_provider: None,
             sbom: Some(r),
+            ..Report::default()
         };
         let text = report.to_text();
         assert!(text.contains(&format!("SBOM: {digest} ")), "{text}");

@@ -1041,21 +1041,6 @@ fn fixture_bundle(f: &Value) -> Bundle {
     }
 }
 
-fn b64(s: &str) -> Vec<u8> {
-    const A: &[u8] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
-    let mut out = Vec::new();
-    let (mut acc, mut bits) = (0u32, 0);
-    for c in s.bytes().filter(|&c| c != b'=') {
-        acc = (acc << 6) | A.iter().position(|&a| a == c).unwrap() as u32;
-        bits += 6;
-        if bits >= 8 {
-            bits -= 8;
-            out.push((acc >> bits) as u8);
-        }
-    }
-    out
-}
-
 /// The TDX "lite" fixture: vm_config carries the image's measurement material (the
 /// `sha256sum.txt` bytes and `measurement.tdx.cbor`), which binds the digests dstack
 /// measures to os_image_hash. RTMR1 and RTMR2 composed from those digests by this crate's

@@ -9,7 +9,7 @@
 
 mod common;
 
-use common::read;
+use common::{b64, read};
 use evidence::event_log::{Event, EventLog};
 use evidence::quote::TdxQuote;
 use evidence::rtmr0::{EVENT_COUNT, ExpectedRtmr0, Rtmr0Error, check_event_log};
@@ -21,21 +21,6 @@ const TWO_GIB: u64 = 2 << 30;
 
 fn fixture() -> Value {
     serde_json::from_slice(&read("dstack-verifier/tdx-lite-getquote.json")).unwrap()
-}
-
-fn b64(s: &str) -> Vec<u8> {
-    const A: &[u8] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
-    let mut out = Vec::new();
-    let (mut acc, mut bits) = (0u32, 0);
-    for c in s.bytes().filter(|&c| c != b'=') {
-        acc = (acc << 6) | A.iter().position(|&a| a == c).unwrap() as u32;
-        bits += 6;
-        if bits >= 8 {
-            bits -= 8;
-            out.push((acc >> bits) as u8);
-        }
-    }
-    out
 }
 
 /// The firmware's TD_HOB and TEMP_MEM sections, from dstack's TD HOB witness (v1: LEB128

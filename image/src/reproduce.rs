@@ -222,6 +222,26 @@ impl BuildPaths {
     }
 }
 
+/// `rustc` (`$RUSTC`, else from `PATH`) compiling the one-file program `source` into `out`
+/// linked as the image's binaries are (the gnu target, `+crt-static`, no debug
+/// information): for tests that need a small executable that starts in the image, which
+/// carries no loader. Run it inside the checkout, so that rustup picks the pinned toolchain.
+pub fn rustc_static(source: &Path, out: &Path) -> Command {
+    let rustc = std::env::var_os("RUSTC").unwrap_or_else(|| "rustc".into());
+    let mut cmd = Command::new(rustc);
+    cmd.args([
+        "--edition=2024",
+        "-Cdebuginfo=0",
+        "-Ctarget-feature=+crt-static",
+        "--target",
+        TARGET_TRIPLE,
+    ])
+    .arg("-o")
+    .arg(out)
+    .arg(source);
+    cmd
+}
+
 fn git(source: &Path, args: &[&str]) -> Result<String, ImageError> {
     let out = Command::new("git")
         .arg("-C")

@@ -291,17 +291,7 @@ fn static_probe(dir: &Path) -> PathBuf {
     let src = dir.join("probe.rs");
     std::fs::write(&src, PROBE_SOURCE).unwrap();
     let out = dir.join("static-probe");
-    let rustc = std::env::var_os("RUSTC").unwrap_or_else(|| "rustc".into());
-    let built = Command::new(rustc)
-        .args([
-            "--edition=2024",
-            "-Cdebuginfo=0",
-            "-Ctarget-feature=+crt-static",
-        ])
-        .args(["--target", oci_image::reproduce::TARGET_TRIPLE])
-        .arg("-o")
-        .arg(&out)
-        .arg(&src)
+    let built = oci_image::reproduce::rustc_static(&src, &out)
         .current_dir(env!("CARGO_MANIFEST_DIR"))
         .output()
         .unwrap();

@@ -240,17 +240,8 @@ fn static_bin_dir(names: &[String]) -> PathBuf {
 /// are: the image carries no loader, so the dynamic test build of it could not start there.
 fn static_probe(dir: &Path) -> PathBuf {
     let out = dir.join("container-probe");
-    let rustc = std::env::var_os("RUSTC").unwrap_or_else(|| "rustc".into());
-    let built = std::process::Command::new(rustc)
-        .args([
-            "--edition=2024",
-            "-Cdebuginfo=0",
-            "-Ctarget-feature=+crt-static",
-        ])
-        .args(["--target", oci_image::reproduce::TARGET_TRIPLE])
-        .arg("-o")
-        .arg(&out)
-        .arg(workspace_root().join("tests/probe/container_probe.rs"))
+    let source = workspace_root().join("tests/probe/container_probe.rs");
+    let built = oci_image::reproduce::rustc_static(&source, &out)
         .current_dir(workspace_root())
         .output()
         .expect("rustc runs");

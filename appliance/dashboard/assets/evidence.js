@@ -13,7 +13,7 @@
 // the rules of `evidence verify --os-measurements`); recomputing them from an OS image
 // is a command-line job. No DOM here: it also runs in node.
 
-import { checkOsMeasurements } from './appliance-sdk.js';
+import { checkOsMeasurements, parseQuote } from './appliance-sdk.js';
 
 const subtle = globalThis.crypto.subtle;
 const utf8 = new TextEncoder();
@@ -122,68 +122,12 @@ export function decodeQuoteText(text) {
   return hexToBytes(t);
 }
 
-const REPORT_FIELDS = [
-  ['teeTcbSvn', 16],
-  ['mrSeam', 48],
-  ['mrSignerSeam', 48],
-  ['seamAttributes', 8],
-  ['tdAttributes', 8],
-  ['xfam', 8],
-  ['mrTd', 48],
-  ['mrConfigId', 48],
-  ['mrOwner', 48],
-  ['mrOwnerConfig', 48],
-  ['rtmr0', 48],
-  ['rtmr1', 48],
-  ['rtmr2', 48],
-  ['rtmr3', 48],
-  ['reportData', 64],
-];
-
 /**
- * Parses a TDX quote, v4 or v5 (the layout of evidence/src/quote.rs): the header and the
- * TD report's fields as bytes. Only slices; whether it is genuine is not decided here.
+ * Parses a TDX quote, v4 or v5: the header and the TD report's fields as bytes (the SDK's
+ * parser, which the OS-measurement check uses too). Only slices; whether it is genuine is
+ * not decided here.
  */
-export function parseQuote(bytes) {
-  const need = (n, what) => {
-    if (bytes.length < n) throw new Error(`quote is truncated: ${what} needs ${n} bytes, ${bytes.length} present`);
-  };
-  need(48, 'header');
-  const view = new DataView(bytes.buffer, bytes.byteOffset, bytes.byteLength);
-  const version = view.getUint16(0, true);
-  const teeType = view.getUint32(4, true);
-  if (version !== 4 && version !== 5) throw new Error(`unsupported quote version ${version} (only 4 and 5)`);
-  if (teeType !== 0x81) throw new Error(`not a TDX quote (tee_type 0x${teeType.toString(16)})`);
-  const userData = bytes.slice(28, 48);
-  let at = 48;
-  let bodyLen = 584;
-  if (version === 5) {
-    need(54, 'v5 body descriptor');
-    const bodyType = view.getUint16(48, true);
-    const size = view.getUint32(50, true);
-    const expected = bodyType === 2 ? 584 : bodyType === 3 ? 648 : null;
-    if (expected === null) throw new Error(`unsupported v5 body type ${bodyType}`);
-    if (size !== expected) throw new Error(`v5 body size ${size} does not match body type ${bodyType}`);
-    bodyLen = expected;
-    at = 54;
-  }
-  need(at + bodyLen, 'TD report');
-  const report = {};
-  let off = at;
-  for (const [name, len] of REPORT_FIELDS) {
-    report[name] = bytes.slice(off, off + len);
-    off += len;
-  }
-  report.rtmrs = [report.rtmr0, report.rtmr1, report.rtmr2, report.rtmr3];
-  const marker = utf8.encode(SIMULATED_MARKER);
-  return {
-    version,
-    teeType,
-    userData,
-    simulated: equalBytes(userData.slice(0, marker.length), marker),
-    report,
-  };
-}
+export { parseQuote };
 
 // ---------------------------------------------------------------------------- event log
 

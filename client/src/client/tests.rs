@@ -59,12 +59,7 @@ fn pin(client: &Client, leaf: LeafHash) {
             url: client.inner.base.clone(),
             report: Report {
                 ok: true,
-                checks: Vec::new(),
-                tcb_status: None,
-                advisory_ids: Vec::new(),
-                os: None,
-                key_provider: None,
-                sbom: None,
+                ..Report::default()
             },
             verified_at: 0,
             compose_hash: String::new(),

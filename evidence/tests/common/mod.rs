@@ -25,6 +25,17 @@ pub fn read(rel: &str) -> Vec<u8> {
     std::fs::read(data(rel)).unwrap()
 }
 
+/// Standard base64 (padding optional), as dstack's fixtures carry binary fields.
+pub fn b64(text: &str) -> Vec<u8> {
+    use base64::Engine as _;
+    use base64::engine::{DecodePaddingMode, GeneralPurpose, GeneralPurposeConfig};
+    let engine = GeneralPurpose::new(
+        &base64::alphabet::STANDARD,
+        GeneralPurposeConfig::new().with_decode_padding_mode(DecodePaddingMode::Indifferent),
+    );
+    engine.decode(text).unwrap()
+}
+
 pub fn near_quote() -> Vec<u8> {
     serde_json::from_slice(&read("dstack-near-mpc/quote.json")).unwrap()
 }

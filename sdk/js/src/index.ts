@@ -22,6 +22,7 @@ export {
   checkDeploymentOs,
   checkOsMeasurements,
   parseOsPolicy,
+  parseQuote,
   quoteRegisters,
   OsMeasurementError,
   RECOMPUTE_NOTE,
@@ -31,6 +32,8 @@ export {
   type OsCheckStatus,
   type OsPolicy,
   type OsPolicyEntry,
+  type ParsedQuote,
+  type TdReport,
   type QuoteRegisters,
 } from "./os-measurements.js";
 export { walletAuthHeader, decodeWalletAuthHeader, type SignedTypedData } from "./wallet-auth.js";

@@ -175,12 +175,47 @@ function hexToBytes(text: string): Uint8Array {
   return out;
 }
 
+/** The TD report's fields in quote order, with their sizes (as evidence/src/quote.rs reads them). */
+const REPORT_FIELDS = [
+  ["teeTcbSvn", 16],
+  ["mrSeam", 48],
+  ["mrSignerSeam", 48],
+  ["seamAttributes", 8],
+  ["tdAttributes", 8],
+  ["xfam", 8],
+  ["mrTd", 48],
+  ["mrConfigId", 48],
+  ["mrOwner", 48],
+  ["mrOwnerConfig", 48],
+  ["rtmr0", 48],
+  ["rtmr1", 48],
+  ["rtmr2", 48],
+  ["rtmr3", 48],
+  ["reportData", 64],
+] as const;
+
+/** The TD report of a quote: each field's bytes, and RTMR0-3 again as `rtmrs`. */
+export type TdReport = { [K in (typeof REPORT_FIELDS)[number][0]]: Uint8Array } & {
+  rtmrs: [Uint8Array, Uint8Array, Uint8Array, Uint8Array];
+};
+
+/** A TDX quote's header fields and TD report (bytes). */
+export interface ParsedQuote {
+  version: number;
+  teeType: number;
+  /** The header's 20 bytes of user data (the `simulated` provider's marker is there). */
+  userData: Uint8Array;
+  /** The `simulated` provider's marker: a development stack, no TDX module measured anything. */
+  simulated: boolean;
+  report: TdReport;
+}
+
 /**
- * MRTD and RTMR0-3 of a TDX quote, v4 or v5 (header 48 bytes; v5 adds a 6-byte body
- * descriptor; in the TD report MRTD is at 136, RTMR0-3 at 328, 376, 424, 472). Only slices:
- * whether the quote is genuine is not decided here.
+ * Parses a TDX quote, v4 or v5 (header 48 bytes; v5 adds a 6-byte body descriptor): the
+ * header and the TD report's fields as bytes. Only slices: whether the quote is genuine is
+ * not decided here.
  */
-export function quoteRegisters(quote: Uint8Array | string): QuoteRegisters {
+export function parseQuote(quote: Uint8Array | string): ParsedQuote {
   const bytes = typeof quote === "string" ? hexToBytes(quote) : quote;
   const need = (n: number, what: string) => {
     if (bytes.length < n) {
@@ -193,6 +228,7 @@ export function quoteRegisters(quote: Uint8Array | string): QuoteRegisters {
   const teeType = view.getUint32(4, true);
   if (version !== 4 && version !== 5) throw new OsMeasurementError(`unsupported quote version ${version} (only 4 and 5)`);
   if (teeType !== 0x81) throw new OsMeasurementError(`not a TDX quote (tee_type 0x${teeType.toString(16)})`);
+  const userData = bytes.slice(28, 48);
   let body = 48;
   let bodyLen = 584;
   if (version === 5) {
@@ -206,17 +242,29 @@ export function quoteRegisters(quote: Uint8Array | string): QuoteRegisters {
     body = 54;
   }
   need(body + bodyLen, "TD report");
-  const at = (offset: number) => hexOf(bytes.subarray(body + offset, body + offset + 48));
+  const fields: Record<string, Uint8Array> = {};
+  let off = body;
+  for (const [name, len] of REPORT_FIELDS) {
+    fields[name] = bytes.slice(off, off + len);
+    off += len;
+  }
+  const report = { ...fields, rtmrs: [fields.rtmr0, fields.rtmr1, fields.rtmr2, fields.rtmr3] } as unknown as TdReport;
   const marker = new TextEncoder().encode(SIMULATED_MARKER);
-  const simulated = marker.every((b, i) => bytes[28 + i] === b);
+  const simulated = marker.every((b, i) => userData[i] === b);
+  return { version, teeType, userData, simulated, report };
+}
+
+/** MRTD and RTMR0-3 of a TDX quote, v4 or v5, as lowercase hex ([`parseQuote`]). */
+export function quoteRegisters(quote: Uint8Array | string): QuoteRegisters {
+  const { version, simulated, report } = parseQuote(quote);
   return {
     version,
     simulated,
-    mrtd: at(136),
-    rtmr0: at(328),
-    rtmr1: at(376),
-    rtmr2: at(424),
-    rtmr3: at(472),
+    mrtd: hexOf(report.mrTd),
+    rtmr0: hexOf(report.rtmr0),
+    rtmr1: hexOf(report.rtmr1),
+    rtmr2: hexOf(report.rtmr2),
+    rtmr3: hexOf(report.rtmr3),
   };
 }
 
