@@ -24,6 +24,9 @@ use crate::protocol::{
 /// Idle connections kept for reuse (more may be open while busy).
 const MAX_IDLE: usize = 8;
 
+/// The first read of an answer: room for a TLS signature's whole frame.
+const FIRST_READ: usize = 256;
+
 /// A blocking keyservice client for `TlsSign` / `TlsPublicKey`.
 #[derive(Debug)]
 pub struct BlockingClient {
@@ -123,12 +126,29 @@ impl BlockingClient {
             _ => self.unavailable(e),
         };
         stream.write_all(&frame).map_err(timed_out)?;
-        let mut prefix = [0u8; 4];
-        stream.read_exact(&mut prefix).map_err(timed_out)?;
-        // (A closed idle connection shows here as UnexpectedEof: `Unavailable`, retried.)
+        // One read takes a whole small answer (a signature, a public key) with its length
+        // prefix; only a larger one needs more.
+        let mut first = Zeroizing::new([0u8; FIRST_READ]);
+        let mut got = 0;
+        while got < 4 {
+            match stream.read(&mut first[got..]) {
+                // (A closed idle connection shows here: `Unavailable`, retried.)
+                Ok(0) => return Err(self.unavailable("keyservice closed the connection")),
+                Ok(n) => got += n,
+                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+                Err(e) => return Err(timed_out(e)),
+            }
+        }
+        let prefix = [first[0], first[1], first[2], first[3]];
         let len = check_len(u32::from_be_bytes(prefix)).map_err(|e| self.unavailable(e))?;
+        if got > 4 + len {
+            return Err(KeyError::Protocol(
+                "keyservice sent more than one answer".to_owned(),
+            ));
+        }
         let mut body = Zeroizing::new(vec![0u8; len]);
-        stream.read_exact(&mut body).map_err(timed_out)?;
+        body[..got - 4].copy_from_slice(&first[4..got]);
+        stream.read_exact(&mut body[got - 4..]).map_err(timed_out)?;
         let header = FrameHeader::parse(&body)
             .ok_or_else(|| KeyError::Protocol("short answer frame".to_owned()))?;
         if header.version != PROTOCOL_VERSION || header.id != id || header.op != op as u8 {
@@ -153,5 +173,99 @@ impl BlockingClient {
             idle.push(stream);
         }
         answer
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::os::unix::net::UnixListener;
+
+    use super::*;
+
+    /// A one-connection fake keyservice: reads one request frame, then writes `answer` to
+    /// that request's id followed by `extra`, cut at the offsets `cuts`, pausing between
+    /// the pieces.
+    fn fake_keyservice(
+        dir: &Path,
+        answer: Response,
+        cuts: Vec<usize>,
+        extra: Vec<u8>,
+    ) -> std::thread::JoinHandle<()> {
+        let path = dir.join("ks.sock");
+        let listener = UnixListener::bind(&path).unwrap();
+        std::thread::spawn(move || {
+            let (mut stream, _) = listener.accept().unwrap();
+            let mut prefix = [0u8; 4];
+            stream.read_exact(&mut prefix).unwrap();
+            let mut body = vec![0u8; u32::from_be_bytes(prefix) as usize];
+            stream.read_exact(&mut body).unwrap();
+            let header = FrameHeader::parse(&body).unwrap();
+            let mut frame = Vec::new();
+            encode_frame(&mut frame, FrameHeader::new(header.op, 0, header.id), |b| {
+                answer.encode_payload(b)
+            });
+            frame.extend_from_slice(&extra);
+            let mut start = 0;
+            for cut in cuts.into_iter().chain([frame.len()]) {
+                stream.write_all(&frame[start..cut]).unwrap();
+                stream.flush().unwrap();
+                std::thread::sleep(Duration::from_millis(20));
+                start = cut;
+            }
+            // Hold the connection open until the client is done with it.
+            let _ = stream.read(&mut [0u8; 1]);
+        })
+    }
+
+    fn client(dir: &Path) -> BlockingClient {
+        BlockingClient::new(dir.join("ks.sock"), Duration::from_secs(5))
+    }
+
+    #[test]
+    fn an_answer_split_inside_its_length_prefix_is_read_whole() {
+        let dir = tempfile::tempdir().unwrap();
+        let signature = vec![0x30; 71];
+        let server = fake_keyservice(
+            dir.path(),
+            Response::TlsSignature(signature.clone()),
+            vec![2, 9],
+            Vec::new(),
+        );
+        assert_eq!(
+            client(dir.path()).tls_sign(0, b"message").unwrap(),
+            signature
+        );
+        drop(server);
+    }
+
+    #[test]
+    fn an_answer_longer_than_the_first_read_is_read_whole() {
+        let dir = tempfile::tempdir().unwrap();
+        // (An answer may be up to 512 bytes.)
+        let spki: Vec<u8> = (0..FIRST_READ + 144).map(|i| i as u8).collect();
+        let server = fake_keyservice(dir.path(), Response::Spki(spki.clone()), vec![], Vec::new());
+        assert_eq!(client(dir.path()).tls_public_key(7).unwrap(), spki);
+        drop(server);
+    }
+
+    #[test]
+    fn bytes_after_the_answer_are_a_protocol_error_and_the_connection_is_not_reused() {
+        let dir = tempfile::tempdir().unwrap();
+        let server = fake_keyservice(
+            dir.path(),
+            Response::TlsSignature(vec![0x30; 70]),
+            vec![],
+            vec![0, 0, 0, 1, 0xff],
+        );
+        let client = client(dir.path());
+        match client.tls_sign(0, b"message") {
+            Err(KeyError::Protocol(why)) => assert!(why.contains("more than one answer"), "{why}"),
+            other => panic!("expected a protocol error, got {other:?}"),
+        }
+        assert!(
+            client.idle_connection().is_none(),
+            "a confused connection went back to the pool"
+        );
+        drop(server);
     }
 }
