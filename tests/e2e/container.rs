@@ -4,9 +4,12 @@
 //! boundary checked from inside each container.
 //!
 //! The test starts its own `dockerd` (`e2e::container::Engine`; skipped with a printed
-//! `SKIPPED:` where none can start, see there), builds the image from this target
-//! directory's static binaries (`static_bin_dir`: the release image takes nothing else)
-//! with the `oci-image` library (what `image-build` runs), loads it,
+//! `SKIPPED:` where none can start, see there), takes the release image `scripts/image`
+//! wrote (`CONTAINER_TEST_IMAGE`: `scripts/test` sets it to the image of its
+//! reproducibility stage, the one whose digest two clones agreed on) or, when that is
+//! not set, builds one from this target directory's static binaries (`static_bin_dir`:
+//! the release image takes nothing else) with the `oci-image` library (what
+//! `image-build` runs), loads it,
 //! renders the compose with `compose-pin`'s library pinned to the image's digest, and
 //! translates it generically (`e2e::container::compose`): nothing here names a service's
 //! flags, so a change to `compose/docker-compose.yml` is tested as it is written, and a
@@ -199,9 +202,9 @@ fn image_resolver(
     }
 }
 
-/// The command that builds the image's binaries statically for this test (`scripts/test`
-/// runs it before `cargo test`): the release build's linking (gnu target, `+crt-static`)
-/// in the test profile.
+/// The command that builds the image's binaries statically for this test when no release
+/// image is named by [`RELEASE_IMAGE`] (run it before `cargo test`): the release build's
+/// linking (gnu target, `+crt-static`) in the test profile.
 const STATIC_BUILD: &str = "RUSTFLAGS='-Ctarget-feature=+crt-static --cfg=getrandom_backend=\"linux_getrandom\"' cargo build --locked \
      --target x86_64-unknown-linux-gnu -p appliance -p keyservice -p action-runtime -p worker-launcher -p evidence";
 
@@ -253,6 +256,63 @@ fn static_probe(dir: &Path) -> PathBuf {
     out
 }
 
+/// The variable naming a release image's output directory (`scripts/image DIR`: `DIR/oci/`,
+/// `DIR/appliance-image.tar`, `DIR/image-digest`) for the test to run instead of building
+/// one from the test profile's static binaries.
+const RELEASE_IMAGE: &str = "CONTAINER_TEST_IMAGE";
+
+/// The image the test runs: the release image named by [`RELEASE_IMAGE`], or one built
+/// under `out` from this target directory's static binaries. Returns (pinned reference,
+/// config digest, docker archive).
+fn the_image(out: &Path) -> (ImageRef, String, PathBuf) {
+    match std::env::var_os(RELEASE_IMAGE) {
+        Some(dir) => {
+            let (pinned, config, archive) = release_image(Path::new(&dir));
+            say(&format!(
+                "container test: the release image {pinned} from {}",
+                Path::new(&dir).display()
+            ));
+            (pinned, config, archive)
+        }
+        None => {
+            say(&format!(
+                "container test: an image of the test profile's static binaries \
+                 ({RELEASE_IMAGE} is not set)"
+            ));
+            build_image(out)
+        }
+    }
+}
+
+/// A release image as `scripts/image DIR` wrote it, checked: `image-digest` names a
+/// manifest blob of the layout whose bytes hash to it, and that manifest names the config.
+fn release_image(dir: &Path) -> (ImageRef, String, PathBuf) {
+    use sha2::Digest as _;
+    let digest = read(&dir.join("image-digest")).trim().to_owned();
+    let hex = digest
+        .strip_prefix("sha256:")
+        .unwrap_or_else(|| panic!("{}: not sha256:<hex>: {digest}", dir.display()));
+    let manifest_path = dir.join("oci/blobs/sha256").join(hex);
+    let manifest = std::fs::read(&manifest_path)
+        .unwrap_or_else(|e| panic!("{}: {e}", manifest_path.display()));
+    assert_eq!(
+        hex::encode(sha2::Sha256::digest(&manifest)),
+        hex,
+        "the manifest blob does not hash to the image digest"
+    );
+    let manifest: Value = serde_json::from_slice(&manifest).expect("manifest JSON");
+    let config = manifest["config"]["digest"]
+        .as_str()
+        .expect("the manifest names its config")
+        .to_owned();
+    let archive = dir.join("appliance-image.tar");
+    assert!(archive.is_file(), "{} is missing", archive.display());
+    let pinned: ImageRef = format!("appliance@{digest}")
+        .parse()
+        .expect("pinned reference");
+    (pinned, config, archive)
+}
+
 /// Builds the image from this target directory's static binaries (checked fresh), writes
 /// the layout under `out`; returns (pinned reference, config digest, docker archive).
 fn build_image(out: &Path) -> (ImageRef, String, PathBuf) {
@@ -296,16 +356,10 @@ async fn the_compose_keeps_the_key_boundary_under_a_real_engine() {
         .expect("work dir");
 
     // The image, loaded.
-    let (pinned, config_digest, archive) = build_image(&work.path().join("image"));
+    let (pinned, config_digest, archive) = the_image(&work.path().join("image"));
     let archive = archive.to_string_lossy().into_owned();
     engine.docker_ok(&["load", "-i", &archive]);
-    let loaded = engine.docker_ok(&[
-        "image",
-        "inspect",
-        "--format",
-        "{{.Id}}",
-        "appliance:container-test",
-    ]);
+    let loaded = engine.docker_ok(&["image", "inspect", "--format", "{{.Id}}", &config_digest]);
     assert_eq!(
         loaded, config_digest,
         "the engine's image id is the config digest of the image built"
