@@ -29,6 +29,7 @@
 //!
 //! Until the first set is built the listing is empty; a set is replaced as a whole.
 
+use appliance_domain::backoff::Backoff;
 use std::collections::BTreeMap;
 use std::sync::{Arc, RwLock};
 use std::time::{Duration, Instant};
@@ -409,7 +410,7 @@ impl Attestation {
                 let Some(cert) = certs.borrow_and_update().clone() else {
                     continue;
                 };
-                let mut delay = Duration::from_millis(500);
+                let mut backoff = Backoff::new(Duration::from_millis(500), Duration::from_secs(60));
                 loop {
                     match build_with_sbom(
                         &cert,
@@ -426,7 +427,7 @@ impl Attestation {
                         Err(err) => {
                             tracing::warn!(error = %err, "cannot build the evidence files; retrying");
                             tokio::select! {
-                                () = tokio::time::sleep(delay) => {}
+                                () = tokio::time::sleep(backoff.next_delay()) => {}
                                 changed = certs.changed() => {
                                     if changed.is_err() {
                                         return;
@@ -435,7 +436,6 @@ impl Attestation {
                                     break;
                                 }
                             }
-                            delay = (delay * 2).min(Duration::from_secs(60));
                         }
                     }
                 }

@@ -241,6 +241,8 @@ impl From<crate::execution::ExecError> for ApiError {
                 GatewayError::WrongContent(_) | GatewayError::NotUtf8(_) => {
                     Self::Unprocessable(gateway.to_string())
                 }
+                // Only at start; never the answer to a request.
+                GatewayError::Client(_) => Self::Internal(gateway.to_string()),
             },
             ExecError::ExecutionDenied(denied) => denied.into(),
             ExecError::WalletDenied(_) => Self::Forbidden(err.to_string()),

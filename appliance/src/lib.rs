@@ -18,9 +18,9 @@
 
 pub mod acme;
 pub mod api;
-pub mod api_keys;
+pub use appliance_domain::api_keys;
 pub mod attest;
-pub mod authz;
+pub use appliance_domain::authz;
 pub mod backup_command;
 pub mod billing;
 pub mod chain;
@@ -39,7 +39,7 @@ pub mod root_command;
 pub mod server;
 pub mod shared_root;
 pub mod state;
-pub mod store;
+pub use appliance_store as store;
 pub mod telemetry;
 pub mod tls;
 /// The EIP-712 envelope (its own crate, `appliance/typed-data`, so it can be fuzzed alone).
@@ -84,9 +84,11 @@ pub enum StartError {
     #[error("settlement chain: {0}")]
     Chain(String),
     #[error("cannot start the action runtime: {0}")]
-    Runtime(String),
+    Runtime(#[from] execution::RuntimeStartError),
+    #[error("cannot start the action runtime: {0}")]
+    WorkerLauncher(#[from] dev::launcher_child::LauncherChildError),
     #[error("billing: {0}")]
-    Billing(String),
+    Billing(#[from] billing::stripe::StripeError),
     #[error(transparent)]
     Acme(#[from] acme::AcmeError),
     #[error("cannot listen on {addr}: {source}")]
@@ -223,6 +225,7 @@ async fn start_with(mut config: Config, dev_anvil: Option<PathBuf>) -> Result<Ru
         source,
     })?;
     let store = open_store(&config).await?;
+    store.set_telemetry(Arc::new(telemetry::StoreTelemetry));
     // The ports first: a port that is taken is the commonest misconfiguration, and is
     // reported before anything slower starts. Nothing is accepted until `serve`.
     let listener = TcpListener::bind(config.listen)
@@ -277,8 +280,7 @@ async fn start_with(mut config: Config, dev_anvil: Option<PathBuf>) -> Result<Ru
         .clone()
         .unwrap_or_else(execution::default_worker_binary);
     let launcher = start_worker_launcher(&mut config, &worker_binary, &worker_cwd).await?;
-    let executor = execution::Executor::start(&config.actions, worker_binary, worker_cwd)
-        .map_err(StartError::Runtime)?;
+    let executor = execution::Executor::start(&config.actions, worker_binary, worker_cwd)?;
 
     let (certified, self_signed_pem) = match config.tls.mode {
         TlsMode::SelfSigned => {
@@ -342,7 +344,7 @@ async fn start_with(mut config: Config, dev_anvil: Option<PathBuf>) -> Result<Ru
     });
     let followers = start_chain_followers(&config, &store, &keys)?;
     let limits = config.http.clone();
-    let billing = Arc::new(billing::Billing::new(&config.billing).map_err(StartError::Billing)?);
+    let billing = Arc::new(billing::Billing::new(&config.billing)?);
     let rate_limiter = Arc::new(http::rate_limit::RateLimiter::new(&config.rate_limits));
     let state = state::AppState::new(state::Services {
         rate_limiter,
@@ -547,9 +549,7 @@ async fn start_worker_launcher(
         // still being reaped.
         max_workers: execution::pool_size(actions) * 2 + 4,
     };
-    let supervisor = dev::launcher_child::Supervisor::start(spec)
-        .await
-        .map_err(|e| StartError::Runtime(e.to_string()))?;
+    let supervisor = dev::launcher_child::Supervisor::start(spec).await?;
     actions.worker_launcher_socket = Some(socket);
     Ok(Some(supervisor))
 }

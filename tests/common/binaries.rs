@@ -36,9 +36,18 @@ pub fn binary(name: &str) -> PathBuf {
         "appliance-cli" => "client/cli",
         other => other,
     };
-    test_support::binaries::fresh_binary(
+    let root = workspace_root();
+    let mut sources = vec![root.join(package).join("src")];
+    if name == "appliance" {
+        // The crates the appliance is made of beside its own `src`.
+        for lower in ["appliance/store", "appliance/domain"] {
+            sources.push(root.join(lower).join("src"));
+        }
+    }
+    let sources: Vec<&Path> = sources.iter().map(PathBuf::as_path).collect();
+    test_support::binaries::fresh_binary_of(
         name,
-        &workspace_root().join(package).join("src"),
+        &sources,
         "run the tests with `cargo test --workspace` (or `scripts/test`)",
     )
 }

@@ -28,6 +28,7 @@ mod sealed;
 
 pub(crate) use sealed::is_service_path;
 
+use appliance_domain::backoff::Backoff;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
@@ -323,9 +324,9 @@ impl Manager {
                 }
                 Err(err) => {
                     failures = failures.saturating_add(1);
-                    let delay = backoff(
-                        self.config.retry_initial_ms,
-                        self.config.retry_max_ms,
+                    let delay = Backoff::after_failures(
+                        Duration::from_millis(self.config.retry_initial_ms),
+                        Duration::from_millis(self.config.retry_max_ms),
                         failures,
                     );
                     tracing::warn!(error = %err, retry_in_ms = delay.as_millis() as u64, "ACME failed; retrying");
@@ -859,13 +860,6 @@ impl Drop for PendingChallenges {
     }
 }
 
-/// `initial · 2^(failures-1)`, at most `max`.
-fn backoff(initial_ms: u64, max_ms: u64, failures: u32) -> Duration {
-    let shift = failures.saturating_sub(1).min(32);
-    let ms = initial_ms.saturating_mul(1u64 << shift).min(max_ms);
-    Duration::from_millis(ms)
-}
-
 /// The leaf's notBefore and notAfter.
 fn validity(chain_pem: &str) -> Result<(SystemTime, SystemTime), AcmeError> {
     use rustls_pki_types::CertificateDer;
@@ -891,15 +885,6 @@ fn validity(chain_pem: &str) -> Result<(SystemTime, SystemTime), AcmeError> {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn backoff_doubles_up_to_the_cap() {
-        assert_eq!(backoff(100, 1000, 1), Duration::from_millis(100));
-        assert_eq!(backoff(100, 1000, 2), Duration::from_millis(200));
-        assert_eq!(backoff(100, 1000, 4), Duration::from_millis(800));
-        assert_eq!(backoff(100, 1000, 5), Duration::from_millis(1000));
-        assert_eq!(backoff(100, 1000, u32::MAX), Duration::from_millis(1000));
-    }
 
     #[test]
     fn key_indexes_move_on_and_never_reach_the_self_signed_key() {

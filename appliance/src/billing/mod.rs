@@ -118,7 +118,7 @@ pub struct Confirmed {
 }
 
 impl Billing {
-    pub fn new(config: &BillingConfig) -> Result<Self, String> {
+    pub fn new(config: &BillingConfig) -> Result<Self, StripeError> {
         let stripe = match (&config.stripe_secret_key, &config.stripe_publishable_key) {
             (Some(secret), Some(publishable)) => Some(Enabled {
                 client: StripeClient::new(config, secret.clone())?,

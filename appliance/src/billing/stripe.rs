@@ -32,6 +32,9 @@ pub enum StripeError {
     /// Stripe answered something this client does not understand.
     #[error("Stripe sent an unexpected answer: {0}")]
     BadResponse(String),
+    /// The HTTP client could not be built (at start).
+    #[error("cannot build the Stripe client: {0}")]
+    Client(#[source] reqwest::Error),
 }
 
 /// The fields of a payment intent this service uses.
@@ -92,7 +95,7 @@ impl std::fmt::Debug for StripeClient {
 }
 
 impl StripeClient {
-    pub fn new(config: &BillingConfig, secret: SecretString) -> Result<Self, String> {
+    pub fn new(config: &BillingConfig, secret: SecretString) -> Result<Self, StripeError> {
         let http = reqwest::Client::builder()
             .use_rustls_tls()
             .timeout(Duration::from_millis(config.stripe_timeout_ms))
@@ -100,7 +103,7 @@ impl StripeClient {
             .redirect(reqwest::redirect::Policy::none())
             .user_agent(concat!("appliance/", env!("CARGO_PKG_VERSION")))
             .build()
-            .map_err(|e| format!("cannot build the Stripe client: {e}"))?;
+            .map_err(StripeError::Client)?;
         Ok(Self {
             http,
             base: config.stripe_api_base.trim_end_matches('/').to_owned(),

@@ -10,6 +10,7 @@
 //! the account that owner administers (`store::chain_apply`). A usage key's on-chain
 //! `expiration` is kept with it: past it, the key authenticates nothing.
 
+use appliance_domain::backoff::Backoff;
 use std::time::Duration;
 
 use alloy::primitives::{Address, B256, U256};
@@ -66,18 +67,18 @@ fn ids(list: &[U256]) -> Vec<u64> {
 
 impl Indexer {
     pub async fn run(&self) {
-        let mut backoff = self.poll;
+        let mut backoff = Backoff::new(self.poll, MAX_BACKOFF);
         loop {
             match self.step().await {
-                Ok(true) => backoff = self.poll,
+                Ok(true) => backoff.reset(),
                 Ok(false) => {
-                    backoff = self.poll;
+                    backoff.reset();
                     tokio::time::sleep(self.poll).await;
                 }
                 Err(err) => {
-                    tracing::warn!(error = %err, retry_in = ?backoff, "chain indexer waiting");
-                    tokio::time::sleep(backoff).await;
-                    backoff = (backoff * 2).min(MAX_BACKOFF);
+                    let retry_in = backoff.next_delay();
+                    tracing::warn!(error = %err, ?retry_in, "chain indexer waiting");
+                    tokio::time::sleep(retry_in).await;
                 }
             }
         }

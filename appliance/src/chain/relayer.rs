@@ -12,6 +12,7 @@
 //! alone is marked failed with the policy's reason, never retried. A batch unmined after
 //! `STUCK_AFTER` is re-signed with higher fees, same nonce.
 
+use appliance_domain::backoff::Backoff;
 use std::time::Duration;
 
 use alloy::consensus::{Transaction as _, TxEnvelope};
@@ -239,25 +240,25 @@ impl Relayer {
     /// Runs until the task is dropped. Every state change is persisted before its side
     /// effect, so stopping at any point is safe.
     pub async fn run(&self) {
-        let mut backoff = self.poll;
+        let mut backoff = Backoff::new(self.poll, MAX_BACKOFF);
         loop {
             match self.step().await {
                 Ok(true) => {
-                    backoff = self.poll;
+                    backoff.reset();
                     continue;
                 }
                 Ok(false) => {
-                    backoff = self.poll;
+                    backoff.reset();
                     tokio::time::sleep(self.poll).await;
                 }
                 Err(err) => {
+                    let retry_in = backoff.next_delay();
                     if err.is_transient() {
-                        tracing::warn!(error = %err, retry_in = ?backoff, "chain mirror waiting for the chain");
+                        tracing::warn!(error = %err, ?retry_in, "chain mirror waiting for the chain");
                     } else {
-                        tracing::error!(error = %err, retry_in = ?backoff, "chain mirror failed");
+                        tracing::error!(error = %err, ?retry_in, "chain mirror failed");
                     }
-                    tokio::time::sleep(backoff).await;
-                    backoff = (backoff * 2).min(MAX_BACKOFF);
+                    tokio::time::sleep(retry_in).await;
                 }
             }
         }

@@ -431,12 +431,7 @@ fn apply(chain: &mut ChainConfig, record: &Record) {
 /// Keeps anvil running on `port` until told to stop, then stops it (SIGTERM through the
 /// guard: anvil saves its state).
 async fn supervise(spec: AnvilSpec, first: Child, port: u16, stopped: watch::Receiver<bool>) {
-    let respawn = || async {
-        spec.spawn(port)
-            .await
-            .map(|(child, _)| child)
-            .map_err(|e| e.to_string())
-    };
+    let respawn = || async { spec.spawn(port).await.map(|(child, _)| child) };
     crate::dev::supervise::keep_running("anvil", first, Duration::from_secs(10), respawn, stopped)
         .await;
 }

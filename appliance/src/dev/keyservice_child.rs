@@ -115,7 +115,10 @@ async fn supervise(spec: ChildSpec, first: Child, stopped: watch::Receiver<bool>
         let spawned = spec
             .command()
             .spawn()
-            .map_err(|e| format!("{e} ({})", spec.binary.display()));
+            .map_err(|source| super::supervise::RespawnError {
+                binary: spec.binary.clone(),
+                source,
+            });
         async move { spawned }
     };
     super::supervise::keep_running(

@@ -101,10 +101,13 @@ impl Supervisor {
         let socket = spec.socket.clone();
         let task = tokio::spawn(async move {
             let respawn = || {
-                let spawned = spec
-                    .command()
-                    .spawn()
-                    .map_err(|e| format!("{e} ({})", spec.binary.display()));
+                let spawned =
+                    spec.command()
+                        .spawn()
+                        .map_err(|source| super::supervise::RespawnError {
+                            binary: spec.binary.clone(),
+                            source,
+                        });
                 async move { spawned }
             };
             super::supervise::keep_running(

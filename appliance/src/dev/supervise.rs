@@ -1,15 +1,25 @@
 //! Supervision shared by every development child (keyservice, worker-launcher, anvil):
 //! the restart loop with backoff, and waiting for a child to become ready.
 
+use appliance_domain::backoff::Backoff;
 use std::time::{Duration, Instant};
 
 use tokio::process::Child;
 use tokio::sync::watch;
 
+/// A child process that could not be started again: the spawn error and the binary.
+#[derive(Debug, thiserror::Error)]
+#[error("{source} ({})", binary.display())]
+pub(crate) struct RespawnError {
+    pub(crate) binary: std::path::PathBuf,
+    #[source]
+    pub(crate) source: std::io::Error,
+}
+
 /// Keeps a child process running until `stopped` changes: one that exits is restarted by
 /// `respawn` after a backoff (200 ms, doubling up to 5 s, back to 200 ms after 30 s of
 /// good running). When stopped, the child gets SIGTERM and `grace` to exit, then SIGKILL.
-pub(crate) async fn keep_running<F, Fut>(
+pub(crate) async fn keep_running<F, Fut, E>(
     name: &'static str,
     first: Child,
     grace: Duration,
@@ -17,10 +27,11 @@ pub(crate) async fn keep_running<F, Fut>(
     mut stopped: watch::Receiver<bool>,
 ) where
     F: FnMut() -> Fut,
-    Fut: std::future::Future<Output = Result<Child, String>>,
+    Fut: std::future::Future<Output = Result<Child, E>>,
+    E: std::fmt::Display,
 {
     let mut child = Some(first);
-    let mut backoff = Duration::from_millis(200);
+    let mut backoff = Backoff::new(Duration::from_millis(200), Duration::from_secs(5));
     loop {
         if let Some(running) = child.as_mut() {
             let started = Instant::now();
@@ -31,7 +42,7 @@ pub(crate) async fn keep_running<F, Fut>(
                         Err(err) => tracing::error!(error = %err, child = name, "child could not be waited on; restarting"),
                     }
                     if started.elapsed() > Duration::from_secs(30) {
-                        backoff = Duration::from_millis(200);
+                        backoff.reset();
                     }
                     child = None;
                 }
@@ -42,10 +53,9 @@ pub(crate) async fn keep_running<F, Fut>(
             }
         }
         tokio::select! {
-            () = tokio::time::sleep(backoff) => {}
+            () = tokio::time::sleep(backoff.next_delay()) => {}
             _ = stopped.changed() => return,
         }
-        backoff = (backoff * 2).min(Duration::from_secs(5));
         match respawn().await {
             Ok(next) => child = Some(next),
             Err(err) => tracing::error!(error = %err, child = name, "cannot restart the child"),

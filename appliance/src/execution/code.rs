@@ -75,17 +75,20 @@ pub enum GatewayError {
     WrongContent(String),
     #[error("the code for {0} is not UTF-8")]
     NotUtf8(String),
+    /// The gateway's HTTP client could not be built (at start).
+    #[error("the IPFS gateway client: {0}")]
+    Client(#[source] reqwest::Error),
 }
 
 impl Gateway {
-    pub fn new(url: &str) -> Result<Self, String> {
+    pub fn new(url: &str) -> Result<Self, GatewayError> {
         Ok(Self {
             base: url.trim_end_matches('/').to_owned(),
             client: reqwest::Client::builder()
                 .use_rustls_tls()
                 .timeout(Duration::from_secs(20))
                 .build()
-                .map_err(|e| e.to_string())?,
+                .map_err(GatewayError::Client)?,
         })
     }
 
@@ -248,7 +251,7 @@ async fn remember(
 mod tests {
     use super::*;
     use crate::api_keys::KeyHash;
-    use crate::store::sql::Engine;
+    use crate::store::Engine;
     use crate::store::testing::store_test;
     use crate::store::{InitialCredit, NewAccount, WalletIdentity};
     use keyservice_api::{Address, DerivationPath, PkpId};

@@ -61,8 +61,32 @@ impl Resolve for GuardedResolver {
     }
 }
 
+/// Why an action's fetch was refused or failed. The text is what the action sees: it
+/// never carries the URL (which may hold secrets in its query).
+#[derive(Debug, thiserror::Error)]
+pub enum FetchError {
+    #[error("invalid URL: {0}")]
+    InvalidUrl(String),
+    #[error("fetch supports http and https URLs only")]
+    Scheme,
+    #[error("fetch to {ip} is not allowed (not globally reachable: {why})")]
+    NotGlobal { ip: IpAddr, why: &'static str },
+    #[error("invalid HTTP method")]
+    Method,
+    #[error("fetch request bodies are limited to {0} bytes")]
+    RequestTooLarge(usize),
+    #[error("fetch responses are limited to {0} bytes")]
+    ResponseTooLarge(usize),
+    /// The request or its response failed (the cause, without the URL).
+    #[error("fetch failed: {0}")]
+    Failed(String),
+    /// The HTTP client could not be built (at start, not per fetch).
+    #[error("the fetch client: {0}")]
+    Client(#[source] reqwest::Error),
+}
+
 impl Fetcher {
-    pub fn new(limits: FetchLimits) -> Result<Self, String> {
+    pub fn new(limits: FetchLimits) -> Result<Self, FetchError> {
         let client = reqwest::Client::builder()
             .use_rustls_tls()
             .dns_resolver(Arc::new(GuardedResolver {
@@ -72,15 +96,16 @@ impl Fetcher {
             .timeout(limits.timeout)
             .no_proxy()
             .build()
-            .map_err(|e| e.to_string())?;
+            .map_err(FetchError::Client)?;
         Ok(Self { client, limits })
     }
 
     /// Performs one fetch. Errors are messages for the action (never secrets).
-    pub async fn fetch(&self, req: FetchRequest) -> Result<FetchResponse, String> {
-        let url = reqwest::Url::parse(&req.url).map_err(|e| format!("invalid URL: {e}"))?;
+    pub async fn fetch(&self, req: FetchRequest) -> Result<FetchResponse, FetchError> {
+        let url =
+            reqwest::Url::parse(&req.url).map_err(|e| FetchError::InvalidUrl(e.to_string()))?;
         if !matches!(url.scheme(), "http" | "https") {
-            return Err("fetch supports http and https URLs only".into());
+            return Err(FetchError::Scheme);
         }
         // An IP literal bypasses the resolver: check it here.
         if let Some(host) = url.host_str() {
@@ -89,9 +114,7 @@ impl Fetcher {
                 && !self.limits.allow_private
                 && let Some(why) = super::routable::not_global_reason(ip)
             {
-                return Err(format!(
-                    "fetch to {ip} is not allowed (not globally reachable: {why})"
-                ));
+                return Err(FetchError::NotGlobal { ip, why });
             }
         }
         let method = if req.method.is_empty() {
@@ -101,24 +124,21 @@ impl Fetcher {
         };
         let method = method
             .parse::<reqwest::Method>()
-            .map_err(|_| "invalid HTTP method".to_owned())?;
+            .map_err(|_| FetchError::Method)?;
         let mut builder = self.client.request(method, url);
         for (name, value) in &req.headers {
             builder = builder.header(name.as_str(), value.as_str());
         }
         if let Some(body) = req.body {
             if body.len() > self.limits.max_request_bytes {
-                return Err(format!(
-                    "fetch request bodies are limited to {} bytes",
-                    self.limits.max_request_bytes
-                ));
+                return Err(FetchError::RequestTooLarge(self.limits.max_request_bytes));
             }
             builder = builder.body(body);
         }
         let mut response = builder
             .send()
             .await
-            .map_err(|e| format!("fetch failed: {}", without_url(&e)))?;
+            .map_err(|e| FetchError::Failed(without_url(&e)))?;
         let status = response.status();
         let headers = response
             .headers()
@@ -129,13 +149,10 @@ impl Fetcher {
         while let Some(chunk) = response
             .chunk()
             .await
-            .map_err(|e| format!("fetch failed: {}", without_url(&e)))?
+            .map_err(|e| FetchError::Failed(without_url(&e)))?
         {
             if body.len() + chunk.len() > self.limits.max_response_bytes {
-                return Err(format!(
-                    "fetch responses are limited to {} bytes",
-                    self.limits.max_response_bytes
-                ));
+                return Err(FetchError::ResponseTooLarge(self.limits.max_response_bytes));
             }
             body.extend_from_slice(&chunk);
         }
@@ -233,7 +250,8 @@ mod tests {
                 .await
                 .unwrap_err();
             assert!(
-                err.contains("not allowed") || err.contains("no address"),
+                matches!(err, FetchError::NotGlobal { .. })
+                    || matches!(&err, FetchError::Failed(why) if why.contains("no address")),
                 "{url}: {err}"
             );
         }
@@ -246,6 +264,7 @@ mod tests {
             })
             .await
             .unwrap_err();
-        assert!(err.contains("http and https"), "{err}");
+        assert!(matches!(err, FetchError::Scheme), "{err}");
+        assert!(err.to_string().contains("http and https"), "{err}");
     }
 }

@@ -50,6 +50,12 @@ impl From<String> for HostError {
     }
 }
 
+impl From<super::fetch::FetchError> for HostError {
+    fn from(err: super::fetch::FetchError) -> Self {
+        Self::Failed(err.to_string())
+    }
+}
+
 impl From<&str> for HostError {
     fn from(message: &str) -> Self {
         Self::Failed(message.to_owned())
@@ -192,11 +198,11 @@ impl HostContext {
         }
     }
 
-    fn cid_arg(&self, ipfs_id: Option<String>) -> Result<String, String> {
+    fn cid_arg(&self, ipfs_id: Option<String>) -> Result<String, HostError> {
         match ipfs_id {
             Some(cid) => crate::cid::parse_cid(&cid)
                 .map(|c| c.as_str().to_owned())
-                .map_err(|e| format!("`ipfsId` is not a valid CID: {e}")),
+                .map_err(|e| HostError::Failed(format!("`ipfsId` is not a valid CID: {e}"))),
             None => Ok(self.action_cid.clone()),
         }
     }

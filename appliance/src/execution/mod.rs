@@ -373,13 +373,22 @@ pub struct Executor {
     gateway: Option<Gateway>,
 }
 
+/// Why the action runtime could not start.
+#[derive(Debug, thiserror::Error)]
+pub enum RuntimeStartError {
+    #[error(transparent)]
+    Fetch(#[from] fetch::FetchError),
+    #[error(transparent)]
+    Gateway(#[from] code::GatewayError),
+}
+
 impl Executor {
     /// Starts the worker pool. `worker_cwd` must be an empty directory.
     pub fn start(
         config: &ActionsConfig,
         worker_binary: std::path::PathBuf,
         worker_cwd: std::path::PathBuf,
-    ) -> Result<Self, String> {
+    ) -> Result<Self, RuntimeStartError> {
         let size = pool_size(config);
         let spawner = match &config.worker_launcher_socket {
             Some(socket) => Spawner::Launcher(socket.clone()),

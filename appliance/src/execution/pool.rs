@@ -43,8 +43,9 @@ use super::Outcome;
 use super::fair::{FairLimits, Refusal, Scheduler};
 use super::host::{HostContext, HostError, WalletRefused};
 use super::idle::{Held, IdleSet};
-use super::spawn::{Spawner, WorkerProcess};
+use super::spawn::{SpawnError, Spawner, WorkerProcess};
 use crate::store::AccountId;
+use appliance_domain::backoff::Backoff;
 
 /// One action to run, its code found.
 #[derive(Debug, Clone)]
@@ -388,10 +389,10 @@ impl Pool {
     }
 
     /// Starts a worker and numbers it.
-    async fn start(&self) -> Result<Pooled, String> {
+    async fn start(&self) -> Result<Pooled, StartError> {
         let started = spawn(&self.spawner).await;
         if let Ok(mut last) = self.start_error.lock() {
-            *last = started.as_ref().err().cloned();
+            *last = started.as_ref().err().map(ToString::to_string);
         }
         let m = crate::telemetry::metrics::global();
         match &started {
@@ -419,9 +420,10 @@ impl Pool {
     fn start_counted(self: &Arc<Self>) {
         let pool: Weak<Self> = Arc::downgrade(self);
         tokio::spawn(async move {
-            let mut pause = RESTART_BACKOFF_START;
+            let mut backoff = Backoff::new(RESTART_BACKOFF_START, RESTART_BACKOFF_MAX);
             loop {
                 let Some(live) = pool.upgrade() else { return };
+                let pause = backoff.next_delay();
                 match live.start().await {
                     Ok(worker) => return live.park_started(worker),
                     Err(err) => tracing::error!(
@@ -432,7 +434,6 @@ impl Pool {
                 }
                 drop(live);
                 tokio::time::sleep(pause).await;
-                pause = (pause * 2).min(RESTART_BACKOFF_MAX);
             }
         });
     }
@@ -690,7 +691,31 @@ enum Ended {
     Abandoned,
 }
 
-async fn spawn(spawner: &Spawner) -> Result<Worker, String> {
+/// Why a worker could not be started and brought to `ready`.
+#[derive(Debug, thiserror::Error)]
+enum StartError {
+    #[error(transparent)]
+    Spawn(#[from] SpawnError),
+    #[error("the worker sent {0} instead of ready")]
+    NotReady(String),
+    #[error("the worker did not start: {0}")]
+    DidNotStart(#[source] FrameError),
+    #[error("the worker did not become ready in time")]
+    ReadyTimeout,
+}
+
+/// A frame could not be read from or written to a worker's pipes.
+#[derive(Debug, thiserror::Error)]
+enum FrameError {
+    #[error("read: {0}")]
+    Read(#[source] std::io::Error),
+    #[error("write: {0}")]
+    Write(#[source] std::io::Error),
+    #[error(transparent)]
+    Protocol(#[from] action_runtime::protocol::ProtocolError),
+}
+
+async fn spawn(spawner: &Spawner) -> Result<Worker, StartError> {
     let spawned = spawner.spawn().await?;
     tokio::spawn(forward_stderr(spawned.stderr, spawned.process.id()));
     let mut worker = Worker {
@@ -700,9 +725,9 @@ async fn spawn(spawner: &Spawner) -> Result<Worker, String> {
     };
     match tokio::time::timeout(READY_TIMEOUT, read_frame(&mut worker.stdout)).await {
         Ok(Ok(FromWorker::Ready)) => Ok(worker),
-        Ok(Ok(msg)) => Err(format!("the worker sent {msg:?} instead of ready")),
-        Ok(Err(err)) => Err(format!("the worker did not start: {err}")),
-        Err(_) => Err("the worker did not become ready in time".into()),
+        Ok(Ok(msg)) => Err(StartError::NotReady(format!("{msg:?}"))),
+        Ok(Err(err)) => Err(StartError::DidNotStart(err)),
+        Err(_) => Err(StartError::ReadyTimeout),
     }
 }
 
@@ -806,7 +831,7 @@ fn broken(detail: &str) -> Outcome {
 
 /// The outcome of a worker that stopped answering: under its address-space limit an
 /// abort means an allocation failed.
-async fn died(worker: &mut Worker, err: &str) -> Outcome {
+async fn died(worker: &mut Worker, err: &FrameError) -> Outcome {
     use std::os::unix::process::ExitStatusExt as _;
     let status = tokio::time::timeout(Duration::from_secs(2), worker.process.wait()).await;
     let aborted = matches!(&status, Ok(Ok(s)) if matches!(s.signal(), Some(6 | 11)));
@@ -820,28 +845,25 @@ async fn died(worker: &mut Worker, err: &str) -> Outcome {
     }
 }
 
-async fn read_frame(reader: &mut BufReader<pipe::Receiver>) -> Result<FromWorker, String> {
+async fn read_frame(reader: &mut BufReader<pipe::Receiver>) -> Result<FromWorker, FrameError> {
     let mut header = [0u8; HEADER_LEN];
     reader
         .read_exact(&mut header)
         .await
-        .map_err(|e| format!("read: {e}"))?;
-    let len = protocol::frame_len(header).map_err(|e| e.to_string())?;
+        .map_err(FrameError::Read)?;
+    let len = protocol::frame_len(header)?;
     let mut body = vec![0u8; len];
     reader
         .read_exact(&mut body)
         .await
-        .map_err(|e| format!("read: {e}"))?;
-    protocol::decode(&body).map_err(|e| e.to_string())
+        .map_err(FrameError::Read)?;
+    Ok(protocol::decode(&body)?)
 }
 
 /// Writes a complete frame (from [`protocol::encode`]).
-async fn write_frame(writer: &mut pipe::Sender, frame: &[u8]) -> Result<(), String> {
-    writer
-        .write_all(frame)
-        .await
-        .map_err(|e| format!("write: {e}"))?;
-    writer.flush().await.map_err(|e| format!("write: {e}"))
+async fn write_frame(writer: &mut pipe::Sender, frame: &[u8]) -> Result<(), FrameError> {
+    writer.write_all(frame).await.map_err(FrameError::Write)?;
+    writer.flush().await.map_err(FrameError::Write)
 }
 
 #[cfg(test)]

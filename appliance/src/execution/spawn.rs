@@ -4,6 +4,7 @@
 //! three pipes and a handle that kills it and learns how it ended, so the per-job path
 //! (frames over stdin and stdout) is the same.
 
+use std::io;
 use std::path::PathBuf;
 use std::process::{ExitStatus, Stdio};
 
@@ -80,9 +81,28 @@ impl WorkerProcess {
     }
 }
 
+/// Why a worker process could not be started.
+#[derive(Debug, thiserror::Error)]
+pub enum SpawnError {
+    #[error("cannot start {}: {source}", binary.display())]
+    Start {
+        binary: PathBuf,
+        #[source]
+        source: io::Error,
+    },
+    #[error("the worker's pipes are missing")]
+    PipesMissing,
+    #[error("the worker's pipes: {0}")]
+    Pipes(#[source] io::Error),
+    #[error("the launched worker's pipes: {0}")]
+    LaunchedPipes(#[source] io::Error),
+    #[error(transparent)]
+    Launcher(#[from] client::LaunchError),
+}
+
 impl Spawner {
     /// Starts one worker (not yet `ready`).
-    pub async fn spawn(&self) -> Result<Spawned, String> {
+    pub async fn spawn(&self) -> Result<Spawned, SpawnError> {
         match self {
             Self::Direct(spec) => spawn_direct(spec),
             Self::Launcher(socket) => spawn_launched(socket).await,
@@ -103,7 +123,7 @@ impl Spawner {
     }
 }
 
-fn spawn_direct(spec: &WorkerSpec) -> Result<Spawned, String> {
+fn spawn_direct(spec: &WorkerSpec) -> Result<Spawned, SpawnError> {
     let mut child = Command::new(&spec.binary)
         .arg("--memory-limit-mb")
         .arg(spec.memory_limit_mb.to_string())
@@ -116,12 +136,15 @@ fn spawn_direct(spec: &WorkerSpec) -> Result<Spawned, String> {
         .stderr(Stdio::piped())
         .kill_on_drop(true)
         .spawn()
-        .map_err(|e| format!("cannot start {}: {e}", spec.binary.display()))?;
+        .map_err(|source| SpawnError::Start {
+            binary: spec.binary.clone(),
+            source,
+        })?;
     let pipes = (child.stdin.take(), child.stdout.take(), child.stderr.take());
     let (Some(stdin), Some(stdout), Some(stderr)) = pipes else {
-        return Err("the worker's pipes are missing".into());
+        return Err(SpawnError::PipesMissing);
     };
-    let pipe_err = |e: std::io::Error| format!("the worker's pipes: {e}");
+    let pipe_err = SpawnError::Pipes;
     Ok(Spawned {
         stdin: pipe::Sender::from_owned_fd(stdin.into_owned_fd().map_err(pipe_err)?)
             .map_err(pipe_err)?,
@@ -135,9 +158,9 @@ fn spawn_direct(spec: &WorkerSpec) -> Result<Spawned, String> {
     })
 }
 
-async fn spawn_launched(socket: &std::path::Path) -> Result<Spawned, String> {
-    let launched = client::launch(socket).await.map_err(|e| e.to_string())?;
-    let pipe_err = |e: std::io::Error| format!("the launched worker's pipes: {e}");
+async fn spawn_launched(socket: &std::path::Path) -> Result<Spawned, SpawnError> {
+    let launched = client::launch(socket).await?;
+    let pipe_err = SpawnError::LaunchedPipes;
     Ok(Spawned {
         stdin: pipe::Sender::from_owned_fd(launched.stdin).map_err(pipe_err)?,
         stdout: pipe::Receiver::from_owned_fd(launched.stdout).map_err(pipe_err)?,
@@ -163,6 +186,8 @@ mod tests {
         let Err(err) = Spawner::Launcher(socket.clone()).spawn().await else {
             panic!("a worker came from no launcher");
         };
+        assert!(matches!(err, SpawnError::Launcher(_)), "{err:?}");
+        let err = err.to_string();
         assert!(
             err.contains("cannot connect to the worker launcher at")
                 && err.contains(&socket.display().to_string()),
@@ -178,6 +203,8 @@ mod tests {
         let Err(err) = Spawner::Direct(spec).spawn().await else {
             panic!("a worker started from no binary");
         };
+        assert!(matches!(err, SpawnError::Start { .. }), "{err:?}");
+        let err = err.to_string();
         assert!(
             err.contains("cannot start") && err.contains("no-such-worker"),
             "{err}"

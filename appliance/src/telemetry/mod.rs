@@ -79,6 +79,25 @@ macro_rules! request_span {
 }
 pub(crate) use request_span;
 
+/// The store's spans and timings, as the appliance reports them: a `store.read` or
+/// `store.write` span of the current request, and
+/// `appliance_store_transaction_duration_seconds{kind}`.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct StoreTelemetry;
+
+impl crate::store::StoreTelemetry for StoreTelemetry {
+    fn span(&self, kind: crate::store::TransactionKind) -> tracing::Span {
+        match kind {
+            crate::store::TransactionKind::Read => request_span!("store.read"),
+            crate::store::TransactionKind::Write => request_span!("store.write"),
+        }
+    }
+
+    fn transaction(&self, kind: crate::store::TransactionKind, elapsed: std::time::Duration) {
+        metrics::global().store_transaction(kind.as_str(), elapsed);
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

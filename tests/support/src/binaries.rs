@@ -35,17 +35,25 @@ pub fn newest_mtime(dir: &Path) -> Option<SystemTime> {
 /// `name` in [`bin_dir`], refused (a panic naming `hint`, the command that fixes it) when
 /// it is not built or is older than any file under `sources`.
 pub fn fresh_binary(name: &str, sources: &Path, hint: &str) -> PathBuf {
+    fresh_binary_of(name, &[sources], hint)
+}
+
+/// [`fresh_binary`] for a binary built from several source folders (its package's and
+/// those of the workspace crates it is made of).
+pub fn fresh_binary_of(name: &str, sources: &[&Path], hint: &str) -> PathBuf {
     let path = bin_dir().join(name);
     let built = std::fs::metadata(&path)
         .and_then(|m| m.modified())
         .unwrap_or_else(|_| panic!("{} is not built; {hint}", path.display()));
-    if let Some(newest) = newest_mtime(sources) {
-        assert!(
-            built >= newest,
-            "{} is older than {}; {hint}",
-            path.display(),
-            sources.display()
-        );
+    for dir in sources {
+        if let Some(newest) = newest_mtime(dir) {
+            assert!(
+                built >= newest,
+                "{} is older than {}; {hint}",
+                path.display(),
+                dir.display()
+            );
+        }
     }
     path
 }

@@ -58,7 +58,11 @@ pub enum SqlError {
     NoRows,
     /// A column could not be read as the type asked for.
     #[error("column {column}: {reason}")]
-    Decode { column: usize, reason: String },
+    Decode {
+        column: usize,
+        #[source]
+        reason: ValueError,
+    },
     /// The PostgreSQL session's connection is closed.
     #[error("the database connection is closed")]
     Closed,
@@ -226,10 +230,10 @@ impl<T: ToParam> ToParam for Option<T> {
 /// `params![a, b, …]`: the parameters of a statement, `?1` first.
 macro_rules! params {
     () => {
-        &[] as &[&dyn $crate::store::sql::ToParam]
+        &[] as &[&dyn $crate::sql::ToParam]
     };
     ($($p:expr),+ $(,)?) => {
-        &[$(&$p as &dyn $crate::store::sql::ToParam),+] as &[&dyn $crate::store::sql::ToParam]
+        &[$(&$p as &dyn $crate::sql::ToParam),+] as &[&dyn $crate::sql::ToParam]
     };
 }
 pub(crate) use params;
@@ -316,18 +320,41 @@ impl ValueRef<'_> {
     }
 }
 
-/// Reads a column as a Rust value.
-pub trait FromSql: Sized {
-    /// `Err` carries the reason (the caller adds the column).
-    fn from_sql(value: ValueRef<'_>) -> std::result::Result<Self, String>;
+/// Why a column's value is not the Rust type asked for (the caller adds the column).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ValueError {
+    #[error("expected {want}, found {found}")]
+    WrongKind {
+        want: &'static str,
+        found: &'static str,
+    },
+    #[error("{0} is negative")]
+    Negative(i64),
+    #[error("{0} is not a flag (0 or 1)")]
+    NotAFlag(i64),
+    #[error("expected {want} bytes, found {found}")]
+    WrongLength { want: usize, found: usize },
+    #[error("{0}")]
+    NotUtf8(#[from] std::str::Utf8Error),
+    /// A JSON column (a group set) does not hold what it should.
+    #[error("not {what}: {reason}")]
+    Json { what: &'static str, reason: String },
 }
 
-fn wrong(value: ValueRef<'_>, want: &str) -> String {
-    format!("expected {want}, found {}", value.kind())
+/// Reads a column as a Rust value.
+pub trait FromSql: Sized {
+    fn from_sql(value: ValueRef<'_>) -> std::result::Result<Self, ValueError>;
+}
+
+fn wrong(value: ValueRef<'_>, want: &'static str) -> ValueError {
+    ValueError::WrongKind {
+        want,
+        found: value.kind(),
+    }
 }
 
 impl FromSql for i64 {
-    fn from_sql(value: ValueRef<'_>) -> std::result::Result<Self, String> {
+    fn from_sql(value: ValueRef<'_>) -> std::result::Result<Self, ValueError> {
         match value {
             ValueRef::Int(i) => Ok(i),
             other => Err(wrong(other, "an integer")),
@@ -336,25 +363,25 @@ impl FromSql for i64 {
 }
 
 impl FromSql for u64 {
-    fn from_sql(value: ValueRef<'_>) -> std::result::Result<Self, String> {
+    fn from_sql(value: ValueRef<'_>) -> std::result::Result<Self, ValueError> {
         let i = i64::from_sql(value)?;
-        u64::try_from(i).map_err(|_| format!("{i} is negative"))
+        u64::try_from(i).map_err(|_| ValueError::Negative(i))
     }
 }
 
 impl FromSql for bool {
-    fn from_sql(value: ValueRef<'_>) -> std::result::Result<Self, String> {
+    fn from_sql(value: ValueRef<'_>) -> std::result::Result<Self, ValueError> {
         match value {
             ValueRef::Int(0) => Ok(false),
             ValueRef::Int(1) => Ok(true),
-            ValueRef::Int(i) => Err(format!("{i} is not a flag (0 or 1)")),
+            ValueRef::Int(i) => Err(ValueError::NotAFlag(i)),
             other => Err(wrong(other, "a flag")),
         }
     }
 }
 
 impl FromSql for String {
-    fn from_sql(value: ValueRef<'_>) -> std::result::Result<Self, String> {
+    fn from_sql(value: ValueRef<'_>) -> std::result::Result<Self, ValueError> {
         match value {
             ValueRef::Text(t) => Ok(t.to_owned()),
             other => Err(wrong(other, "text")),
@@ -363,7 +390,7 @@ impl FromSql for String {
 }
 
 impl FromSql for Vec<u8> {
-    fn from_sql(value: ValueRef<'_>) -> std::result::Result<Self, String> {
+    fn from_sql(value: ValueRef<'_>) -> std::result::Result<Self, ValueError> {
         match value {
             ValueRef::Blob(b) => Ok(b.to_vec()),
             other => Err(wrong(other, "bytes")),
@@ -372,18 +399,19 @@ impl FromSql for Vec<u8> {
 }
 
 impl<const N: usize> FromSql for [u8; N] {
-    fn from_sql(value: ValueRef<'_>) -> std::result::Result<Self, String> {
+    fn from_sql(value: ValueRef<'_>) -> std::result::Result<Self, ValueError> {
         match value {
-            ValueRef::Blob(b) => b
-                .try_into()
-                .map_err(|_| format!("expected {N} bytes, found {}", b.len())),
+            ValueRef::Blob(b) => b.try_into().map_err(|_| ValueError::WrongLength {
+                want: N,
+                found: b.len(),
+            }),
             other => Err(wrong(other, "bytes")),
         }
     }
 }
 
 impl<T: FromSql> FromSql for Option<T> {
-    fn from_sql(value: ValueRef<'_>) -> std::result::Result<Self, String> {
+    fn from_sql(value: ValueRef<'_>) -> std::result::Result<Self, ValueError> {
         match value {
             ValueRef::Null => Ok(None),
             other => T::from_sql(other).map(Some),
@@ -504,7 +532,7 @@ impl Row<'_> {
 
     /// Column `idx` (0-based) as `T`.
     pub fn get<T: FromSql>(&self, idx: usize) -> SqlResult<T> {
-        let decode = |reason: String| SqlError::Decode {
+        let decode = |reason: ValueError| SqlError::Decode {
             column: idx,
             reason,
         };
@@ -516,7 +544,7 @@ impl Row<'_> {
                     V::Integer(i) => ValueRef::Int(i),
                     V::Real(r) => ValueRef::Real(r),
                     V::Text(t) => {
-                        ValueRef::Text(std::str::from_utf8(t).map_err(|e| decode(e.to_string()))?)
+                        ValueRef::Text(std::str::from_utf8(t).map_err(|e| decode(e.into()))?)
                     }
                     V::Blob(b) => ValueRef::Blob(b),
                 };

@@ -7,7 +7,7 @@ use super::integrity::{self, ACCOUNTS, columns};
 use super::ledger::InitialCredit;
 use super::sql::{Conn, params};
 use super::{Result, Store, StoreError, now_unix, outbox, usage_keys, wallets};
-use crate::api_keys::KeyHash;
+use appliance_domain::api_keys::KeyHash;
 
 /// What `new_account` stores: the account and its own wallet.
 #[derive(Debug, Clone)]
@@ -165,9 +165,9 @@ fn resolve(conn: Conn<'_>, hash: &KeyHash) -> Result<Option<(ResolvedKey, Option
 #[cfg(test)]
 mod mirror_tests {
     use super::mirrored_description;
-    use crate::store::InitialCredit;
-    use crate::store::sql::params;
-    use crate::store::testing::{new_account_spec, store_test};
+    use crate::InitialCredit;
+    use crate::sql::params;
+    use crate::testing::{new_account_spec, store_test};
 
     #[test]
     fn descriptions_are_mirrored_as_a_fixed_size_hash() {

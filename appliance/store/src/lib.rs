@@ -1,4 +1,11 @@
-//! The durable store: SQLite (bundled) in WAL mode.
+//! `appliance-store`: the appliance's durable state, on SQLite (bundled, WAL mode) or
+//! PostgreSQL (replicas; rows sealed by keyservice MACs, `integrity`).
+//!
+//! What it may depend on: `appliance-domain` (the permission model, key hashes),
+//! `keyservice-api` (row MACs, wallet identities), `chain-contracts` (the `AccountConfig`
+//! calls its outbox holds and the events it applies), `typed-data`, and the engines'
+//! client libraries. Never on the HTTP layer, the worker pool or a metrics registry: what
+//! it reports goes through the [`StoreTelemetry`] the composer hands in.
 //!
 //! One writer thread owns the writer connection and commits writes in batches (`writer`:
 //! group commit, each write in its own savepoint, so one failing write keeps nothing and
@@ -49,14 +56,15 @@ mod replica_tests;
 mod sealed_roots;
 mod signature_replay;
 pub(crate) mod sql;
-#[cfg(test)]
-pub(crate) mod testing;
+pub mod telemetry;
+#[cfg(any(test, feature = "testing"))]
+pub mod testing;
 mod usage_keys;
 mod wallets;
 mod writer;
 
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, OnceLock};
 
 use rusqlite::{Connection, OpenFlags};
 
@@ -75,6 +83,7 @@ pub use ledger::{Charge, Credited, InitialCredit, LedgerEntry, LedgerKind};
 pub use postgres::{PgOptions, redact as postgres_target};
 pub use sealed_roots::SealedRootRow;
 pub use sql::{Conn, Engine, SqlError};
+pub use telemetry::{StoreTelemetry, TransactionKind};
 pub use usage_keys::{NewUsageKey, UsageKeyRecord};
 pub use wallets::{WalletRecord, WalletRef};
 pub use writer::WriteStats;
@@ -192,6 +201,8 @@ struct Inner {
     keys: Arc<key_cache::KeyCache>,
     /// PostgreSQL: row MACs (`store::integrity`).
     integrity: Option<Arc<integrity::Integrity>>,
+    /// Spans and timings, once the composer hands them in.
+    telemetry: OnceLock<Arc<dyn StoreTelemetry>>,
 }
 
 /// Where reads go.
@@ -304,6 +315,7 @@ impl Store {
                 )?,
                 keys,
                 integrity,
+                telemetry: OnceLock::new(),
             }),
         })
     }
@@ -398,17 +410,20 @@ impl Store {
 
     /// Runs `f` on a read connection: SQLite, an idle read-only connection (or a new
     /// one) on the calling task; PostgreSQL, a pooled session on the blocking pool.
-    /// Timed (`appliance_store_transaction_duration_seconds{kind="read"}`) and, inside a
-    /// request, a `store.read` span.
+    /// Timed and given a span through the [`StoreTelemetry`] handed in (the appliance:
+    /// `appliance_store_transaction_duration_seconds{kind="read"}`, a `store.read` span).
     pub async fn read<T, F>(&self, f: F) -> Result<T>
     where
         T: Send + 'static,
         F: FnOnce(Conn<'_>) -> Result<T> + Send + 'static,
     {
         let started = std::time::Instant::now();
-        let span = crate::telemetry::request_span!("store.read");
+        let telemetry = self.inner.telemetry.get();
+        let span = telemetry.map_or_else(tracing::Span::none, |t| t.span(TransactionKind::Read));
         let out = tracing::Instrument::instrument(self.read_untimed(f), span).await;
-        crate::telemetry::metrics::global().store_transaction("read", started.elapsed());
+        if let Some(telemetry) = telemetry {
+            telemetry.transaction(TransactionKind::Read, started.elapsed());
+        }
         out
     }
 
@@ -447,19 +462,27 @@ impl Store {
     /// and returns once it is durably committed. If `f` fails, nothing it did is kept.
     /// (A billed write goes through `write_charged`, which adds its charge to the same
     /// transaction.)
-    /// Timed from submission to durable commit
-    /// (`appliance_store_transaction_duration_seconds{kind="write"}`) and, inside a
-    /// request, a `store.write` span.
+    /// Timed from submission to durable commit and given a span through the
+    /// [`StoreTelemetry`] handed in (the appliance: `{kind="write"}`, a `store.write` span).
     pub async fn write<T, F>(&self, f: F) -> Result<T>
     where
         T: Send + 'static,
         F: FnOnce(Conn<'_>) -> Result<T> + Send + 'static,
     {
         let started = std::time::Instant::now();
-        let span = crate::telemetry::request_span!("store.write");
+        let telemetry = self.inner.telemetry.get();
+        let span = telemetry.map_or_else(tracing::Span::none, |t| t.span(TransactionKind::Write));
         let out = tracing::Instrument::instrument(self.inner.writer.write(f), span).await;
-        crate::telemetry::metrics::global().store_transaction("write", started.elapsed());
+        if let Some(telemetry) = telemetry {
+            telemetry.transaction(TransactionKind::Write, started.elapsed());
+        }
         out
+    }
+
+    /// Hands in where the store's spans and timings go (the first call wins: the
+    /// composition root makes it once, before serving).
+    pub fn set_telemetry(&self, telemetry: Arc<dyn StoreTelemetry>) {
+        let _ = self.inner.telemetry.set(telemetry);
     }
 
     /// Batches and writes the writer has committed since the store was opened.
@@ -518,7 +541,7 @@ fn configure(conn: &Connection) -> rusqlite::Result<()> {
 }
 
 /// Seconds since the Unix epoch.
-pub(crate) fn now_unix() -> i64 {
+pub fn now_unix() -> i64 {
     std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map(|d| i64::try_from(d.as_secs()).unwrap_or(i64::MAX))
@@ -528,7 +551,7 @@ pub(crate) fn now_unix() -> i64 {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::store::testing::store_test;
+    use crate::testing::store_test;
 
     #[test]
     fn page_bounds() {
@@ -584,7 +607,7 @@ mod tests {
             reprepares("SELECT id FROM t WHERE a = ?1 ORDER BY id LIMIT ?2 + 0 OFFSET ?3 + 0"),
             0
         );
-        let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("src/store");
+        let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
         let needle = ["LIMIT", " ?"].concat();
         for entry in std::fs::read_dir(&dir).unwrap() {
             let path = entry.unwrap().path();
@@ -694,7 +717,7 @@ mod tests {
                 assert_eq!(count, 1);
             }
         }
-        crate::store::testing::new_account(&store, 7).await;
+        crate::testing::new_account(&store, 7).await;
     }
 
     async fn readers_are_not_blocked_by_an_open_write(db) {

@@ -918,7 +918,7 @@ pub fn utc(secs: i64) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::store::Store;
+    use crate::Store;
 
     fn marks(schema_version: i64, sequences: &[(&str, i64)], last: Option<i64>) -> Marks {
         Marks {

@@ -19,7 +19,7 @@ use super::ledger::Charge;
 use super::sql::{Conn, params};
 use super::wallets::{self, WALLET_WIDTH, WalletRecord, WalletRef, wallet_columns, wallet_from};
 use super::{Page, Result, Store, StoreError, now_unix, outbox};
-use crate::authz::GroupId;
+use appliance_domain::authz::GroupId;
 
 /// A permitted set: everything, or exactly these.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -570,8 +570,8 @@ impl Store {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::store::testing::store_test;
-    use crate::store::testing::{identity, new_account};
+    use crate::testing::store_test;
+    use crate::testing::{identity, new_account};
 
     fn spec(name: &str, wallets: Permitted<WalletRef>, actions: Permitted<CidHash>) -> GroupSpec {
         GroupSpec {

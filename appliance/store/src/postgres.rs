@@ -13,6 +13,7 @@
 //! and `idle_in_transaction_session_timeout`, so a stuck database or a lock held by a dead
 //! replica cannot hold a thread forever.
 
+use appliance_domain::backoff::Backoff;
 use std::sync::{Arc, Mutex, PoisonError, Weak};
 use std::time::Duration;
 
@@ -290,7 +291,7 @@ pub(super) fn follow_changes(pool: Arc<PgPool>, keys: Weak<KeyCache>) -> std::io
     std::thread::Builder::new()
         .name("store-pg-changes".into())
         .spawn(move || {
-            let mut backoff = Duration::from_millis(100);
+            let mut backoff = Backoff::new(Duration::from_millis(100), Duration::from_secs(5));
             loop {
                 let Some(cache) = keys.upgrade() else { return };
                 cache.invalidate();
@@ -299,8 +300,7 @@ pub(super) fn follow_changes(pool: Arc<PgPool>, keys: Weak<KeyCache>) -> std::io
                     Ok(()) => return, // the store is gone
                     Err(err) => {
                         tracing::warn!(error = %err, "store: the change feed from PostgreSQL broke; reconnecting");
-                        std::thread::sleep(backoff);
-                        backoff = (backoff * 2).min(Duration::from_secs(5));
+                        std::thread::sleep(backoff.next_delay());
                     }
                 }
             }
@@ -343,7 +343,7 @@ fn listen(pool: &PgPool, keys: &Weak<KeyCache>) -> std::result::Result<(), SqlEr
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::store::{Store, StoreError};
+    use crate::{Store, StoreError};
 
     #[test]
     fn a_database_over_the_network_needs_tls_and_its_password_is_never_shown() {
@@ -394,7 +394,7 @@ mod tests {
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
     async fn reads_wait_for_a_bounded_pool_and_statements_for_a_bounded_time() {
-        let Some(db) = crate::store::testing::TestDb::postgres() else {
+        let Some(db) = crate::testing::TestDb::postgres() else {
             return;
         };
         let mut options = PgOptions::new(db.postgres_url().unwrap());
@@ -429,9 +429,7 @@ mod tests {
         // A statement past the server-side limit is cancelled: 503, not a stuck thread.
         let slow = store
             .read(|conn| {
-                conn.query_row("SELECT pg_sleep(5)", crate::store::sql::params![], |_| {
-                    Ok(())
-                })?;
+                conn.query_row("SELECT pg_sleep(5)", crate::sql::params![], |_| Ok(()))?;
                 Ok(())
             })
             .await;

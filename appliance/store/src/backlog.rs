@@ -57,8 +57,8 @@ impl Store {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::store::InitialCredit;
-    use crate::store::testing::{new_account_spec, store_test};
+    use crate::InitialCredit;
+    use crate::testing::{new_account_spec, store_test};
 
     store_test! {
     // An API-mode sign-up queues its mirror writes: the backlog counts them as pending
@@ -66,7 +66,7 @@ mod tests {
     async fn the_backlog_counts_what_is_not_yet_on_chain(db) {
         let store = db.open().await;
         assert_eq!(store.outbox_backlog().await.unwrap(), OutboxBacklog::default());
-        let before = crate::store::now_unix();
+        let before = crate::now_unix();
         store
             .create_account(new_account_spec(7), InitialCredit::NONE)
             .await
@@ -75,7 +75,7 @@ mod tests {
         assert!(backlog.pending >= 1, "{backlog:?}");
         assert_eq!((backlog.sent, backlog.failed), (0, 0), "{backlog:?}");
         let oldest = backlog.oldest_unmined_at.unwrap();
-        assert!(oldest >= before && oldest <= crate::store::now_unix(), "{backlog:?}");
+        assert!(oldest >= before && oldest <= crate::now_unix(), "{backlog:?}");
     }
     }
 }

@@ -431,7 +431,7 @@ impl Store {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::store::testing::{new_account, store_test, store_with_account};
+    use crate::testing::{new_account, store_test, store_with_account};
 
     async fn sum_and_count(store: &Store, account: AccountId) -> (i64, i64) {
         store
@@ -650,7 +650,7 @@ mod tests {
         let store = db.open().await;
         let account = store
             .create_account(
-                crate::store::testing::new_account_spec(7),
+                crate::testing::new_account_spec(7),
                 InitialCredit { cents: 250 },
             )
             .await

@@ -19,8 +19,8 @@ use super::outbox::{cursor_at, set_cursor};
 use super::sql::{Conn, params};
 use super::wallets::{self, WalletRef};
 use super::{Result, Store, now_unix, usage_keys};
-use crate::api_keys::KeyHash;
-use crate::authz::{GroupSet, Permissions};
+use appliance_domain::api_keys::KeyHash;
+use appliance_domain::authz::{GroupSet, Permissions};
 use keyservice_api::PkpId;
 
 /// What changed on chain.
@@ -591,14 +591,14 @@ impl Store {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::api_keys::KeyHash;
-    use crate::authz::{GroupId, GroupSet, Permissions};
-    use crate::store::StoreError;
-    use crate::store::outbox::OutboxEntry;
-    use crate::store::testing::store_test;
-    use crate::store::{
+    use crate::StoreError;
+    use crate::outbox::OutboxEntry;
+    use crate::testing::store_test;
+    use crate::{
         Charge, GroupSpec, InitialCredit, NewAccount, NewUsageKey, Permitted, ResolvedKey,
     };
+    use appliance_domain::api_keys::KeyHash;
+    use appliance_domain::authz::{GroupId, GroupSet, Permissions};
     use keyservice_api::{DerivationPath, PkpId};
 
     fn identity(n: u8) -> WalletIdentity {
@@ -693,7 +693,7 @@ mod tests {
         store
             .list_wallets(
                 account,
-                crate::store::Page {
+                crate::Page {
                     number: 0,
                     size: 100,
                 },
@@ -767,7 +767,7 @@ mod tests {
                 account,
                 group,
                 "QmX".into(),
-                crate::store::CidHash([5; 32]),
+                crate::CidHash([5; 32]),
                 Charge::free(),
             )
             .await
@@ -811,7 +811,7 @@ mod tests {
         let admin = Address::repeat_byte(0xAA);
         let hash = B256::repeat_byte(0x11);
         let usage = KeyHash([0x22; 32]);
-        let chain_group = crate::store::groups::CHAIN_GROUP_ID_BASE;
+        let chain_group = crate::groups::CHAIN_GROUP_ID_BASE;
         let events = vec![
             ChainEvent {
                 api_key_hash: hash,
@@ -899,7 +899,7 @@ mod tests {
         let groups = store
             .list_groups(
                 account,
-                crate::store::Page {
+                crate::Page {
                     number: 0,
                     size: 100,
                 },
@@ -913,7 +913,7 @@ mod tests {
             store
                 .list_wallets(
                     account,
-                    crate::store::Page {
+                    crate::Page {
                         number: 0,
                         size: 100
                     }
@@ -970,7 +970,7 @@ mod tests {
             .await
             .unwrap();
         let minted_key = KeyHash([0x77; 32]);
-        let sig = crate::store::testing::signature(0x31, crate::store::testing::now());
+        let sig = crate::testing::signature(0x31, crate::testing::now());
         assert_eq!(sig.signer, victim_admin);
         assert!(
             store

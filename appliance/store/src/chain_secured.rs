@@ -19,8 +19,8 @@ use super::base::{AccountId, AccountMode, account_head, key_hash_from};
 use super::integrity::{self, ACCOUNTS, columns};
 use super::sql::params;
 use super::{Result, Store, StoreError, outbox, signature_replay};
-use crate::api_keys::KeyHash;
-use crate::typed_data::Verified;
+use appliance_domain::api_keys::KeyHash;
+use typed_data::Verified;
 
 /// An account's master key, whatever the account's mode.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -163,16 +163,16 @@ impl Store {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::authz::{GroupSet, Permissions};
-    use crate::store::outbox::OutboxEntry;
-    use crate::store::testing::store_test;
-    use crate::store::testing::{identity, now, signature};
-    use crate::store::{InitialCredit, NewAccount, NewUsageKey, ResolvedKey};
+    use crate::outbox::OutboxEntry;
+    use crate::testing::store_test;
+    use crate::testing::{identity, now, signature};
+    use crate::{InitialCredit, NewAccount, NewUsageKey, ResolvedKey};
     use alloy::primitives::B256;
+    use appliance_domain::authz::{GroupSet, Permissions};
 
     #[tokio::test]
     async fn admin_wallet_lookup_uses_its_index_not_a_table_scan() {
-        let db = crate::store::testing::TestDb::sqlite();
+        let db = crate::testing::TestDb::sqlite();
         let store = db.open().await;
         let plan: Vec<String> = store
             .read(|c| {
@@ -370,7 +370,7 @@ mod tests {
                     description: String::new(),
                     permissions: granted.clone(),
                 },
-                crate::store::Charge::free(),
+                crate::Charge::free(),
             )
             .await
             .unwrap();

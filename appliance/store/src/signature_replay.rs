@@ -15,8 +15,8 @@ use super::base::WalletIdentity;
 use super::integrity::{self, ACCEPTED_SIGNATURES, MINTED_USAGE_KEYS, WALLETS, columns};
 use super::sql::{Conn, Engine, params};
 use super::{Result, Store, StoreError, now_unix, wallets};
-use crate::api_keys::KeyHash;
-use crate::typed_data::Verified;
+use appliance_domain::api_keys::KeyHash;
+use typed_data::Verified;
 
 /// Records `signature` as accepted; `false` if it already was (a replay), or if its
 /// window has passed by the database's clock. Prunes rows whose window has passed.
@@ -129,9 +129,9 @@ impl Store {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::store::sql::params;
-    use crate::store::testing::store_test;
-    use crate::store::testing::{identity, now, signature};
+    use crate::sql::params;
+    use crate::testing::store_test;
+    use crate::testing::{identity, now, signature};
 
     #[tokio::test]
     async fn a_signature_is_accepted_once_even_after_a_restart() {

@@ -482,8 +482,8 @@ pub(crate) type Columns<'a> = &'a [(&'static str, &'a dyn ToParam)];
 /// `columns![("a", x), ("b", y)]` as [`Columns`].
 macro_rules! columns {
     ($(($c:literal, $v:expr)),+ $(,)?) => {
-        &[$(($c, &$v as &dyn $crate::store::sql::ToParam)),+]
-            as &[(&'static str, &dyn $crate::store::sql::ToParam)]
+        &[$(($c, &$v as &dyn $crate::sql::ToParam)),+]
+            as &[(&'static str, &dyn $crate::sql::ToParam)]
     };
 }
 pub(crate) use columns;
@@ -1366,7 +1366,7 @@ mod tests {
     /// describing the tables migration 10 created.
     #[test]
     fn migration_10_is_generated_from_the_protected_tables() {
-        let m = super::super::migrations::migration(10);
+        let m = crate::migrations::migration(10);
         assert_eq!(m.postgres, migration_postgres());
         assert_eq!(m.sql, migration_sqlite());
     }
@@ -1396,13 +1396,13 @@ mod tests {
         );
     }
 
-    use crate::api_keys::KeyHash;
-    use crate::authz::{GroupSet, Permissions};
-    use crate::store::testing::{TestDb, identity, new_account};
-    use crate::store::{Charge, NewUsageKey, Page, ResolvedKey, Store};
+    use crate::testing::{TestDb, identity, new_account};
+    use crate::{Charge, NewUsageKey, Page, ResolvedKey, Store};
+    use appliance_domain::api_keys::KeyHash;
+    use appliance_domain::authz::{GroupSet, Permissions};
 
     /// A PostgreSQL store with an account (seed 1) holding a usage key and a wallet.
-    async fn populated() -> Option<(TestDb, Store, crate::store::AccountId)> {
+    async fn populated() -> Option<(TestDb, Store, crate::AccountId)> {
         let db = TestDb::postgres()?;
         let store = db.open().await;
         let account = new_account(&store, 1).await;
@@ -1452,7 +1452,7 @@ mod tests {
         // A usage key given rights it never had, behind the appliance's back.
         db.behind_the_back("UPDATE usage_keys SET can_create_pkps = 1")
             .await;
-        tokio::time::sleep(crate::store::key_cache::REPLICA_TTL).await;
+        tokio::time::sleep(crate::key_cache::REPLICA_TTL).await;
         assert_tampered(store.resolve_key(KeyHash([9; 32])).await, "usage_keys");
         assert_tampered(
             store
@@ -1476,7 +1476,7 @@ mod tests {
             Some(ResolvedKey::Account(_))
         ));
         store
-            .wallet(account, crate::store::WalletRef::Pkp(identity(7).pkp_id))
+            .wallet(account, crate::WalletRef::Pkp(identity(7).pkp_id))
             .await
             .unwrap();
     }
@@ -1512,11 +1512,11 @@ mod tests {
         let group = store2
             .add_group(
                 c,
-                crate::store::GroupSpec {
+                crate::GroupSpec {
                     name: "g".into(),
                     description: String::new(),
-                    wallets: crate::store::Permitted::Only(vec![]),
-                    actions: crate::store::Permitted::All,
+                    wallets: crate::Permitted::Only(vec![]),
+                    actions: crate::Permitted::All,
                 },
                 Charge::free(),
             )
@@ -1541,7 +1541,7 @@ mod tests {
         );
         assert_tampered(
             store2
-                .execution_scope(c, vec![group], crate::store::CidHash([5; 32]))
+                .execution_scope(c, vec![group], crate::CidHash([5; 32]))
                 .await,
             "group_wallets",
         );
@@ -1562,7 +1562,7 @@ mod tests {
                 .await,
             "usage_keys",
         );
-        tokio::time::sleep(crate::store::key_cache::REPLICA_TTL).await;
+        tokio::time::sleep(crate::key_cache::REPLICA_TTL).await;
         assert_tampered(store.resolve_key(KeyHash([9; 32])).await, "usage_keys");
         store
             .credit_payment(account, "pi_1".into(), 100)
@@ -1576,7 +1576,7 @@ mod tests {
         // A row deleted behind the back is simply gone (withholding is not detected:
         // docs/threat-model.md).
         db.behind_the_back("DELETE FROM usage_keys").await;
-        tokio::time::sleep(crate::store::key_cache::REPLICA_TTL).await;
+        tokio::time::sleep(crate::key_cache::REPLICA_TTL).await;
         assert_eq!(store.resolve_key(KeyHash([9; 32])).await.unwrap(), None);
         let _ = account;
     }
@@ -1611,14 +1611,11 @@ mod tests {
         // `create_wallet_with_signature` make).
         assert!(
             store
-                .accept_signature(crate::store::testing::signature(
-                    1,
-                    crate::store::testing::now()
-                ))
+                .accept_signature(crate::testing::signature(1, crate::testing::now()))
                 .await
                 .unwrap()
         );
-        let moved = crate::store::WalletRef::Pkp(identity(7).pkp_id);
+        let moved = crate::WalletRef::Pkp(identity(7).pkp_id);
         assert_tampered(store.wallet(attacker, moved).await, "wallets");
         assert_tampered(
             store
@@ -1763,7 +1760,7 @@ mod tests {
         }
         restore.push_str("COMMIT;");
         db.behind_the_back(&restore).await;
-        tokio::time::sleep(crate::store::key_cache::REPLICA_TTL).await;
+        tokio::time::sleep(crate::key_cache::REPLICA_TTL).await;
         assert_unavailable(store.resolve_key(KeyHash([9; 32])).await);
         assert_unavailable(store.balance(account).await);
         assert_unavailable(store.charge(account, 50, "x").await);
@@ -1834,19 +1831,18 @@ mod tests {
             return;
         };
         let url = db.postgres_url().unwrap().to_owned();
-        let other = Store::open_postgres(crate::store::PgOptions::new(url))
+        let other = Store::open_postgres(crate::PgOptions::new(url))
             .await
             .unwrap();
-        other.set_row_authenticator(std::sync::Arc::new(
-            crate::store::testing::LocalRowKey::new(b"another root"),
-        ));
+        other.set_row_authenticator(std::sync::Arc::new(crate::testing::LocalRowKey::new(
+            b"another root",
+        )));
         assert_tampered(other.account(account).await, "accounts");
         // Without a key at all, protected rows are not served (503), never unchecked.
-        let keyless = Store::open_postgres(crate::store::PgOptions::new(
-            db.postgres_url().unwrap().to_owned(),
-        ))
-        .await
-        .unwrap();
+        let keyless =
+            Store::open_postgres(crate::PgOptions::new(db.postgres_url().unwrap().to_owned()))
+                .await
+                .unwrap();
         assert!(matches!(
             keyless.account(account).await,
             Err(StoreError::Unavailable(_))

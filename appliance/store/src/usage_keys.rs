@@ -7,10 +7,10 @@ use chain_contracts::ops::MirrorOp;
 use super::base::{AccountId, AccountMode, ResolvedKey, UsageKeyId, account_head};
 use super::integrity::{self, USAGE_KEYS, columns};
 use super::ledger::Charge;
-use super::sql::{Conn, Row, SqlError, SqlResult, params};
+use super::sql::{Conn, Row, SqlError, SqlResult, ValueError, params};
 use super::{Page, Result, Store, StoreError, now_unix, outbox};
-use crate::api_keys::KeyHash;
-use crate::authz::{GroupSet, Permissions};
+use appliance_domain::api_keys::KeyHash;
+use appliance_domain::authz::{GroupSet, Permissions};
 
 #[derive(Debug, Clone)]
 pub struct NewUsageKey {
@@ -45,7 +45,10 @@ fn decode_set(row: &Row<'_>, idx: usize) -> SqlResult<GroupSet> {
         .map(GroupSet::new)
         .map_err(|e| SqlError::Decode {
             column: idx,
-            reason: format!("not a group set: {e}"),
+            reason: ValueError::Json {
+                what: "a group set",
+                reason: e.to_string(),
+            },
         })
 }
 
@@ -430,8 +433,8 @@ impl Store {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::store::testing::store_test;
-    use crate::store::testing::store_with_account;
+    use crate::testing::store_test;
+    use crate::testing::store_with_account;
 
     fn perms() -> Permissions {
         Permissions {
@@ -538,7 +541,7 @@ mod tests {
         // Served from memory: a change made behind the store's back (never done outside
         // tests: the store is the database's only writer) is not seen... (SQLite only:
         // on PostgreSQL such a change fails the row's MAC, `store::integrity`.)
-        if db.engine() == crate::store::Engine::Sqlite {
+        if db.engine() == crate::Engine::Sqlite {
             db.behind_the_back("UPDATE usage_keys SET can_create_groups = 0")
                 .await;
             assert_eq!(
@@ -582,7 +585,7 @@ mod tests {
             .convert_account(
                 account,
                 alloy::primitives::Address::repeat_byte(7),
-                crate::store::testing::signature(7, crate::store::testing::now()),
+                crate::testing::signature(7, crate::testing::now()),
             )
             .await
             .unwrap();

@@ -9,8 +9,8 @@ use super::integrity::{ACCOUNTS, GROUPS};
 use super::sql::{Conn, params};
 
 use super::{Result, StoreError};
-use crate::api_keys::KeyHash;
-use crate::authz::{GroupId, Permissions};
+use appliance_domain::api_keys::KeyHash;
+use appliance_domain::authz::{GroupId, Permissions};
 
 /// The store's id of an account. Never shown to clients.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]

@@ -11,7 +11,7 @@ use super::integrity::{self, ACTIONS, GROUP_ACTIONS, columns};
 use super::ledger::Charge;
 use super::sql::{Conn, Row, SqlResult, params};
 use super::{Page, Result, Store, StoreError, now_unix, outbox};
-use crate::authz::GroupId;
+use appliance_domain::authz::GroupId;
 
 /// `keccak256(CID string)`: how update and delete calls name an action.
 #[derive(Clone, Copy, PartialEq, Eq, Hash)]
@@ -348,10 +348,10 @@ fn evict(tx: Conn<'_>, owner: i64, keep: &str, excess: i64) -> Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::store::sql::params;
-    use crate::store::testing::store_test;
-    use crate::store::testing::store_with_account;
-    use crate::store::{GroupSpec, Permitted};
+    use crate::sql::params;
+    use crate::testing::store_test;
+    use crate::testing::store_with_account;
+    use crate::{GroupSpec, Permitted};
 
     async fn used_bytes(store: &Store, owner: CodeOwner) -> u64 {
         store.code_bytes(owner).await.unwrap()

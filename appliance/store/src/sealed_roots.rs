@@ -113,7 +113,7 @@ impl Store {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::store::testing::store_test;
+    use crate::testing::store_test;
 
     fn row(hash: u8, root: u8) -> SealedRootRow {
         SealedRootRow {

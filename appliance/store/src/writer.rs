@@ -441,7 +441,7 @@ mod tests {
     use futures_util::FutureExt as _;
 
     use super::*;
-    use crate::store::sql::params;
+    use crate::sql::params;
 
     fn writer(queue: usize) -> (tempfile::TempDir, Writer, std::path::PathBuf) {
         let dir = tempfile::tempdir().unwrap();

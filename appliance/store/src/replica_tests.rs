@@ -7,8 +7,8 @@ use std::time::{Duration, Instant};
 
 use super::testing::{TestDb, new_account, signature};
 use super::{Charge, NewUsageKey, Store, StoreError};
-use crate::api_keys::KeyHash;
-use crate::authz::{GroupSet, Permissions};
+use appliance_domain::api_keys::KeyHash;
+use appliance_domain::authz::{GroupSet, Permissions};
 
 /// Two stores on one fresh database, sharing the row key (as replicas sharing a root).
 async fn two_replicas() -> Option<(TestDb, Store, Store)> {

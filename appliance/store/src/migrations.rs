@@ -962,17 +962,17 @@ mod tests {
     }
 
     /// Every table and column, and whether it may be NULL, as the engine reports them.
-    async fn columns(store: &super::super::Store) -> Vec<(String, String, bool)> {
+    async fn columns(store: &crate::Store) -> Vec<(String, String, bool)> {
         store
             .read(|c| {
                 let sql = match c.engine() {
-                    super::super::Engine::Sqlite => {
+                    crate::Engine::Sqlite => {
                         "SELECT m.name, p.name, p.\"notnull\" = 1 OR p.pk > 0
                          FROM sqlite_master m JOIN pragma_table_info(m.name) p
                          WHERE m.type = 'table' AND m.name NOT LIKE 'sqlite_%'
                          ORDER BY 1, 2"
                     }
-                    super::super::Engine::Postgres => {
+                    crate::Engine::Postgres => {
                         "SELECT table_name::text, column_name::text, is_nullable = 'NO'
                          FROM information_schema.columns
                          WHERE table_schema = current_schema() AND table_name <> 'schema_version'
@@ -991,10 +991,10 @@ mod tests {
     /// columns, with the same NOT NULL constraints.
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn both_engines_have_the_same_columns() {
-        let Some(pg) = crate::store::testing::TestDb::postgres() else {
+        let Some(pg) = crate::testing::TestDb::postgres() else {
             return;
         };
-        let sqlite = crate::store::testing::TestDb::sqlite();
+        let sqlite = crate::testing::TestDb::sqlite();
         let (a, b) = (
             columns(&sqlite.open().await).await,
             columns(&pg.open().await).await,

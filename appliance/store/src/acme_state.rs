@@ -112,7 +112,7 @@ impl Store {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::store::testing::store_test;
+    use crate::testing::store_test;
 
     store_test! {
     async fn documents_and_challenges_round_trip_and_expire(db) {

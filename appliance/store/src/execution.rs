@@ -9,7 +9,7 @@ use super::integrity::{ACTIONS, GROUP_ACTIONS, GROUP_WALLETS, GROUPS};
 use super::sql::params;
 use super::wallets::{self, WalletRecord, WalletRef};
 use super::{AccountId, Result, Store};
-use crate::authz::GroupId;
+use appliance_domain::authz::GroupId;
 
 /// The wallets an execution may use.
 #[derive(Debug, Clone, PartialEq, Eq)]

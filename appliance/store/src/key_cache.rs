@@ -35,7 +35,7 @@ use std::time::{Duration, Instant};
 
 use super::base::ResolvedKey;
 use super::now_unix;
-use crate::api_keys::KeyHash;
+use appliance_domain::api_keys::KeyHash;
 
 /// Most keys held; past it the map is emptied.
 pub(super) const MAX_ENTRIES: usize = 16_384;
@@ -127,7 +127,7 @@ impl KeyCache {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::store::AccountId;
+    use crate::AccountId;
 
     fn hash(n: u32) -> KeyHash {
         let mut h = [0u8; 32];

@@ -1,4 +1,5 @@
-//! Fixtures shared by the store's unit tests: a fresh database on either engine, and
+//! Fixtures shared by the store's unit tests and, through the `testing` feature, by the tests
+//! of the crates above: a fresh database on either engine, and
 //! accounts in it.
 //!
 //! [`store_test!`] writes a test once and runs it twice, as `<name>::sqlite` (a database
@@ -6,14 +7,16 @@
 //! process's PostgreSQL server, `test_support::postgres`). Where PostgreSQL is not
 //! installed the second is skipped with the reason on stderr; with `CI` set it fails.
 
+#![allow(clippy::unwrap_used, clippy::expect_used)] // test fixtures: a failure is the test's
+
 use keyservice_api::{Address, DerivationPath, PkpId};
 
 use super::sql::Engine;
 use super::{AccountId, InitialCredit, NewAccount, PgOptions, Store, WalletIdentity};
-use crate::api_keys::KeyHash;
+use appliance_domain::api_keys::KeyHash;
 
 /// A database a test owns: a SQLite file, or a PostgreSQL database of its own.
-pub(crate) struct TestDb {
+pub struct TestDb {
     kind: Kind,
 }
 
@@ -23,7 +26,7 @@ enum Kind {
 }
 
 impl TestDb {
-    pub(crate) fn sqlite() -> Self {
+    pub fn sqlite() -> Self {
         Self {
             kind: Kind::Sqlite(tempfile::tempdir().expect("a temporary directory")),
         }
@@ -31,7 +34,7 @@ impl TestDb {
 
     /// A fresh database on the shared test server; `None` (reported) where PostgreSQL
     /// cannot run.
-    pub(crate) fn postgres() -> Option<Self> {
+    pub fn postgres() -> Option<Self> {
         match test_support::postgres::PgServer::shared() {
             Ok(server) => Some(Self {
                 kind: Kind::Postgres(server.new_database()),
@@ -43,7 +46,7 @@ impl TestDb {
         }
     }
 
-    pub(crate) fn engine(&self) -> Engine {
+    pub fn engine(&self) -> Engine {
         match self.kind {
             Kind::Sqlite(_) => Engine::Sqlite,
             Kind::Postgres(_) => Engine::Postgres,
@@ -51,7 +54,7 @@ impl TestDb {
     }
 
     /// Opens a store on this database (again, for a test of a restart).
-    pub(crate) async fn open(&self) -> Store {
+    pub async fn open(&self) -> Store {
         match &self.kind {
             Kind::Sqlite(dir) => {
                 Store::open(&dir.path().join("state.db")).expect("the store opens")
@@ -68,7 +71,7 @@ impl TestDb {
 
     /// Runs `sql` on a connection of its own, behind the store's back (as an operator
     /// or an attacker with access to the database would).
-    pub(crate) async fn behind_the_back(&self, sql: &str) {
+    pub async fn behind_the_back(&self, sql: &str) {
         let sql = sql.to_owned();
         match &self.kind {
             Kind::Sqlite(dir) => {
@@ -91,7 +94,7 @@ impl TestDb {
     }
 
     /// The SQLite file (`None` for PostgreSQL).
-    pub(crate) fn sqlite_path(&self) -> Option<std::path::PathBuf> {
+    pub fn sqlite_path(&self) -> Option<std::path::PathBuf> {
         match &self.kind {
             Kind::Sqlite(dir) => Some(dir.path().join("state.db")),
             Kind::Postgres(_) => None,
@@ -99,7 +102,7 @@ impl TestDb {
     }
 
     /// The PostgreSQL URL (`None` for SQLite).
-    pub(crate) fn postgres_url(&self) -> Option<&str> {
+    pub fn postgres_url(&self) -> Option<&str> {
         match &self.kind {
             Kind::Sqlite(_) => None,
             Kind::Postgres(url) => Some(url),
@@ -108,10 +111,10 @@ impl TestDb {
 }
 
 /// Row MACs with a key held in memory (tests only; production asks keyservice).
-pub(crate) struct LocalRowKey(ring::hmac::Key);
+pub struct LocalRowKey(ring::hmac::Key);
 
 impl LocalRowKey {
-    pub(crate) fn new(seed: &[u8]) -> Self {
+    pub fn new(seed: &[u8]) -> Self {
         Self(ring::hmac::Key::new(ring::hmac::HMAC_SHA256, seed))
     }
 }
@@ -130,23 +133,25 @@ impl super::RowAuthenticator for LocalRowKey {
     }
 }
 
-/// `store_test! { async fn name(db) { … } … }`: each test on both engines.
+/// `store_test! { async fn name(db) { … } … }`: each test on both engines (the crates
+/// above use it through the `testing` feature).
+#[macro_export]
 macro_rules! store_test {
     ($(async fn $name:ident($db:ident) $body:block)*) => {$(
         mod $name {
             #[allow(unused_imports)]
             use super::*;
 
-            async fn run($db: $crate::store::testing::TestDb) $body
+            async fn run($db: $crate::testing::TestDb) $body
 
             #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
             async fn sqlite() {
-                run($crate::store::testing::TestDb::sqlite()).await
+                run($crate::testing::TestDb::sqlite()).await
             }
 
             #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
             async fn postgres() {
-                let Some(db) = $crate::store::testing::TestDb::postgres() else {
+                let Some(db) = $crate::testing::TestDb::postgres() else {
                     return;
                 };
                 run(db).await
@@ -154,10 +159,10 @@ macro_rules! store_test {
         }
     )*};
 }
-pub(crate) use store_test;
+pub use crate::store_test;
 
 /// An API-mode account whose key hash, wallet and name are all derived from `seed`.
-pub(super) fn new_account_spec(seed: u8) -> NewAccount {
+pub fn new_account_spec(seed: u8) -> NewAccount {
     NewAccount {
         api_key_hash: KeyHash([seed; 32]),
         name: format!("a{seed}"),
@@ -168,7 +173,7 @@ pub(super) fn new_account_spec(seed: u8) -> NewAccount {
 }
 
 /// Creates the account of `seed` (no starting credit).
-pub(super) async fn new_account(store: &Store, seed: u8) -> AccountId {
+pub async fn new_account(store: &Store, seed: u8) -> AccountId {
     store
         .create_account(new_account_spec(seed), InitialCredit::NONE)
         .await
@@ -176,14 +181,14 @@ pub(super) async fn new_account(store: &Store, seed: u8) -> AccountId {
 }
 
 /// A store on `db` holding the account of `seed` (its key hash is `KeyHash([seed; 32])`).
-pub(super) async fn store_with_account(db: &TestDb, seed: u8) -> (Store, AccountId) {
+pub async fn store_with_account(db: &TestDb, seed: u8) -> (Store, AccountId) {
     let store = db.open().await;
     let account = new_account(&store, seed).await;
     (store, account)
 }
 
 /// The wallet identity of `n` (every byte `n`).
-pub(super) fn identity(n: u8) -> WalletIdentity {
+pub fn identity(n: u8) -> WalletIdentity {
     WalletIdentity {
         pkp_id: PkpId([n; 32]),
         address: Address([n; 20]),
@@ -192,9 +197,9 @@ pub(super) fn identity(n: u8) -> WalletIdentity {
 }
 
 /// A verified `ConvertAccount` signature of `n` (signer and digest every byte `n`).
-pub(super) fn signature(n: u8, issued_at: u64) -> crate::typed_data::Verified {
-    crate::typed_data::Verified {
-        flow: crate::typed_data::Flow::ConvertAccount,
+pub fn signature(n: u8, issued_at: u64) -> typed_data::Verified {
+    typed_data::Verified {
+        flow: typed_data::Flow::ConvertAccount,
         signer: alloy::primitives::Address::repeat_byte(n),
         issued_at,
         digest: alloy::primitives::B256::repeat_byte(n),
@@ -202,6 +207,6 @@ pub(super) fn signature(n: u8, issued_at: u64) -> crate::typed_data::Verified {
 }
 
 /// Now, as an issuedAt.
-pub(super) fn now() -> u64 {
+pub fn now() -> u64 {
     super::now_unix() as u64
 }

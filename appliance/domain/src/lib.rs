@@ -1,0 +1,16 @@
+//! `appliance-domain`: the rules of the appliance that need no I/O, below every crate
+//! that stores or serves them.
+//!
+//! * [`authz`]: the permission model of the service specification, as pure functions
+//!   over account keys, usage keys and their per-group permissions;
+//! * [`api_keys`]: API secrets (account and usage keys), their one-time display form and
+//!   the identity hash the store keeps instead of the secret;
+//! * [`backoff`]: the one retry schedule (a doubling, capped delay) every retrying loop
+//!   of the appliance and its store waits with.
+//!
+//! It may depend on `usage-key-permissions` and on crypto primitives only: never on the
+//! store, the HTTP layer or a runtime.
+
+pub mod api_keys;
+pub mod authz;
+pub mod backoff;
