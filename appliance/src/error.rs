@@ -172,20 +172,6 @@ impl From<crate::typed_data::TypedDataError> for ApiError {
     }
 }
 
-impl From<crate::http::auth::WalletAuthError> for ApiError {
-    fn from(err: crate::http::auth::WalletAuthError) -> Self {
-        use crate::http::auth::WalletAuthError;
-        match err {
-            WalletAuthError::Missing | WalletAuthError::NoAccount(_) => {
-                Self::Unauthorized(err.to_string())
-            }
-            WalletAuthError::Malformed(_) => Self::BadRequest(err.to_string()),
-            WalletAuthError::TooLarge => Self::PayloadTooLarge(err.to_string()),
-            WalletAuthError::Signature(inner) => inner.into(),
-        }
-    }
-}
-
 impl From<crate::billing::BillingError> for ApiError {
     fn from(err: crate::billing::BillingError) -> Self {
         use crate::billing::BillingError;

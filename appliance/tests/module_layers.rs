@@ -412,3 +412,29 @@ fn the_front_end_names_no_quote_provider() {
         }
     }
 }
+
+#[test]
+fn the_error_mapping_names_nothing_of_the_http_layer() {
+    // `error.rs` maps the domains' errors to statuses; the HTTP layer's own errors (wallet
+    // authentication, extractors) are mapped where they are raised, so the two do not
+    // import each other in a circle.
+    let names = names_in(&src_dir("src/error.rs"));
+    assert!(
+        names
+            .paths
+            .iter()
+            .any(|p| p.first().map(String::as_str) == Some("crate")),
+        "the reader saw no crate paths in error.rs"
+    );
+    let into_http: Vec<String> = names
+        .paths
+        .iter()
+        .filter(|p| p.first().map(String::as_str) == Some("crate"))
+        .filter(|p| p.get(1).map(String::as_str) == Some("http"))
+        .map(|p| p.join("::"))
+        .collect();
+    assert!(
+        into_http.is_empty(),
+        "error.rs names the HTTP layer: {into_http:?}"
+    );
+}

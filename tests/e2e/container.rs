@@ -288,7 +288,11 @@ fn the_image(out: &Path) -> (ImageRef, String, PathBuf) {
 /// manifest blob of the layout whose bytes hash to it, and that manifest names the config.
 fn release_image(dir: &Path) -> (ImageRef, String, PathBuf) {
     use sha2::Digest as _;
-    let digest = read(&dir.join("image-digest")).trim().to_owned();
+    let digest_file = dir.join("image-digest");
+    let digest = std::fs::read_to_string(&digest_file)
+        .unwrap_or_else(|e| panic!("{}: {e}", digest_file.display()))
+        .trim()
+        .to_owned();
     let hex = digest
         .strip_prefix("sha256:")
         .unwrap_or_else(|| panic!("{}: not sha256:<hex>: {digest}", dir.display()));

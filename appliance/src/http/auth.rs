@@ -256,6 +256,21 @@ pub enum WalletAuthError {
     NoAccount(Address),
 }
 
+/// The HTTP status of each wallet-authentication failure (the layer that raises them
+/// maps them, so `error.rs` names nothing of the HTTP layer).
+impl From<WalletAuthError> for ApiError {
+    fn from(err: WalletAuthError) -> Self {
+        match err {
+            WalletAuthError::Missing | WalletAuthError::NoAccount(_) => {
+                Self::Unauthorized(err.to_string())
+            }
+            WalletAuthError::Malformed(_) => Self::BadRequest(err.to_string()),
+            WalletAuthError::TooLarge => Self::PayloadTooLarge(err.to_string()),
+            WalletAuthError::Signature(inner) => inner.into(),
+        }
+    }
+}
+
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
 struct WalletAuthPayload {
