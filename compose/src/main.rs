@@ -3,14 +3,14 @@
 //! to the governance contract.
 
 use std::io::Write as _;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use alloy::primitives::Address;
 use clap::{Args, Parser, Subcommand};
 use compose_pin::{
-    DEFAULT_NAME, ImageRef, RenderOptions, TEMPLATE, check_app_compose,
-    governance::{self, Proposed},
+    DEFAULT_NAME, ImageRef, PinError, RenderOptions, TEMPLATE, check_app_compose,
+    governance::{self, GovernanceError, Proposed},
     render,
 };
 
@@ -96,48 +96,100 @@ struct ProposeArgs {
     calldata_only: bool,
 }
 
-fn parse_hash(s: &str) -> Result<[u8; 32], String> {
+/// Why a command failed; printed after `compose-pin: ` with exit status 2.
+#[derive(Debug, thiserror::Error)]
+enum CliError {
+    #[error("{input:?} is not a 32-byte hex compose hash")]
+    BadHash {
+        input: String,
+        #[source]
+        source: hex::FromHexError,
+    },
+    #[error("cannot start the async runtime: {0}")]
+    Runtime(#[source] std::io::Error),
+    #[error("cannot read {path}: {source}")]
+    Read {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("cannot write {path}: {source}")]
+    Write {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    /// Standard output could not be written.
+    #[error(transparent)]
+    Stdout(std::io::Error),
+    /// A bad image reference, template or rendering.
+    #[error(transparent)]
+    Pin(#[from] PinError),
+    /// `hash` refused the file at `path`.
+    #[error("{path}: {source}")]
+    Check {
+        path: PathBuf,
+        #[source]
+        source: PinError,
+    },
+    #[error("set GOVERNANCE_OWNER_KEY to the owner's private key (or use --calldata-only)")]
+    NoOwnerKey,
+    #[error(transparent)]
+    Governance(#[from] GovernanceError),
+}
+
+fn parse_hash(s: &str) -> Result<[u8; 32], CliError> {
     let h = s.trim();
     let h = h.strip_prefix("0x").unwrap_or(h);
     let mut out = [0u8; 32];
-    hex::decode_to_slice(h, &mut out)
-        .map_err(|_| format!("{s:?} is not a 32-byte hex compose hash"))?;
+    hex::decode_to_slice(h, &mut out).map_err(|source| CliError::BadHash {
+        input: s.to_owned(),
+        source,
+    })?;
     Ok(out)
 }
 
-fn runtime() -> Result<tokio::runtime::Runtime, String> {
+fn runtime() -> Result<tokio::runtime::Runtime, CliError> {
     tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
-        .map_err(|e| format!("cannot start the async runtime: {e}"))
+        .map_err(CliError::Runtime)
 }
 
-fn write_out(path: &std::path::Path, bytes: &[u8]) -> Result<(), String> {
-    std::fs::write(path, bytes).map_err(|e| format!("cannot write {}: {e}", path.display()))
+fn read_text(path: &Path) -> Result<String, CliError> {
+    std::fs::read_to_string(path).map_err(|source| CliError::Read {
+        path: path.to_owned(),
+        source,
+    })
 }
 
-fn run(cli: Cli) -> Result<bool, String> {
+fn write_out(path: &Path, bytes: &[u8]) -> Result<(), CliError> {
+    std::fs::write(path, bytes).map_err(|source| CliError::Write {
+        path: path.to_owned(),
+        source,
+    })
+}
+
+fn run(cli: Cli) -> Result<bool, CliError> {
     let mut out = std::io::stdout().lock();
-    let mut say = |line: &str| writeln!(out, "{line}").map_err(|e| e.to_string());
+    let mut say = |line: &str| writeln!(out, "{line}").map_err(CliError::Stdout);
     match cli.command {
         Command::Render(args) => {
-            let image: ImageRef = args.image.parse().map_err(|e| format!("{e}"))?;
+            let image: ImageRef = args.image.parse()?;
             let template = match &args.template {
-                Some(p) => std::fs::read_to_string(p)
-                    .map_err(|e| format!("cannot read {}: {e}", p.display()))?,
+                Some(p) => read_text(p)?,
                 None => TEMPLATE.to_owned(),
             };
             let mut options = RenderOptions::new(image);
             options.name = args.name;
             options.public_logs = args.public_logs;
             if let Some(p) = &args.config {
-                options.appliance_config = std::fs::read_to_string(p)
-                    .map_err(|e| format!("cannot read {}: {e}", p.display()))?;
+                options.appliance_config = read_text(p)?;
             }
             if !args.allowed_envs.is_empty() {
                 options.allowed_envs = args.allowed_envs;
             }
-            let rendered = render(&template, &options).map_err(|e| e.to_string())?;
+            let rendered = render(&template, &options)?;
             match &args.output {
                 Some(path) => {
                     write_out(path, rendered.bytes())?;
@@ -146,14 +198,14 @@ fn run(cli: Cli) -> Result<bool, String> {
                 None => {
                     std::io::stdout()
                         .write_all(rendered.bytes())
-                        .map_err(|e| e.to_string())?;
+                        .map_err(CliError::Stdout)?;
                     let _ = writeln!(std::io::stderr(), "compose hash {}", rendered.hash_hex());
                 }
             }
             Ok(true)
         }
         Command::Dev { output } => {
-            let rendered = compose_pin::render_dev().map_err(|e| e.to_string())?;
+            let rendered = compose_pin::render_dev()?;
             if let Some(path) = &output {
                 write_out(path, rendered.bytes())?;
             }
@@ -161,10 +213,14 @@ fn run(cli: Cli) -> Result<bool, String> {
             Ok(true)
         }
         Command::Hash { file } => {
-            let bytes =
-                std::fs::read(&file).map_err(|e| format!("cannot read {}: {e}", file.display()))?;
-            let checked =
-                check_app_compose(&bytes).map_err(|e| format!("{}: {e}", file.display()))?;
+            let bytes = std::fs::read(&file).map_err(|source| CliError::Read {
+                path: file.clone(),
+                source,
+            })?;
+            let checked = check_app_compose(&bytes).map_err(|source| CliError::Check {
+                path: file.clone(),
+                source,
+            })?;
             say(&hex::encode(checked.hash))?;
             Ok(true)
         }
@@ -178,17 +234,14 @@ fn run(cli: Cli) -> Result<bool, String> {
                 ))?;
                 return Ok(true);
             }
-            let key = std::env::var("GOVERNANCE_OWNER_KEY").map_err(|_| {
-                "set GOVERNANCE_OWNER_KEY to the owner's private key (or use --calldata-only)"
-                    .to_owned()
-            })?;
+            let key = std::env::var("GOVERNANCE_OWNER_KEY").map_err(|_| CliError::NoOwnerKey)?;
             let result = runtime()?.block_on(governance::propose(
                 &args.chain.rpc,
                 args.chain.governance,
                 &key,
                 hash,
             ));
-            match result.map_err(|e| e.to_string())? {
+            match result? {
                 Proposed::Added(tx) => say(&format!(
                     "compose hash {} allowed (transaction {tx})",
                     hex::encode(hash)
@@ -202,9 +255,8 @@ fn run(cli: Cli) -> Result<bool, String> {
         }
         Command::Allowed(args) => {
             let hash = parse_hash(&args.hash)?;
-            let allowed = runtime()?
-                .block_on(governance::is_allowed(&args.rpc, args.governance, hash))
-                .map_err(|e| e.to_string())?;
+            let allowed =
+                runtime()?.block_on(governance::is_allowed(&args.rpc, args.governance, hash))?;
             say(if allowed { "allowed" } else { "not allowed" })?;
             Ok(allowed)
         }
@@ -222,9 +274,24 @@ fn main() -> ExitCode {
     match run(cli) {
         Ok(true) => ExitCode::SUCCESS,
         Ok(false) => ExitCode::from(1),
-        Err(message) => {
-            let _ = writeln!(std::io::stderr(), "compose-pin: {message}");
+        Err(err) => {
+            let _ = writeln!(std::io::stderr(), "compose-pin: {err}");
             ExitCode::from(2)
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_bad_hash_is_named_as_given() {
+        assert_eq!(
+            parse_hash(" 0x01 ").err().map(|e| e.to_string()).as_deref(),
+            Some("\" 0x01 \" is not a 32-byte hex compose hash")
+        );
+        let hash = format!("0x{}", "ab".repeat(32));
+        assert_eq!(parse_hash(&hash).ok(), Some([0xab; 32]));
     }
 }

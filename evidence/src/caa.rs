@@ -4,17 +4,29 @@
 
 use std::net::SocketAddr;
 
-use hickory_resolver::Resolver;
 use hickory_resolver::config::{NameServerConfigGroup, ResolverConfig, ResolverOpts};
 use hickory_resolver::name_server::TokioConnectionProvider;
 use hickory_resolver::proto::rr::{RData, RecordType};
+use hickory_resolver::{ResolveError, Resolver};
+
+/// Why the CAA records could not be looked up.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum CaaError {
+    /// The system's resolver configuration could not be read.
+    #[error("system resolver: {0}")]
+    SystemResolver(#[source] ResolveError),
+    /// A lookup failed otherwise than with "no such records".
+    #[error(transparent)]
+    Lookup(ResolveError),
+}
 
 /// The name whose CAA set applies and the `accounturi` values of its `issue`/`issuewild`
 /// records.
 pub async fn account_uris(
     domain: &str,
     dns: Option<SocketAddr>,
-) -> Result<(String, Vec<String>), String> {
+) -> Result<(String, Vec<String>), CaaError> {
     let resolver = match dns {
         Some(addr) => {
             let group = NameServerConfigGroup::from_ips_clear(&[addr.ip()], addr.port(), true);
@@ -28,7 +40,7 @@ pub async fn account_uris(
             .build()
         }
         None => Resolver::builder_tokio()
-            .map_err(|e| format!("system resolver: {e}"))?
+            .map_err(CaaError::SystemResolver)?
             .build(),
     };
     let mut name = domain.trim_end_matches('.').to_ascii_lowercase();
@@ -57,7 +69,7 @@ pub async fn account_uris(
                 }
             }
             Err(e) if e.is_no_records_found() || e.is_nx_domain() => {}
-            Err(e) => return Err(e.to_string()),
+            Err(e) => return Err(CaaError::Lookup(e)),
         }
         match name.split_once('.') {
             Some((_, parent)) if !parent.is_empty() => name = parent.to_owned(),

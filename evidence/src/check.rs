@@ -44,10 +44,10 @@ use serde::Serialize;
 use sha2::{Digest, Sha256};
 
 use crate::bundle::{Bundle, cert_file_name, first_pem_cert, parse_sum_line};
-use crate::collateral::CollateralSource;
-use crate::event_log::EventLog;
-use crate::os_image::{KeyProvider, OsImage, OsPolicy, VmConfig, VmShape};
-use crate::quote::{TdxQuote, decode_quote_text};
+use crate::collateral::{CollateralError, CollateralSource};
+use crate::event_log::{EventLog, EventLogError};
+use crate::os_image::{KeyProvider, OsImage, OsImageError, OsPolicy, VmConfig, VmShape};
+use crate::quote::{QuoteParseError, QuoteTextError, TdxQuote, decode_quote_text};
 use crate::rtmr0::{AcpiDigests, ExpectedRtmr0, Rtmr0Error, Rtmr0Event, TdHobLayout};
 use crate::verify::{Policy, VerifyError, verify_quote};
 
@@ -352,10 +352,13 @@ pub struct Options {
     pub allow_unpinned_os: bool,
 }
 
-type Outcome = Result<String, String>;
-
+/// What a check found, before [`resolve`] decides its status: the detail of its report
+/// line.
 enum Ran {
-    Done(Outcome),
+    /// It ran and passed: what it established.
+    Pass(String),
+    /// It ran and failed: why.
+    Fail(String),
     Skip(String),
     /// The check cannot apply to this deployment (see the module documentation).
     NotApplicable(String),
@@ -364,10 +367,59 @@ enum Ran {
 }
 
 fn pass(s: impl Into<String>) -> Ran {
-    Ran::Done(Ok(s.into()))
+    Ran::Pass(s.into())
 }
-fn fail(s: impl Into<String>) -> Ran {
-    Ran::Done(Err(s.into()))
+fn fail(why: impl std::fmt::Display) -> Ran {
+    Ran::Fail(why.to_string())
+}
+
+impl Ran {
+    /// A check that ran to the end: passed with its detail, or failed with why.
+    fn done<E: std::fmt::Display>(outcome: Result<String, E>) -> Self {
+        match outcome {
+            Ok(detail) => pass(detail),
+            Err(why) => fail(why),
+        }
+    }
+}
+
+/// Missing or malformed evidence: the check that needs it fails with this (never skips).
+#[derive(Debug, thiserror::Error)]
+enum EvidenceError {
+    #[error("no /info response")]
+    NoInfo,
+    /// `/info` lacks a field (`compose_hash`, `app_id`, `tcb_info`, `tcb_info.app_compose`).
+    #[error("/info has no {0}")]
+    InfoField(&'static str),
+    #[error("/info tcb_info: {0}")]
+    TcbInfo(#[source] serde_json::Error),
+    /// An evidence file the check needs is not published (named under /evidences/).
+    #[error("no evidences/{0}")]
+    NoFile(&'static str),
+    #[error("evidences/quote.json: {0}")]
+    QuoteJson(#[source] serde_json::Error),
+    /// /evidences/quote.json lacks a field (`quote`, `report_data`).
+    #[error("evidences/quote.json has no {0}")]
+    QuoteJsonField(&'static str),
+    /// The text of a quote (in `quote.json` or `/attestation`) is neither hex nor bytes.
+    #[error(transparent)]
+    QuoteText(#[from] QuoteTextError),
+    #[error("evidence quote: {0}")]
+    EvidenceQuote(#[source] QuoteParseError),
+    #[error("attestation quote: {0}")]
+    AttestationQuote(#[source] QuoteParseError),
+    #[error("no /attestation response")]
+    NoAttestation,
+    #[error("/attestation has no quote")]
+    AttestationNoQuote,
+    #[error("no event log in /attestation or /info")]
+    NoEventLog,
+    #[error("event log: {0}")]
+    EventLog(#[source] EventLogError),
+    #[error("acme-account.json: {0}")]
+    AcmeAccountJson(#[source] serde_json::Error),
+    #[error("acme-account.json has no uri / account_uri")]
+    AcmeAccountNoUri,
 }
 
 /// Runs every check over `bundle`.
@@ -454,8 +506,8 @@ fn resolve(ran: Ran, development: bool, opts: &Options) -> (Status, String) {
                 "{d}; pin the OS with --os-measurements FILE or --os-image DIR, or accept it unpinned with --allow-unpinned-os"
             ),
         ),
-        Ran::Done(Ok(d)) => (Status::Pass, d),
-        Ran::Done(Err(d)) => (Status::Fail, d),
+        Ran::Pass(d) => (Status::Pass, d),
+        Ran::Fail(d) => (Status::Fail, d),
         Ran::Skip(d) if strict => (Status::Fail, format!("{d} (strict)")),
         Ran::Skip(d) => (Status::Skipped, d),
         Ran::NotApplicable(d) if development => (Status::NotApplicable, d),
@@ -492,55 +544,58 @@ fn strip0x(s: &str) -> &str {
     crate::os_image::hex_digits(s)
 }
 
-fn info(b: &Bundle) -> Result<&serde_json::Value, String> {
-    b.info
-        .as_ref()
-        .ok_or_else(|| "no /info response".to_owned())
+fn info(b: &Bundle) -> Result<&serde_json::Value, EvidenceError> {
+    b.info.as_ref().ok_or(EvidenceError::NoInfo)
 }
 
-fn info_compose_hash(b: &Bundle) -> Result<String, String> {
+fn info_compose_hash(b: &Bundle) -> Result<String, EvidenceError> {
     info(b)?
         .get("compose_hash")
         .and_then(|v| v.as_str())
         .map(|s| strip0x(s).to_ascii_lowercase())
-        .ok_or_else(|| "/info has no compose_hash".to_owned())
+        .ok_or(EvidenceError::InfoField("compose_hash"))
 }
 
-fn tcb_info(b: &Bundle) -> Result<serde_json::Value, String> {
+fn tcb_info(b: &Bundle) -> Result<serde_json::Value, EvidenceError> {
     let t = info(b)?
         .get("tcb_info")
-        .ok_or_else(|| "/info has no tcb_info".to_owned())?;
+        .ok_or(EvidenceError::InfoField("tcb_info"))?;
     match t {
         // dstack serves tcb_info as a string of JSON; accept both.
-        serde_json::Value::String(s) => {
-            serde_json::from_str(s).map_err(|e| format!("/info tcb_info: {e}"))
-        }
+        serde_json::Value::String(s) => serde_json::from_str(s).map_err(EvidenceError::TcbInfo),
         v => Ok(v.clone()),
     }
 }
 
-fn app_compose(b: &Bundle) -> Result<String, String> {
+fn app_compose(b: &Bundle) -> Result<String, EvidenceError> {
     tcb_info(b)?
         .get("app_compose")
         .and_then(|v| v.as_str())
         .map(str::to_owned)
-        .ok_or_else(|| "/info has no tcb_info.app_compose".to_owned())
+        .ok_or(EvidenceError::InfoField("tcb_info.app_compose"))
+}
+
+/// Why `compose-hash` failed.
+#[derive(Debug, thiserror::Error)]
+enum ComposeHashFailure {
+    #[error(transparent)]
+    Evidence(#[from] EvidenceError),
+    #[error("sha256(app_compose) = {actual}, but /info says compose_hash = {claimed}")]
+    Differs { actual: String, claimed: String },
 }
 
 fn check_compose_hash(b: &Bundle) -> Ran {
-    let run = || -> Outcome {
+    let run = || -> Result<String, ComposeHashFailure> {
         let compose = app_compose(b)?;
         let claimed = info_compose_hash(b)?;
         let actual = hex::encode(Sha256::digest(compose.as_bytes()));
         if actual == claimed {
             Ok(format!("sha256(app_compose) = {actual}"))
         } else {
-            Err(format!(
-                "sha256(app_compose) = {actual}, but /info says compose_hash = {claimed}"
-            ))
+            Err(ComposeHashFailure::Differs { actual, claimed })
         }
     };
-    Ran::Done(run())
+    Ran::done(run())
 }
 
 /// Every `image:` of the docker-compose file, as written.
@@ -570,69 +625,99 @@ pub fn image_is_pinned(image: &str) -> bool {
     }
 }
 
+/// Why `images-pinned` failed.
+#[derive(Debug, thiserror::Error)]
+enum ImagesFailure {
+    #[error(transparent)]
+    Evidence(#[from] EvidenceError),
+    #[error("app_compose is not JSON: {0}")]
+    NotJson(#[source] serde_json::Error),
+    #[error("app_compose has no docker_compose_file")]
+    NoDockerCompose,
+    #[error("docker_compose_file names no image")]
+    NoImage,
+    #[error("not pinned by @sha256: {}", .0.join(", "))]
+    Unpinned(Vec<String>),
+}
+
 fn check_images_pinned(b: &Bundle) -> Ran {
-    let run = || -> Outcome {
+    let run = || -> Result<String, ImagesFailure> {
         let compose = app_compose(b)?;
         let v: serde_json::Value =
-            serde_json::from_str(&compose).map_err(|e| format!("app_compose is not JSON: {e}"))?;
+            serde_json::from_str(&compose).map_err(ImagesFailure::NotJson)?;
         let dc = v
             .get("docker_compose_file")
             .and_then(|d| d.as_str())
-            .ok_or_else(|| "app_compose has no docker_compose_file".to_owned())?;
+            .ok_or(ImagesFailure::NoDockerCompose)?;
         let images = compose_images(dc);
         if images.is_empty() {
-            return Err("docker_compose_file names no image".to_owned());
+            return Err(ImagesFailure::NoImage);
         }
-        let unpinned: Vec<&String> = images.iter().filter(|i| !image_is_pinned(i)).collect();
+        let unpinned: Vec<String> = images
+            .iter()
+            .filter(|i| !image_is_pinned(i))
+            .cloned()
+            .collect();
         if unpinned.is_empty() {
             Ok(format!("{} image(s), all pinned by digest", images.len()))
         } else {
-            Err(format!(
-                "not pinned by @sha256: {}",
-                unpinned
-                    .iter()
-                    .map(|s| s.as_str())
-                    .collect::<Vec<_>>()
-                    .join(", ")
-            ))
+            Err(ImagesFailure::Unpinned(unpinned))
         }
     };
-    Ran::Done(run())
+    Ran::done(run())
 }
 
-fn evidence_quote(b: &Bundle) -> Result<(serde_json::Value, Vec<u8>), String> {
+fn evidence_quote(b: &Bundle) -> Result<(serde_json::Value, Vec<u8>), EvidenceError> {
     let raw = b
         .evidence_files
         .get("quote.json")
-        .ok_or_else(|| "no evidences/quote.json".to_owned())?;
-    let v: serde_json::Value =
-        serde_json::from_slice(raw).map_err(|e| format!("evidences/quote.json: {e}"))?;
+        .ok_or(EvidenceError::NoFile("quote.json"))?;
+    let v: serde_json::Value = serde_json::from_slice(raw).map_err(EvidenceError::QuoteJson)?;
     let q = v
         .get("quote")
         .and_then(|q| q.as_str())
-        .ok_or_else(|| "evidences/quote.json has no quote".to_owned())?;
+        .ok_or(EvidenceError::QuoteJsonField("quote"))?;
     let bytes = decode_quote_text(q)?;
     Ok((v, bytes))
 }
 
+/// Why `report-data` failed.
+#[derive(Debug, thiserror::Error)]
+enum ReportDataFailure {
+    #[error(transparent)]
+    Evidence(#[from] EvidenceError),
+    /// `starts`: the first 64 hex digits of quote.json's report_data (all, if fewer).
+    #[error("report_data starts {starts}, sha256(sha256sum.txt) = {expected}")]
+    OtherHash { starts: String, expected: String },
+    #[error("report_data is not the hash zero-padded to 64 bytes, nor followed by the nonce sent")]
+    SecondHalf,
+    #[error("the evidence quote's own report_data differs from quote.json's")]
+    QuoteDiffers,
+    /// A listed file whose content does not match its line of `sha256sum.txt`.
+    #[error("sha256sum.txt: {0} does not match its checksum")]
+    Checksum(String),
+    #[error("sha256sum.txt does not cover {0}")]
+    NotCovered(String),
+}
+
 fn check_report_data(b: &Bundle) -> Ran {
-    let run = || -> Outcome {
+    let run = || -> Result<String, ReportDataFailure> {
         let sums = b
             .evidence_files
             .get("sha256sum.txt")
-            .ok_or_else(|| "no evidences/sha256sum.txt".to_owned())?;
+            .ok_or(EvidenceError::NoFile("sha256sum.txt"))?;
         let expected = hex::encode(Sha256::digest(sums));
         let (v, bytes) = evidence_quote(b)?;
         let claimed = v
             .get("report_data")
             .and_then(|r| r.as_str())
             .map(|s| strip0x(s).to_ascii_lowercase())
-            .ok_or_else(|| "evidences/quote.json has no report_data".to_owned())?;
+            .ok_or(EvidenceError::QuoteJsonField("report_data"))?;
         if claimed.get(..64) != Some(expected.as_str()) {
-            return Err(format!(
-                "report_data starts {}, sha256(sha256sum.txt) = {expected}",
-                claimed.get(..64).unwrap_or(&claimed)
-            ));
+            return Err(ReportDataFailure::OtherHash {
+                starts: claimed.get(..64).unwrap_or(&claimed).to_owned(),
+                expected,
+            });
         }
         // The second half is zeros (the specification's form) or the nonce this bundle
         // was fetched with (a fresh quote; `freshness` judges whether it is).
@@ -641,14 +726,11 @@ fn check_report_data(b: &Bundle) -> Ran {
             .nonce
             .is_some_and(|n| claimed.len() == 128 && claimed[64..] == hex::encode(n));
         if !zeros && !nonced {
-            return Err(
-                "report_data is not the hash zero-padded to 64 bytes, nor followed by the nonce sent"
-                    .to_owned(),
-            );
+            return Err(ReportDataFailure::SecondHalf);
         }
-        let quote = TdxQuote::parse(&bytes).map_err(|e| format!("evidence quote: {e}"))?;
+        let quote = TdxQuote::parse(&bytes).map_err(EvidenceError::EvidenceQuote)?;
         if hex::encode(quote.report.report_data) != claimed {
-            return Err("the evidence quote's own report_data differs from quote.json's".into());
+            return Err(ReportDataFailure::QuoteDiffers);
         }
         // The checksums must cover the certificate and the ACME account, and match them.
         let mut covered = Vec::new();
@@ -658,7 +740,7 @@ fn check_report_data(b: &Bundle) -> Ran {
             };
             if let Some(content) = b.evidence_files.get(name) {
                 if hex::encode(Sha256::digest(content)) != hash.to_ascii_lowercase() {
-                    return Err(format!("sha256sum.txt: {name} does not match its checksum"));
+                    return Err(ReportDataFailure::Checksum(name.to_owned()));
                 }
                 covered.push(name.to_owned());
             }
@@ -669,7 +751,7 @@ fn check_report_data(b: &Bundle) -> Ran {
             .flatten()
         {
             if !covered.iter().any(|c| c == needed) {
-                return Err(format!("sha256sum.txt does not cover {needed}"));
+                return Err(ReportDataFailure::NotCovered(needed.to_owned()));
             }
         }
         Ok(format!(
@@ -677,7 +759,7 @@ fn check_report_data(b: &Bundle) -> Ran {
             covered.join(", ")
         ))
     };
-    Ran::Done(run())
+    Ran::done(run())
 }
 
 /// Whether the evidence quote was made for this verification (see the module docs).
@@ -685,7 +767,7 @@ fn check_freshness(b: &Bundle, opts: &Options) -> Ran {
     let carried = evidence_quote(b).and_then(|(_, bytes)| {
         TdxQuote::parse(&bytes)
             .map(|q| q.report.report_data)
-            .map_err(|e| format!("evidence quote: {e}"))
+            .map_err(EvidenceError::EvidenceQuote)
     });
     let Some(nonce) = b.nonce.filter(|_| opts.online) else {
         let saved = match (b.nonce, &carried) {
@@ -731,22 +813,38 @@ fn check_tls_certificate(b: &Bundle) -> Ran {
     let Some(leaf) = &b.tls_leaf_der else {
         return Ran::Skip("no TLS leaf certificate (offline bundle without tls-leaf)".into());
     };
-    let run = || -> Outcome {
-        let name = cert_file_name(&b.evidence_files)
-            .ok_or_else(|| "no evidences/cert-*.pem".to_owned())?;
+    let run = || -> Result<String, TlsFailure> {
+        let name = cert_file_name(&b.evidence_files).ok_or(EvidenceError::NoFile("cert-*.pem"))?;
         let der = first_pem_cert(&b.evidence_files[name])
-            .ok_or_else(|| format!("{name} holds no PEM certificate"))?;
+            .ok_or_else(|| TlsFailure::NoPem(name.to_owned()))?;
         let served = hex::encode(Sha256::digest(leaf));
         let published = hex::encode(Sha256::digest(&der));
         if served == published {
             Ok(format!("served leaf = {name}, sha256 {served}"))
         } else {
-            Err(format!(
-                "served leaf sha256 {served} != {name} sha256 {published}"
-            ))
+            Err(TlsFailure::Differs {
+                served,
+                name: name.to_owned(),
+                published,
+            })
         }
     };
-    Ran::Done(run())
+    Ran::done(run())
+}
+
+/// Why `tls-certificate` failed.
+#[derive(Debug, thiserror::Error)]
+enum TlsFailure {
+    #[error(transparent)]
+    Evidence(#[from] EvidenceError),
+    #[error("{0} holds no PEM certificate")]
+    NoPem(String),
+    #[error("served leaf sha256 {served} != {name} sha256 {published}")]
+    Differs {
+        served: String,
+        name: String,
+        published: String,
+    },
 }
 
 async fn check_acme_caa(b: &Bundle, opts: &Options) -> Ran {
@@ -762,17 +860,16 @@ async fn check_acme_caa(b: &Bundle, opts: &Options) -> Ran {
     let account = match b
         .evidence_files
         .get("acme-account.json")
-        .ok_or_else(|| "no evidences/acme-account.json".to_owned())
+        .ok_or(EvidenceError::NoFile("acme-account.json"))
         .and_then(|raw| {
-            serde_json::from_slice::<serde_json::Value>(raw)
-                .map_err(|e| format!("acme-account.json: {e}"))
+            serde_json::from_slice::<serde_json::Value>(raw).map_err(EvidenceError::AcmeAccountJson)
         })
         .and_then(|v| {
             v.get("uri")
                 .or_else(|| v.get("account_uri"))
                 .and_then(|u| u.as_str())
                 .map(str::to_owned)
-                .ok_or_else(|| "acme-account.json has no uri / account_uri".to_owned())
+                .ok_or(EvidenceError::AcmeAccountNoUri)
         }) {
         Ok(a) => a,
         Err(e) => return fail(e),
@@ -800,12 +897,12 @@ async fn check_governance(b: &Bundle, opts: &Options) -> Ran {
     let Some(rpc) = &opts.rpc_url else {
         return Ran::Skip("no --rpc-url given".into());
     };
-    let ids = (|| -> Result<(String, String), String> {
+    let ids = (|| -> Result<(String, String), EvidenceError> {
         let app_id = info(b)?
             .get("app_id")
             .and_then(|v| v.as_str())
             .map(|s| strip0x(s).to_owned())
-            .ok_or_else(|| "/info has no app_id".to_owned())?;
+            .ok_or(EvidenceError::InfoField("app_id"))?;
         Ok((app_id, info_compose_hash(b)?))
     })();
     let (app_id, compose_hash) = match ids {
@@ -823,16 +920,37 @@ async fn check_governance(b: &Bundle, opts: &Options) -> Ran {
     }
 }
 
-fn attestation_quote(b: &Bundle) -> Result<Vec<u8>, String> {
-    let a = b
-        .attestation
-        .as_ref()
-        .ok_or_else(|| "no /attestation response".to_owned())?;
+fn attestation_quote(b: &Bundle) -> Result<Vec<u8>, EvidenceError> {
+    let a = b.attestation.as_ref().ok_or(EvidenceError::NoAttestation)?;
     let q = a
         .get("quote")
         .and_then(|q| q.as_str())
-        .ok_or_else(|| "/attestation has no quote".to_owned())?;
-    decode_quote_text(q)
+        .ok_or(EvidenceError::AttestationNoQuote)?;
+    Ok(decode_quote_text(q)?)
+}
+
+/// Why the collateral to verify a quote with could not be had (`quote` then fails).
+#[derive(Debug, thiserror::Error)]
+enum CollateralFailure {
+    #[error(transparent)]
+    Obtain(#[from] CollateralError),
+    #[error("no HTTP client")]
+    NoHttpClient,
+    /// The bundle's own `collateral.json` does not parse.
+    #[error("collateral.json: {0}")]
+    BundleFile(#[source] serde_json::Error),
+    /// None given, and the bundle carries none ([`VerifyError::NoCollateral`]).
+    #[error(transparent)]
+    Missing(VerifyError),
+}
+
+/// Why the evidence quote did not verify (`quote` then fails).
+#[derive(Debug, thiserror::Error)]
+enum EvidenceQuoteFailure {
+    #[error(transparent)]
+    Evidence(#[from] EvidenceError),
+    #[error("evidence quote: {0}")]
+    Verify(#[source] VerifyError),
 }
 
 type QuoteStatus = Option<(String, Vec<String>)>;
@@ -855,12 +973,12 @@ async fn check_quote(
         let got = match (&opts.collateral, &b.collateral_json, http) {
             (Some(src), _, Some(http)) => crate::collateral::obtain(src, &quote, http)
                 .await
-                .map_err(|e| e.to_string()),
-            (Some(_), _, None) => Err("no HTTP client".to_owned()),
+                .map_err(CollateralFailure::Obtain),
+            (Some(_), _, None) => Err(CollateralFailure::NoHttpClient),
             (None, Some(json), _) => {
-                crate::collateral::parse(json).map_err(|e| format!("collateral.json: {e}"))
+                crate::collateral::parse(json).map_err(CollateralFailure::BundleFile)
             }
-            (None, None, _) => Err(VerifyError::NoCollateral.to_string()),
+            (None, None, _) => Err(CollateralFailure::Missing(VerifyError::NoCollateral)),
         };
         match got {
             Ok(c) => Some(c),
@@ -909,10 +1027,12 @@ async fn check_quote(
     );
     // The evidence quote binds sha256sum.txt; it must be just as genuine, from the same TD.
     if b.evidence_files.contains_key("quote.json") {
-        let ev = evidence_quote(b).and_then(|(_, bytes)| {
-            verify_quote(&bytes, collateral.as_ref(), opts.at, &opts.policy)
-                .map_err(|e| format!("evidence quote: {e}"))
-        });
+        let ev = evidence_quote(b)
+            .map_err(EvidenceQuoteFailure::from)
+            .and_then(|(_, bytes)| {
+                verify_quote(&bytes, collateral.as_ref(), opts.at, &opts.policy)
+                    .map_err(EvidenceQuoteFailure::Verify)
+            });
         match ev {
             Err(e) => return (fail(e), status),
             Ok(v) => {
@@ -934,21 +1054,34 @@ async fn check_quote(
     (pass(detail), status)
 }
 
-fn event_log(b: &Bundle) -> Result<EventLog, String> {
+fn event_log(b: &Bundle) -> Result<EventLog, EvidenceError> {
     let from_attestation = b.attestation.as_ref().and_then(|a| a.get("event_log"));
     let value = match from_attestation {
         Some(v) => v.clone(),
         None => tcb_info(b)?
             .get("event_log")
             .cloned()
-            .ok_or_else(|| "no event log in /attestation or /info".to_owned())?,
+            .ok_or(EvidenceError::NoEventLog)?,
     };
-    EventLog::from_value(&value).map_err(|e| format!("event log: {e}"))
+    EventLog::from_value(&value).map_err(EvidenceError::EventLog)
+}
+
+/// Why `rtmr-replay` failed.
+#[derive(Debug, thiserror::Error)]
+enum ReplayFailure {
+    #[error(transparent)]
+    Evidence(#[from] EvidenceError),
+    /// The attestation quote does not parse (shown as the parser says it).
+    #[error(transparent)]
+    Quote(#[from] QuoteParseError),
+    /// The registers (`RTMR<i>`) the replay does not reach.
+    #[error("replay of the event log differs from the quote in {}", .0.join(", "))]
+    Differs(Vec<String>),
 }
 
 fn check_rtmr_replay(b: &Bundle) -> Ran {
-    let run = || -> Outcome {
-        let quote = TdxQuote::parse(&attestation_quote(b)?).map_err(|e| e.to_string())?;
+    let run = || -> Result<String, ReplayFailure> {
+        let quote = TdxQuote::parse(&attestation_quote(b)?)?;
         let log = event_log(b)?;
         let replayed = log.replay();
         let mut bad = Vec::new();
@@ -963,13 +1096,10 @@ fn check_rtmr_replay(b: &Bundle) -> Ran {
                 log.events.len()
             ))
         } else {
-            Err(format!(
-                "replay of the event log differs from the quote in {}",
-                bad.join(", ")
-            ))
+            Err(ReplayFailure::Differs(bad))
         }
     };
-    Ran::Done(run())
+    Ran::done(run())
 }
 
 /// Why the OS cannot be pinned on a simulated quote.
@@ -1054,20 +1184,154 @@ fn shape_text(shape: &VmShape) -> String {
 }
 
 /// `vm_config` of `/attestation` (an absent or empty one: nothing known).
-fn vm_config(b: &Bundle) -> Result<VmConfig, String> {
+fn vm_config(b: &Bundle) -> Result<VmConfig, OsImageError> {
     let Some(v) = b.attestation.as_ref().and_then(|a| a.get("vm_config")) else {
         return Ok(VmConfig::default());
     };
     match v {
         serde_json::Value::Null => Ok(VmConfig::default()),
-        serde_json::Value::String(s) => VmConfig::parse(s).map_err(|e| e.to_string()),
-        other => VmConfig::parse(&other.to_string()).map_err(|e| e.to_string()),
+        serde_json::Value::String(s) => VmConfig::parse(s),
+        other => VmConfig::parse(&other.to_string()),
     }
+}
+
+/// Why `os-image` failed.
+#[derive(Debug, thiserror::Error)]
+enum OsFailure {
+    #[error(transparent)]
+    Evidence(#[from] EvidenceError),
+    #[error("/attestation {0}")]
+    VmConfig(#[source] OsImageError),
+    /// `/info` `tcb_info.os_image_hash`, as given.
+    #[error("/info tcb_info.os_image_hash {0:?} is not 64 hex digits")]
+    InfoImageHash(String),
+    #[error(
+        "vm_config names os_image_hash {}, /info tcb_info names {}",
+        hex::encode(.vm_config),
+        hex::encode(.info)
+    )]
+    ImageHashes { vm_config: [u8; 32], info: [u8; 32] },
+    #[error(
+        "the deployment runs os_image_hash {}, the --os-image directory is {}",
+        hex::encode(.deployment),
+        hex::encode(.image)
+    )]
+    OtherImage {
+        deployment: [u8; 32],
+        image: [u8; 32],
+    },
+    #[error(
+        "the VM's memory size is unknown (vm_config states none, and no policy entry for this image does): RTMR1 depends on it"
+    )]
+    UnknownMemorySize,
+    #[error("recomputing from the image: {0}")]
+    Recompute(#[source] OsImageError),
+    #[error("no memory size to recompute with")]
+    NoMemorySize,
+    #[error(
+        "the quote was not produced by OS image {}: {}",
+        hex::encode(.image),
+        joined(.mismatches, "; ")
+    )]
+    NotThisImage {
+        image: [u8; 32],
+        mismatches: Vec<Mismatch>,
+    },
+    /// No policy entry for the image (`None`: any image).
+    #[error("the policy file has no entry for os_image_hash {}", policy_target(.0))]
+    NoPolicyEntry(Option<[u8; 32]>),
+    #[error(
+        "no policy entry for {} matches the quote: {}",
+        policy_target(.image),
+        joined(.entries, "; ")
+    )]
+    NoPolicyMatch {
+        image: Option<[u8; 32]>,
+        entries: Vec<EntryMismatch>,
+    },
+}
+
+/// A register the OS image does not reproduce.
+#[derive(Debug, thiserror::Error)]
+enum Mismatch {
+    #[error(
+        "MRTD: quote {}, firmware gives {} (one pass) or {} (two passes)",
+        hex::encode(.quote),
+        hex::encode(.single_pass),
+        hex::encode(.two_pass)
+    )]
+    Mrtd {
+        quote: [u8; 48],
+        single_pass: [u8; 48],
+        two_pass: [u8; 48],
+    },
+    #[error(
+        "RTMR1 (kernel): quote {}, image gives {}",
+        hex::encode(.quote),
+        hex::encode(.image)
+    )]
+    Rtmr1 { quote: [u8; 48], image: [u8; 48] },
+    #[error(
+        "RTMR2 (command line, initrd): quote {}, image gives {}",
+        hex::encode(.quote),
+        hex::encode(.image)
+    )]
+    Rtmr2 { quote: [u8; 48], image: [u8; 48] },
+    #[error(transparent)]
+    Rtmr0(Rtmr0Failure),
+}
+
+/// Why RTMR0's events do not hold against the image's firmware.
+#[derive(Debug, thiserror::Error)]
+enum Rtmr0Failure {
+    #[error("RTMR0: {0}")]
+    EventLog(#[source] EvidenceError),
+    #[error("RTMR0: the event log's RTMR0 events do not replay to the quote's RTMR0")]
+    Replay,
+    #[error("RTMR0: firmware: {0}")]
+    Firmware(#[source] OsImageError),
+    #[error("RTMR0: firmware: {0}")]
+    Layout(#[source] Rtmr0Error),
+    /// An event that is missing, extra, of the wrong type or different: the error names
+    /// it ("RTMR0 event 3 (SecureBoot variable, …").
+    #[error(transparent)]
+    Event(Rtmr0Error),
+    #[error("RTMR0: {0}")]
+    Other(#[source] Rtmr0Error),
+    #[error("RTMR0: no memory size to recompute with")]
+    NoMemorySize,
+}
+
+/// Why a policy entry does not match the quote.
+#[derive(Debug, thiserror::Error)]
+enum EntryMismatch {
+    #[error("entry {0}: malformed")]
+    Malformed(usize),
+    /// `what`: the registers, and the `vm_config` fields, that differ.
+    #[error("entry {index} differs in {}", .what.join(", "))]
+    Differs { index: usize, what: Vec<String> },
+}
+
+/// The image a policy lookup was for.
+fn policy_target(image: &Option<[u8; 32]>) -> String {
+    image.map_or_else(
+        || "any os_image_hash (the deployment names none)".to_owned(),
+        hex::encode,
+    )
+}
+
+/// `items`, displayed and joined with `sep`.
+fn joined<T: std::fmt::Display>(items: &[T], sep: &str) -> String {
+    items
+        .iter()
+        .map(ToString::to_string)
+        .collect::<Vec<_>>()
+        .join(sep)
 }
 
 /// The image hash the deployment names: `vm_config`'s, or `/info` `tcb_info`'s; they
 /// must agree when both are given.
-fn claimed_image_hash(b: &Bundle, vm: &VmConfig) -> Result<Option<[u8; 32]>, String> {
+fn claimed_image_hash(b: &Bundle, vm: &VmConfig) -> Result<Option<[u8; 32]>, OsFailure> {
     let from_info = match tcb_info(b).ok().and_then(|t| {
         t.get("os_image_hash")
             .and_then(|h| h.as_str())
@@ -1076,17 +1340,16 @@ fn claimed_image_hash(b: &Bundle, vm: &VmConfig) -> Result<Option<[u8; 32]>, Str
         Some(h) if !strip0x(&h).is_empty() => {
             let mut out = [0u8; 32];
             hex::decode_to_slice(strip0x(&h), &mut out)
-                .map_err(|_| format!("/info tcb_info.os_image_hash {h:?} is not 64 hex digits"))?;
+                .map_err(|_| OsFailure::InfoImageHash(h.clone()))?;
             Some(out)
         }
         _ => None,
     };
     match (vm.os_image_hash, from_info) {
-        (Some(a), Some(i)) if a != i => Err(format!(
-            "vm_config names os_image_hash {}, /info tcb_info names {}",
-            hex::encode(a),
-            hex::encode(i)
-        )),
+        (Some(a), Some(i)) if a != i => Err(OsFailure::ImageHashes {
+            vm_config: a,
+            info: i,
+        }),
         (a, i) => Ok(a.or(i)),
     }
 }
@@ -1094,7 +1357,7 @@ fn claimed_image_hash(b: &Bundle, vm: &VmConfig) -> Result<Option<[u8; 32]>, Str
 /// Which OS produced the quote (see the module documentation).
 fn check_os_image(b: &Bundle, opts: &Options) -> (Ran, Option<OsReport>) {
     let quote = match attestation_quote(b)
-        .and_then(|q| TdxQuote::parse(&q).map_err(|e| format!("attestation quote: {e}")))
+        .and_then(|q| TdxQuote::parse(&q).map_err(EvidenceError::AttestationQuote))
     {
         Ok(q) => q,
         Err(e) => return (fail(e), None),
@@ -1104,7 +1367,7 @@ fn check_os_image(b: &Bundle, opts: &Options) -> (Ran, Option<OsReport>) {
     }
     let vm = match vm_config(b) {
         Ok(v) => v,
-        Err(e) => return (fail(format!("/attestation {e}")), None),
+        Err(e) => return (fail(OsFailure::VmConfig(e)), None),
     };
     let claimed = match claimed_image_hash(b, &vm) {
         Ok(c) => c,
@@ -1217,15 +1480,15 @@ fn compare_with_image(
     policy: Option<&OsPolicy>,
     actual: &[[u8; 48]; 4],
     b: &Bundle,
-) -> Result<(String, Rtmr0Report), String> {
+) -> Result<(String, Rtmr0Report), OsFailure> {
     let hash = hex::encode(image.os_image_hash);
     if let Some(c) = claimed
         && c != image.os_image_hash
     {
-        return Err(format!(
-            "the deployment runs os_image_hash {}, the --os-image directory is {hash}",
-            hex::encode(c)
-        ));
+        return Err(OsFailure::OtherImage {
+            deployment: c,
+            image: image.os_image_hash,
+        });
     }
     // RTMR1 depends on the memory size (QEMU places the initrd below the top of low
     // memory): vm_config's, or else those of the policy's entries for this image.
@@ -1242,60 +1505,55 @@ fn compare_with_image(
             .unwrap_or_default(),
     };
     if memories.is_empty() {
-        return Err("the VM's memory size is unknown (vm_config states none, and no policy entry for this image does): RTMR1 depends on it".to_owned());
+        return Err(OsFailure::UnknownMemorySize);
     }
     let mut mismatches = Vec::new();
     let mut rtmr1_ok = false;
     let mut first = None;
     for m in &memories {
-        let r = image
-            .measure(*m)
-            .map_err(|e| format!("recomputing from the image: {e}"))?;
+        let r = image.measure(*m).map_err(OsFailure::Recompute)?;
         rtmr1_ok |= r.rtmr1 == actual[2];
         first.get_or_insert(r);
     }
     let Some(r) = first else {
-        return Err("no memory size to recompute with".to_owned());
+        return Err(OsFailure::NoMemorySize);
     };
     let order = if actual[0] == r.mrtd_single_pass {
         "pages added in one pass"
     } else if actual[0] == r.mrtd_two_pass {
         "pages added in two passes"
     } else {
-        mismatches.push(format!(
-            "MRTD: quote {}, firmware gives {} (one pass) or {} (two passes)",
-            hex::encode(actual[0]),
-            hex::encode(r.mrtd_single_pass),
-            hex::encode(r.mrtd_two_pass)
-        ));
+        mismatches.push(Mismatch::Mrtd {
+            quote: actual[0],
+            single_pass: r.mrtd_single_pass,
+            two_pass: r.mrtd_two_pass,
+        });
         ""
     };
     if !rtmr1_ok {
-        mismatches.push(format!(
-            "RTMR1 (kernel): quote {}, image gives {}",
-            hex::encode(actual[2]),
-            hex::encode(r.rtmr1)
-        ));
+        mismatches.push(Mismatch::Rtmr1 {
+            quote: actual[2],
+            image: r.rtmr1,
+        });
     }
     if r.rtmr2 != actual[3] {
-        mismatches.push(format!(
-            "RTMR2 (command line, initrd): quote {}, image gives {}",
-            hex::encode(actual[3]),
-            hex::encode(r.rtmr2)
-        ));
+        mismatches.push(Mismatch::Rtmr2 {
+            quote: actual[3],
+            image: r.rtmr2,
+        });
     }
     let rtmr0 = match rtmr0_from_image(image, &memories, b, &actual[1]) {
         Ok(r) => Some(r),
         Err(e) => {
-            mismatches.push(e);
+            mismatches.push(Mismatch::Rtmr0(e));
             None
         }
     };
     let Some(rtmr0) = rtmr0.filter(|_| mismatches.is_empty()) else {
-        return Err(format!(
-            "the quote was not produced by OS image {hash}: {}",
-            mismatches.join("; ")
-        ));
+        return Err(OsFailure::NotThisImage {
+            image: image.os_image_hash,
+            mismatches,
+        });
     };
     Ok((
         format!(
@@ -1312,18 +1570,13 @@ fn rtmr0_from_image(
     memories: &[u64],
     b: &Bundle,
     rtmr0: &[u8; 48],
-) -> Result<Rtmr0Report, String> {
-    let log = event_log(b).map_err(|e| format!("RTMR0: {e}"))?;
+) -> Result<Rtmr0Report, Rtmr0Failure> {
+    let log = event_log(b).map_err(Rtmr0Failure::EventLog)?;
     if &log.replay()[0] != rtmr0 {
-        return Err(
-            "RTMR0: the event log's RTMR0 events do not replay to the quote's RTMR0".to_owned(),
-        );
+        return Err(Rtmr0Failure::Replay);
     }
-    let layout = image
-        .tdvf()
-        .map_err(|e| e.to_string())
-        .and_then(|t| TdHobLayout::from_tdvf(&t).map_err(|e| e.to_string()))
-        .map_err(|e| format!("RTMR0: firmware: {e}"))?;
+    let tdvf = image.tdvf().map_err(Rtmr0Failure::Firmware)?;
+    let layout = TdHobLayout::from_tdvf(&tdvf).map_err(Rtmr0Failure::Layout)?;
     let mut first_err = None;
     for &m in memories {
         let checked = ExpectedRtmr0::new(&layout, m)
@@ -1342,9 +1595,9 @@ fn rtmr0_from_image(
             | Rtmr0Error::Extra { .. }
             | Rtmr0Error::WrongType { .. }
             | Rtmr0Error::Mismatch { .. }),
-        ) => e.to_string(),
-        Some(e) => format!("RTMR0: {e}"),
-        None => "RTMR0: no memory size to recompute with".to_owned(),
+        ) => Rtmr0Failure::Event(e),
+        Some(e) => Rtmr0Failure::Other(e),
+        None => Rtmr0Failure::NoMemorySize,
     })
 }
 
@@ -1367,11 +1620,11 @@ fn match_policy<'p>(
     hash: Option<[u8; 32]>,
     shape: &VmShape,
     actual: &[[u8; 48]; 4],
-) -> Result<(usize, &'p crate::os_image::OsEntry), String> {
+) -> Result<(usize, &'p crate::os_image::OsEntry), OsFailure> {
     let mut why = Vec::new();
     for (i, entry) in policy.entries.iter().enumerate() {
         let Ok(pinned) = entry.decode() else {
-            why.push(format!("entry {i}: malformed"));
+            why.push(EntryMismatch::Malformed(i));
             continue;
         };
         if hash.is_some_and(|h| h != pinned.os_image_hash) {
@@ -1399,53 +1652,71 @@ fn match_policy<'p>(
         if differs.is_empty() {
             return Ok((i, entry));
         }
-        why.push(format!("entry {i} differs in {}", differs.join(", ")));
+        why.push(EntryMismatch::Differs {
+            index: i,
+            what: differs,
+        });
     }
-    let target = hash.map_or_else(
-        || "any os_image_hash (the deployment names none)".to_owned(),
-        hex::encode,
-    );
     if why.is_empty() {
-        Err(format!(
-            "the policy file has no entry for os_image_hash {target}"
-        ))
+        Err(OsFailure::NoPolicyEntry(hash))
     } else {
-        Err(format!(
-            "no policy entry for {target} matches the quote: {}",
-            why.join("; ")
-        ))
+        Err(OsFailure::NoPolicyMatch {
+            image: hash,
+            entries: why,
+        })
     }
 }
 
+/// Why `compose-hash-event` failed.
+#[derive(Debug, thiserror::Error)]
+enum ComposeEventFailure {
+    #[error(transparent)]
+    Evidence(#[from] EvidenceError),
+    /// The event log's identity events are malformed.
+    #[error(transparent)]
+    Identity(#[from] EventLogError),
+    #[error("no compose-hash event before system-ready")]
+    NoEvent,
+    #[error("compose-hash event {event} != /info compose_hash {info}")]
+    ComposeHash { event: String, info: String },
+    #[error("app-id event {event} != /info app_id {info}")]
+    AppId { event: String, info: String },
+    #[error("quote's mr_config_id names another compose hash")]
+    MrConfigId,
+}
+
 fn check_compose_hash_event(b: &Bundle) -> Ran {
-    let run = || -> Outcome {
+    let run = || -> Result<String, ComposeEventFailure> {
         let log = event_log(b)?;
-        let id = log.identity().map_err(|e| e.to_string())?;
-        let event = id
-            .compose_hash
-            .ok_or_else(|| "no compose-hash event before system-ready".to_owned())?;
+        let id = log.identity()?;
+        let event = id.compose_hash.ok_or(ComposeEventFailure::NoEvent)?;
         let claimed = info_compose_hash(b)?;
         if event != claimed {
-            return Err(format!(
-                "compose-hash event {event} != /info compose_hash {claimed}"
-            ));
+            return Err(ComposeEventFailure::ComposeHash {
+                event,
+                info: claimed,
+            });
         }
         let mut notes = vec![format!("compose-hash event = /info = {event}")];
         if let (Some(ev_app), Some(info_app)) =
             (id.app_id, info(b)?.get("app_id").and_then(|v| v.as_str()))
         {
             if ev_app != strip0x(info_app).to_ascii_lowercase() {
-                return Err(format!("app-id event {ev_app} != /info app_id {info_app}"));
+                return Err(ComposeEventFailure::AppId {
+                    event: ev_app,
+                    info: info_app.to_owned(),
+                });
             }
             notes.push("app-id matches".to_owned());
         }
         // dstack also puts the compose hash in mr_config_id (0x01 ‖ hash ‖ 0…).
-        if let Ok(q) =
-            attestation_quote(b).and_then(|q| TdxQuote::parse(&q).map_err(|e| e.to_string()))
+        if let Some(q) = attestation_quote(b)
+            .ok()
+            .and_then(|q| TdxQuote::parse(&q).ok())
             && q.report.mr_config_id[0] == 1
         {
             if hex::encode(&q.report.mr_config_id[1..33]) != claimed {
-                return Err("quote's mr_config_id names another compose hash".to_owned());
+                return Err(ComposeEventFailure::MrConfigId);
             }
             notes.push("mr_config_id matches".to_owned());
         }
@@ -1454,7 +1725,7 @@ fn check_compose_hash_event(b: &Bundle) -> Ran {
         }
         Ok(notes.join("; "))
     };
-    Ran::Done(run())
+    Ran::done(run())
 }
 
 #[cfg(test)]
@@ -1512,6 +1783,89 @@ mod tests {
         // Another format still has its digest reported.
         let other = SbomReport::of(&bundle_listing(b"[]", b"[]")).unwrap();
         assert!(other.to_text().contains("not an appliance-sbom/1 document"));
+    }
+
+    fn failed_detail(ran: Ran) -> String {
+        match ran {
+            Ran::Fail(detail) => detail,
+            Ran::Pass(d) | Ran::Skip(d) | Ran::NotApplicable(d) | Ran::Unpinned(d) => {
+                panic!("not a failure: {d}")
+            }
+        }
+    }
+
+    /// Missing or malformed evidence fails its check with a line naming what is missing.
+    #[test]
+    fn missing_evidence_is_named_in_the_failure() {
+        let empty = Bundle::default();
+        assert_eq!(
+            failed_detail(check_compose_hash(&empty)),
+            "no /info response"
+        );
+        assert_eq!(
+            failed_detail(check_report_data(&empty)),
+            "no evidences/sha256sum.txt"
+        );
+        assert_eq!(
+            failed_detail(check_rtmr_replay(&empty)),
+            "no /attestation response"
+        );
+        let mut b = Bundle {
+            info: Some(serde_json::json!({ "tcb_info": "{not json" })),
+            ..Bundle::default()
+        };
+        assert!(
+            failed_detail(check_compose_hash(&b)).starts_with("/info tcb_info: "),
+            "malformed tcb_info"
+        );
+        let compose = serde_json::json!({
+            "docker_compose_file": format!(
+                "services:\n  app:\n    image: appliance@sha256:{}\n  side:\n    image: busybox:1.36\n",
+                "ab".repeat(32)
+            )
+        })
+        .to_string();
+        b.info = Some(serde_json::json!({ "tcb_info": { "app_compose": compose } }));
+        assert_eq!(
+            failed_detail(check_images_pinned(&b)),
+            "not pinned by @sha256: busybox:1.36"
+        );
+        assert_eq!(
+            failed_detail(check_compose_hash(&b)),
+            "/info has no compose_hash"
+        );
+    }
+
+    /// An OS image that does not give the quote's registers: every register that differs
+    /// is named, with both values.
+    #[test]
+    fn os_image_mismatches_name_each_register() {
+        let failure = OsFailure::NotThisImage {
+            image: [0x11; 32],
+            mismatches: vec![
+                Mismatch::Rtmr1 {
+                    quote: [0xaa; 48],
+                    image: [0xbb; 48],
+                },
+                Mismatch::Rtmr0(Rtmr0Failure::Replay),
+            ],
+        };
+        assert_eq!(
+            failure.to_string(),
+            format!(
+                "the quote was not produced by OS image {}: RTMR1 (kernel): quote {}, image gives {}; RTMR0: the event log's RTMR0 events do not replay to the quote's RTMR0",
+                "11".repeat(32),
+                "aa".repeat(48),
+                "bb".repeat(48)
+            )
+        );
+        assert_eq!(
+            OsFailure::NoPolicyEntry(Some([0x22; 32])).to_string(),
+            format!(
+                "the policy file has no entry for os_image_hash {}",
+                "22".repeat(32)
+            )
+        );
     }
 
     /// A genuine quote (or simulated quotes not allowed): an N/A is a failure.

@@ -308,8 +308,20 @@ fn os_measure(args: &OsMeasureArgs) -> ExitCode {
     ExitCode::SUCCESS
 }
 
-fn read_quote(file: &PathBuf) -> Result<Vec<u8>, String> {
-    let bytes = std::fs::read(file).map_err(|e| format!("{}: {e}", file.display()))?;
+/// A file a command could not read.
+#[derive(Debug, thiserror::Error)]
+#[error("{}: {source}", path.display())]
+struct ReadError {
+    path: PathBuf,
+    #[source]
+    source: std::io::Error,
+}
+
+fn read_quote(file: &PathBuf) -> Result<Vec<u8>, ReadError> {
+    let bytes = std::fs::read(file).map_err(|source| ReadError {
+        path: file.clone(),
+        source,
+    })?;
     if let Ok(text) = std::str::from_utf8(&bytes)
         && let Ok(q) = decode_quote_text(text)
     {
@@ -321,7 +333,7 @@ fn read_quote(file: &PathBuf) -> Result<Vec<u8>, String> {
 fn show_quote(file: &PathBuf) -> ExitCode {
     let bytes = match read_quote(file) {
         Ok(b) => b,
-        Err(e) => return error(&e),
+        Err(e) => return error(&e.to_string()),
     };
     match TdxQuote::parse(&bytes) {
         Ok(q) => {

@@ -34,8 +34,8 @@ pub enum CollateralSource {
 }
 
 /// Parses dcap-qvl's collateral JSON.
-pub fn parse(json: &[u8]) -> Result<QuoteCollateralV3, String> {
-    serde_json::from_slice(json).map_err(|e| e.to_string())
+pub fn parse(json: &[u8]) -> Result<QuoteCollateralV3, serde_json::Error> {
+    serde_json::from_slice(json)
 }
 
 /// Reads a collateral file.
@@ -44,9 +44,9 @@ pub fn load_file(path: &Path) -> Result<QuoteCollateralV3, CollateralError> {
         path: path.display().to_string(),
         reason: e.to_string(),
     })?;
-    parse(&bytes).map_err(|reason| CollateralError::File {
+    parse(&bytes).map_err(|e| CollateralError::File {
         path: path.display().to_string(),
-        reason,
+        reason: e.to_string(),
     })
 }
 

@@ -606,9 +606,14 @@ impl OsImage {
     }
 }
 
+/// A memory size [`parse_memory_size`] refused (as given).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{0:?} is not a memory size (bytes, or e.g. 2G)")]
+pub struct BadMemorySize(pub String);
+
 /// Parses a memory size: bytes, or a number with `K`, `M`, `G` or `T` (binary units,
 /// optional `i`/`B`: `2G`, `2GiB`, `2048M`).
-pub fn parse_memory_size(s: &str) -> Result<u64, String> {
+pub fn parse_memory_size(s: &str) -> Result<u64, BadMemorySize> {
     let t = s.trim();
     let t = t.strip_suffix('B').unwrap_or(t);
     let t = t.strip_suffix('i').unwrap_or(t);
@@ -619,11 +624,33 @@ pub fn parse_memory_size(s: &str) -> Result<u64, String> {
         Some('T' | 't') => (&t[..t.len() - 1], 40),
         _ => (t, 0),
     };
-    let n: u64 = num
-        .trim()
-        .parse()
-        .map_err(|_| format!("{s:?} is not a memory size (bytes, or e.g. 2G)"))?;
+    let bad = || BadMemorySize(s.to_owned());
+    let n: u64 = num.trim().parse().map_err(|_| bad())?;
     n.checked_mul(1u64 << shift)
         .filter(|&b| b > 0)
-        .ok_or_else(|| format!("{s:?} is not a memory size (bytes, or e.g. 2G)"))
+        .ok_or_else(bad)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// `--memory` of `evidence os-measure`: clap shows the refusal as given.
+    #[test]
+    fn memory_sizes() {
+        assert_eq!(parse_memory_size("2G"), Ok(2 << 30));
+        assert_eq!(parse_memory_size("2048MiB"), Ok(2 << 30));
+        assert_eq!(parse_memory_size("4096"), Ok(4096));
+        for bad in ["", "0", "2X", "-1G", "99999999T"] {
+            assert_eq!(
+                parse_memory_size(bad),
+                Err(BadMemorySize(bad.to_owned())),
+                "{bad}"
+            );
+        }
+        assert_eq!(
+            BadMemorySize("2X".into()).to_string(),
+            "\"2X\" is not a memory size (bytes, or e.g. 2G)"
+        );
+    }
 }

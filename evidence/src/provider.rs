@@ -333,7 +333,8 @@ impl DstackProvider {
             .await?;
         let q: AgentQuote = serde_json::from_slice(&body)
             .map_err(|e| ProviderError::Malformed(format!("GetQuote: {e}")))?;
-        let bytes = crate::quote::decode_quote_text(&q.quote).map_err(ProviderError::Malformed)?;
+        let bytes = crate::quote::decode_quote_text(&q.quote)
+            .map_err(|e| ProviderError::Malformed(e.to_string()))?;
         Ok(Quote {
             bytes,
             event_log_json: q.event_log,

@@ -240,14 +240,24 @@ impl<'a> Reader<'a> {
     }
 }
 
+/// Why [`decode_quote_text`] could not decode a quote.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum QuoteTextError {
+    #[error("quote array: {0}")]
+    Array(#[source] serde_json::Error),
+    #[error("quote hex: {0}")]
+    Hex(#[source] hex::FromHexError),
+}
+
 /// Decodes a quote given as hex (optionally `0x`-prefixed) or as a JSON array of bytes.
-pub fn decode_quote_text(text: &str) -> Result<Vec<u8>, String> {
+pub fn decode_quote_text(text: &str) -> Result<Vec<u8>, QuoteTextError> {
     let t = text.trim();
     if t.starts_with('[') {
-        return serde_json::from_str::<Vec<u8>>(t).map_err(|e| format!("quote array: {e}"));
+        return serde_json::from_str::<Vec<u8>>(t).map_err(QuoteTextError::Array);
     }
     let t = t.strip_prefix("0x").unwrap_or(t);
-    hex::decode(t).map_err(|e| format!("quote hex: {e}"))
+    hex::decode(t).map_err(QuoteTextError::Hex)
 }
 
 /// Serde helper: fixed byte arrays as lowercase hex strings.

@@ -7,9 +7,10 @@ use std::process::ExitCode;
 
 use clap::{Args, Parser, Subcommand};
 use oci_image::reproduce::{BuildPaths, PACKAGES, SourceState, source_state, toolchain_summary};
+use oci_image::sbom::SbomError;
 use oci_image::{
-    DEFAULT_BINARIES, Image, ImageSpec, Libraries, Written, binaries_in, build_with_files, sbom,
-    write_layout,
+    DEFAULT_BINARIES, Image, ImageError, ImageSpec, Libraries, Written, binaries_in,
+    build_with_files, sbom, write_layout,
 };
 use sha2::Digest as _;
 
@@ -135,26 +136,103 @@ fn main() -> ExitCode {
     };
     match result {
         Ok(code) => code,
-        Err(message) => {
-            let _ = writeln!(std::io::stderr(), "image-build: {message}");
+        Err(err) => {
+            let _ = writeln!(std::io::stderr(), "image-build: {err}");
             ExitCode::from(2)
         }
     }
 }
 
-fn print_digest(image: &Image, repository: &str) -> Result<(), String> {
-    let mut out = std::io::stdout().lock();
-    writeln!(out, "{}", image.digest_string()).map_err(|e| e.to_string())?;
-    writeln!(out, "{repository}@{}", image.digest_string()).map_err(|e| e.to_string())
+/// Why a command failed; printed after `image-build: ` with exit status 2.
+#[derive(Debug, thiserror::Error)]
+enum CliError {
+    #[error("--bin-dir, --out and --source-date-epoch are required")]
+    MissingWriteArgs,
+    #[error("give --digest or --compose")]
+    NoPinnedImage,
+    #[error("{package} is not a package of the image (one of {})", PACKAGES.join(", "))]
+    NotAPackage { package: String },
+    #[error(transparent)]
+    Image(#[from] ImageError),
+    #[error(transparent)]
+    Sbom(#[from] SbomError),
+    #[error("cannot create {path}: {source}")]
+    CreateDir {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("cannot read {path}: {source}")]
+    ReadBinary {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    /// Reading the `--compose` file or writing `OUT/sbom.json`.
+    #[error("{path}: {source}")]
+    File {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("cannot run cargo: {0}")]
+    Cargo(#[source] std::io::Error),
+    #[error("the release build failed ({0})")]
+    BuildFailed(std::process::ExitStatus),
+    /// The `--digest` given.
+    #[error(transparent)]
+    Pinned(#[from] PinnedError),
+    /// The `--compose` file at `path`.
+    #[error("{path}: {source}")]
+    Compose {
+        path: PathBuf,
+        #[source]
+        source: PinnedError,
+    },
+    /// Standard output could not be written.
+    #[error(transparent)]
+    Stdout(std::io::Error),
 }
 
-fn write_cmd(cli: &WriteArgs) -> Result<(), String> {
+/// Why a reference or a compose file does not name exactly one pinned image.
+#[derive(Debug, thiserror::Error)]
+enum PinnedError {
+    #[error("{reference:?} is not a pinned image (sha256:<64 hex> or NAME@sha256:<64 hex>)")]
+    NotPinned { reference: String },
+    #[error("it pins no image (no NAME@sha256:<hex>)")]
+    NoImage,
+    #[error("it pins several images: {}", .0.join(", "))]
+    Several(Vec<String>),
+}
+
+fn print_digest(image: &Image, repository: &str) -> Result<(), CliError> {
+    let mut out = std::io::stdout().lock();
+    writeln!(out, "{}", image.digest_string()).map_err(CliError::Stdout)?;
+    writeln!(out, "{repository}@{}", image.digest_string()).map_err(CliError::Stdout)
+}
+
+fn create_dir(out: &Path) -> Result<(), CliError> {
+    std::fs::create_dir_all(out).map_err(|source| CliError::CreateDir {
+        path: out.to_owned(),
+        source,
+    })
+}
+
+/// Runs a release build; an error if cargo cannot be run or the build fails.
+fn cargo(mut command: std::process::Command) -> Result<(), CliError> {
+    let status = command.status().map_err(CliError::Cargo)?;
+    if !status.success() {
+        return Err(CliError::BuildFailed(status));
+    }
+    Ok(())
+}
+
+fn write_cmd(cli: &WriteArgs) -> Result<(), CliError> {
     let (Some(bin_dir), Some(out), Some(epoch)) = (&cli.bin_dir, &cli.out, cli.source_date_epoch)
     else {
-        return Err("--bin-dir, --out and --source-date-epoch are required".into());
+        return Err(CliError::MissingWriteArgs);
     };
-    let (binaries, missing) =
-        binaries_in(bin_dir, &cli.binaries, cli.allow_missing).map_err(|e| e.to_string())?;
+    let (binaries, missing) = binaries_in(bin_dir, &cli.binaries, cli.allow_missing)?;
     for name in &missing {
         tracing::warn!(
             binary = %name,
@@ -177,30 +255,28 @@ fn write_cmd(cli: &WriteArgs) -> Result<(), String> {
         None => None,
     };
     let image = build_with_sbom(&spec, sbom.as_deref())?;
-    std::fs::create_dir_all(out).map_err(|e| format!("cannot create {}: {e}", out.display()))?;
-    let written = write_layout(&image, out, epoch).map_err(|e| e.to_string())?;
+    create_dir(out)?;
+    let written = write_layout(&image, out, epoch)?;
     write_sbom(out, sbom.as_deref())?;
     log_written(&image, &written);
     print_digest(&image, &cli.repository)
 }
 
 /// The SBOM of `binaries` as `workspace`'s release build resolves them ([`sbom`]).
-fn sbom_of(workspace: &Path, binaries: &[String]) -> Result<Vec<u8>, String> {
-    let bytes = sbom::generate(workspace, binaries)
-        .and_then(|s| s.to_bytes())
-        .map_err(|e| e.to_string())?;
+fn sbom_of(workspace: &Path, binaries: &[String]) -> Result<Vec<u8>, CliError> {
+    let bytes = sbom::generate(workspace, binaries).and_then(|s| s.to_bytes())?;
     tracing::info!(sbom = %sbom::digest_string(&bytes), "SBOM of the binaries");
     Ok(bytes)
 }
 
 /// [`build_with_files`] with the SBOM, if any, at [`sbom::IMAGE_PATH`].
-fn build_with_sbom(spec: &ImageSpec, sbom: Option<&[u8]>) -> Result<Image, String> {
+fn build_with_sbom(spec: &ImageSpec, sbom: Option<&[u8]>) -> Result<Image, CliError> {
     let files: Vec<(&str, &[u8])> = sbom.map(|b| (sbom::IMAGE_PATH, b)).into_iter().collect();
-    build_with_files(spec, &files).map_err(|e| e.to_string())
+    Ok(build_with_files(spec, &files)?)
 }
 
 /// `OUT/sbom.json` beside the image (or no file without an SBOM).
-fn write_sbom(out: &Path, sbom: Option<&[u8]>) -> Result<(), String> {
+fn write_sbom(out: &Path, sbom: Option<&[u8]>) -> Result<(), CliError> {
     let path = out.join(sbom::FILE_NAME);
     match sbom {
         Some(bytes) => std::fs::write(&path, bytes),
@@ -209,7 +285,7 @@ fn write_sbom(out: &Path, sbom: Option<&[u8]>) -> Result<(), String> {
             _ => Ok(()),
         },
     }
-    .map_err(|e| format!("{}: {e}", path.display()))
+    .map_err(|source| CliError::File { path, source })
 }
 
 fn log_written(image: &Image, written: &Written) {
@@ -229,44 +305,35 @@ fn binary_of(package: &str) -> Option<&'static str> {
         .map(|(binary, _)| *binary)
 }
 
-fn compile_cmd(packages: &[String], args: &BuildArgs) -> Result<(), String> {
+fn compile_cmd(packages: &[String], args: &BuildArgs) -> Result<(), CliError> {
     let mut binaries = Vec::new();
     for p in packages {
-        binaries.push(binary_of(p).ok_or_else(|| {
-            format!(
-                "{p} is not a package of the image (one of {})",
-                PACKAGES.join(", ")
-            )
-        })?);
+        binaries.push(binary_of(p).ok_or_else(|| CliError::NotAPackage { package: p.clone() })?);
     }
-    let state = source_state(&args.source).map_err(|e| e.to_string())?;
+    let state = source_state(&args.source)?;
     let target_dir = args
         .target_dir
         .clone()
         .unwrap_or_else(|| args.source.join("target"));
-    let paths = BuildPaths::for_build(&args.source, &target_dir).map_err(|e| e.to_string())?;
+    let paths = BuildPaths::for_build(&args.source, &target_dir)?;
     let packages: Vec<&str> = packages.iter().map(String::as_str).collect();
-    let status = paths
-        .cargo_build_packages(state.commit_time, &packages)
-        .status()
-        .map_err(|e| format!("cannot run cargo: {e}"))?;
-    if !status.success() {
-        return Err(format!("the release build failed ({status})"));
-    }
+    cargo(paths.cargo_build_packages(state.commit_time, &packages))?;
     let mut out = std::io::stdout().lock();
     for name in binaries {
         let path = paths.release_dir().join(name);
-        let bytes =
-            std::fs::read(&path).map_err(|e| format!("cannot read {}: {e}", path.display()))?;
+        let bytes = std::fs::read(&path).map_err(|source| CliError::ReadBinary {
+            path: path.clone(),
+            source,
+        })?;
         let digest = hex::encode(sha2::Sha256::digest(&bytes));
-        writeln!(out, "{digest}  {name}").map_err(|e| e.to_string())?;
+        writeln!(out, "{digest}  {name}").map_err(CliError::Stdout)?;
     }
     Ok(())
 }
 
 /// The release build of `args.source` and its image.
-fn reproducible_build(args: &BuildArgs) -> Result<(Image, SourceState), String> {
-    let state = source_state(&args.source).map_err(|e| e.to_string())?;
+fn reproducible_build(args: &BuildArgs) -> Result<(Image, SourceState), CliError> {
+    let state = source_state(&args.source)?;
     if state.dirty {
         tracing::warn!(
             commit = %state.commit,
@@ -277,23 +344,16 @@ fn reproducible_build(args: &BuildArgs) -> Result<(Image, SourceState), String> 
         .target_dir
         .clone()
         .unwrap_or_else(|| args.source.join("target"));
-    let paths = BuildPaths::for_build(&args.source, &target_dir).map_err(|e| e.to_string())?;
+    let paths = BuildPaths::for_build(&args.source, &target_dir)?;
     tracing::info!(
         commit = %state.commit,
         source_date_epoch = state.commit_time,
         target_dir = %paths.target_dir.display(),
         "release build (static, remapped paths)"
     );
-    let status = paths
-        .cargo_build(state.commit_time)
-        .status()
-        .map_err(|e| format!("cannot run cargo: {e}"))?;
-    if !status.success() {
-        return Err(format!("the release build failed ({status})"));
-    }
+    cargo(paths.cargo_build(state.commit_time))?;
     let names: Vec<String> = DEFAULT_BINARIES.iter().map(|s| (*s).to_owned()).collect();
-    let (binaries, _) =
-        binaries_in(&paths.release_dir(), &names, false).map_err(|e| e.to_string())?;
+    let (binaries, _) = binaries_in(&paths.release_dir(), &names, false)?;
     let short = state.commit.get(..12).unwrap_or(&state.commit);
     let spec = ImageSpec {
         binaries,
@@ -307,20 +367,20 @@ fn reproducible_build(args: &BuildArgs) -> Result<(Image, SourceState), String> 
         .out
         .clone()
         .unwrap_or_else(|| paths.target_dir.join("image"));
-    std::fs::create_dir_all(&out).map_err(|e| format!("cannot create {}: {e}", out.display()))?;
-    let written = write_layout(&image, &out, state.commit_time).map_err(|e| e.to_string())?;
+    create_dir(&out)?;
+    let written = write_layout(&image, &out, state.commit_time)?;
     write_sbom(&out, Some(&sbom))?;
     log_written(&image, &written);
     Ok((image, state))
 }
 
-fn build_cmd(args: &BuildArgs) -> Result<(), String> {
+fn build_cmd(args: &BuildArgs) -> Result<(), CliError> {
     let (image, _) = reproducible_build(args)?;
     print_digest(&image, &args.repository)
 }
 
 /// `sha256:<64 lowercase hex>` from `sha256:…` or `NAME@sha256:…`.
-fn parse_pinned(reference: &str) -> Result<String, String> {
+fn parse_pinned(reference: &str) -> Result<String, PinnedError> {
     let digest = reference
         .rsplit_once('@')
         .map_or(reference, |(_, d)| d)
@@ -334,14 +394,14 @@ fn parse_pinned(reference: &str) -> Result<String, String> {
         {
             Ok(digest.to_owned())
         }
-        _ => Err(format!(
-            "{reference:?} is not a pinned image (sha256:<64 hex> or NAME@sha256:<64 hex>)"
-        )),
+        _ => Err(PinnedError::NotPinned {
+            reference: reference.to_owned(),
+        }),
     }
 }
 
 /// The one image digest `text` pins (every `@sha256:<hex>` in it).
-fn pinned_in(text: &str) -> Result<String, String> {
+fn pinned_in(text: &str) -> Result<String, PinnedError> {
     let mut found: Vec<String> = Vec::new();
     for (at, _) in text.match_indices("@sha256:") {
         let candidate = text.get(at + 1..at + 1 + 7 + 64).unwrap_or_default();
@@ -350,10 +410,10 @@ fn pinned_in(text: &str) -> Result<String, String> {
             found.push(digest);
         }
     }
-    match found.as_slice() {
-        [one] => Ok(one.clone()),
-        [] => Err("it pins no image (no NAME@sha256:<hex>)".into()),
-        many => Err(format!("it pins several images: {}", many.join(", "))),
+    match found.len() {
+        1 => Ok(found.swap_remove(0)),
+        0 => Err(PinnedError::NoImage),
+        _ => Err(PinnedError::Several(found)),
     }
 }
 
@@ -361,15 +421,20 @@ fn verify_cmd(
     digest: Option<&str>,
     compose: Option<&Path>,
     args: &BuildArgs,
-) -> Result<ExitCode, String> {
+) -> Result<ExitCode, CliError> {
     let pinned = match (digest, compose) {
         (Some(d), _) => parse_pinned(d)?,
         (None, Some(path)) => {
-            let text =
-                std::fs::read_to_string(path).map_err(|e| format!("{}: {e}", path.display()))?;
-            pinned_in(&text).map_err(|e| format!("{}: {e}", path.display()))?
+            let text = std::fs::read_to_string(path).map_err(|source| CliError::File {
+                path: path.to_owned(),
+                source,
+            })?;
+            pinned_in(&text).map_err(|source| CliError::Compose {
+                path: path.to_owned(),
+                source,
+            })?
         }
-        (None, None) => return Err("give --digest or --compose".into()),
+        (None, None) => return Err(CliError::NoPinnedImage),
     };
     let (image, state) = reproducible_build(args)?;
     let rebuilt = image.digest_string();
@@ -380,7 +445,7 @@ fn verify_cmd(
     };
     let mut out = std::io::stdout().lock();
     let w = |out: &mut std::io::StdoutLock<'_>, line: String| {
-        writeln!(out, "{line}").map_err(|e| e.to_string())
+        writeln!(out, "{line}").map_err(CliError::Stdout)
     };
     w(&mut out, format!("pinned:  {pinned}"))?;
     w(
@@ -435,6 +500,28 @@ mod tests {
         assert!(pinned_in("image: appliance:latest").is_err());
         let other = HEX.replace('0', "1");
         let two = format!("a@sha256:{HEX} b@sha256:{other}");
-        assert!(pinned_in(&two).unwrap_err().contains("several"));
+        let several = pinned_in(&two).unwrap_err();
+        assert!(matches!(&several, PinnedError::Several(d) if d.len() == 2));
+        assert!(matches!(
+            pinned_in("image: appliance:latest"),
+            Err(PinnedError::NoImage)
+        ));
+        // What `verify --compose` prints: the file, then why.
+        let err = CliError::Compose {
+            path: "app-compose.json".into(),
+            source: several,
+        };
+        assert_eq!(
+            err.to_string(),
+            format!("app-compose.json: it pins several images: sha256:{HEX}, sha256:{other}")
+        );
+    }
+
+    #[test]
+    fn an_unpinned_digest_is_quoted_back() {
+        assert_eq!(
+            parse_pinned("appliance:latest").unwrap_err().to_string(),
+            "\"appliance:latest\" is not a pinned image (sha256:<64 hex> or NAME@sha256:<64 hex>)"
+        );
     }
 }

@@ -46,16 +46,62 @@ pub enum ProviderChoice {
 
 impl ProviderChoice {
     /// Parses the appliance configuration's spelling.
-    pub fn parse(text: &str) -> Result<Self, String> {
+    pub fn parse(text: &str) -> Result<Self, UnknownProvider> {
         match text {
             "dstack" => Ok(Self::Dstack),
             "tsm" => Ok(Self::Tsm),
             "simulated" => Ok(Self::Simulated),
-            other => Err(format!(
-                "unknown quote provider {other:?} (expected dstack, tsm or simulated)"
-            )),
+            other => Err(UnknownProvider(other.to_owned())),
         }
     }
+}
+
+/// A quote provider name [`ProviderChoice::parse`] does not know.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("unknown quote provider {0:?} (expected dstack, tsm or simulated)")]
+pub struct UnknownProvider(pub String);
+
+/// An app id that is not 40 hex digits ([`parse_app_id`]).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("app id {0:?} is not 20 bytes of hex")]
+pub struct BadAppId(pub String);
+
+/// Why [`quote_settings_from_toml`] refused the configuration.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum QuoteSettingsError {
+    #[error(transparent)]
+    Toml(#[from] toml::de::Error),
+    #[error("`{0}` is not a table")]
+    NotATable(&'static str),
+    /// The key (`attestation.provider`, …) holds something other than a string.
+    #[error("{0} is not a string")]
+    NotAString(&'static str),
+    #[error(transparent)]
+    Provider(#[from] UnknownProvider),
+    /// `attestation.app_id` or `chain.governance_address` is not an app id.
+    #[error("{key}: {source}")]
+    AppId {
+        key: &'static str,
+        #[source]
+        source: BadAppId,
+    },
+}
+
+/// Why [`QuoteConfig::build`] could not make the provider.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum QuoteConfigError {
+    #[error(
+        "the tsm and simulated quote providers need --compose-file (the app-compose.json /info serves)"
+    )]
+    NoComposeFile,
+    #[error("cannot read {}: {source}", path.display())]
+    ReadComposeFile {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
 }
 
 /// What the measured appliance configuration says about quotes (`--chain-config`):
@@ -69,36 +115,39 @@ pub struct QuoteSettings {
 }
 
 /// 40 hex digits (`0x` optional) → 20 bytes.
-pub fn parse_app_id(text: &str) -> Result<[u8; 20], String> {
+pub fn parse_app_id(text: &str) -> Result<[u8; 20], BadAppId> {
     hex::decode(text.trim_start_matches("0x"))
         .ok()
         .and_then(|b| <[u8; 20]>::try_from(b).ok())
-        .ok_or_else(|| format!("app id {text:?} is not 20 bytes of hex"))
+        .ok_or_else(|| BadAppId(text.to_owned()))
 }
 
-fn table<'a>(root: &'a toml::Table, name: &str) -> Result<Option<&'a toml::Table>, String> {
+fn table<'a>(
+    root: &'a toml::Table,
+    name: &'static str,
+) -> Result<Option<&'a toml::Table>, QuoteSettingsError> {
     match root.get(name) {
         None => Ok(None),
         Some(toml::Value::Table(t)) => Ok(Some(t)),
-        Some(_) => Err(format!("`{name}` is not a table")),
+        Some(_) => Err(QuoteSettingsError::NotATable(name)),
     }
 }
 
 fn string<'a>(
     t: Option<&'a toml::Table>,
     key: &str,
-    what: &str,
-) -> Result<Option<&'a str>, String> {
+    what: &'static str,
+) -> Result<Option<&'a str>, QuoteSettingsError> {
     match t.and_then(|t| t.get(key)) {
         None => Ok(None),
         Some(toml::Value::String(s)) => Ok(Some(s)),
-        Some(_) => Err(format!("{what} is not a string")),
+        Some(_) => Err(QuoteSettingsError::NotAString(what)),
     }
 }
 
 /// Reads [`QuoteSettings`] from the appliance's TOML configuration.
-pub fn quote_settings_from_toml(text: &str) -> Result<QuoteSettings, String> {
-    let root: toml::Table = text.parse().map_err(|e: toml::de::Error| e.to_string())?;
+pub fn quote_settings_from_toml(text: &str) -> Result<QuoteSettings, QuoteSettingsError> {
+    let root: toml::Table = text.parse()?;
     let att = table(&root, "attestation")?;
     let chain = table(&root, "chain")?;
     let provider = string(att, "provider", "attestation.provider")?
@@ -109,9 +158,19 @@ pub fn quote_settings_from_toml(text: &str) -> Result<QuoteSettings, String> {
         string(att, "app_id", "attestation.app_id")?,
         string(chain, "governance_address", "chain.governance_address")?,
     ) {
-        (Some(id), _) => Some(parse_app_id(id).map_err(|e| format!("attestation.app_id: {e}"))?),
+        (Some(id), _) => Some(
+            parse_app_id(id).map_err(|source| QuoteSettingsError::AppId {
+                key: "attestation.app_id",
+                source,
+            })?,
+        ),
         (None, Some(address)) => {
-            Some(parse_app_id(address).map_err(|e| format!("chain.governance_address: {e}"))?)
+            Some(
+                parse_app_id(address).map_err(|source| QuoteSettingsError::AppId {
+                    key: "chain.governance_address",
+                    source,
+                })?,
+            )
         }
         (None, None) => None,
     };
@@ -138,13 +197,16 @@ pub struct QuoteConfig {
 
 impl QuoteConfig {
     /// The provider this configuration names.
-    pub fn build(&self) -> Result<QuoteProvider, String> {
-        let compose = || -> Result<Vec<u8>, String> {
-            let path = self.compose_file.as_ref().ok_or_else(|| {
-                "the tsm and simulated quote providers need --compose-file (the app-compose.json /info serves)"
-                    .to_owned()
-            })?;
-            std::fs::read(path).map_err(|e| format!("cannot read {}: {e}", path.display()))
+    pub fn build(&self) -> Result<QuoteProvider, QuoteConfigError> {
+        let compose = || -> Result<Vec<u8>, QuoteConfigError> {
+            let path = self
+                .compose_file
+                .as_ref()
+                .ok_or(QuoteConfigError::NoComposeFile)?;
+            std::fs::read(path).map_err(|source| QuoteConfigError::ReadComposeFile {
+                path: path.clone(),
+                source,
+            })
         };
         Ok(match self.provider {
             ProviderChoice::Dstack => DstackProvider::new(&self.agent_socket).into(),
@@ -361,5 +423,39 @@ mod tests {
         assert!(quote_settings_from_toml("[attestation]\nprovider = \"sgx\"\n").is_err());
         assert!(quote_settings_from_toml("[attestation]\napp_id = \"12\"\n").is_err());
         assert!(quote_settings_from_toml("attestation = 3\n").is_err());
+    }
+
+    /// What `keyservice run` prints after `--chain-config FILE: `.
+    #[test]
+    fn settings_errors_name_the_key() {
+        let message = |text: &str| quote_settings_from_toml(text).unwrap_err().to_string();
+        assert_eq!(
+            message("[attestation]\nprovider = \"sgx\"\n"),
+            "unknown quote provider \"sgx\" (expected dstack, tsm or simulated)"
+        );
+        assert_eq!(
+            message("[chain]\ngovernance_address = \"0x12\"\n"),
+            "chain.governance_address: app id \"0x12\" is not 20 bytes of hex"
+        );
+        assert_eq!(message("attestation = 3\n"), "`attestation` is not a table");
+        assert_eq!(
+            message("[attestation]\ntsm_dir = 3\n"),
+            "attestation.tsm_dir is not a string"
+        );
+    }
+
+    #[test]
+    fn tsm_without_a_compose_file_is_refused() {
+        let config = QuoteConfig {
+            provider: ProviderChoice::Tsm,
+            agent_socket: PathBuf::from("/nonexistent/agent.sock"),
+            tsm_dir: PathBuf::from("/nonexistent/tsm"),
+            compose_file: None,
+            app_id: None,
+        };
+        assert!(matches!(
+            config.build(),
+            Err(QuoteConfigError::NoComposeFile)
+        ));
     }
 }

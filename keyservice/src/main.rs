@@ -6,14 +6,15 @@ use std::sync::Arc;
 
 use clap::{Args, Parser, Subcommand, ValueEnum};
 use keyservice::attest::{self, ProviderChoice, QuoteConfig, Quoter};
+use keyservice::ops::OpError;
 use keyservice::ops::{KeyOps, MAX_API_PAYERS};
 use keyservice::payer_policy::{self, PayerPolicyConfig};
-use keyservice::platform::Platform;
 use keyservice::platform::dev::DevPlatform;
 use keyservice::platform::dstack::{DEFAULT_AGENT_SOCKET, DstackPlatform};
-use keyservice::policy::{AllowListFile, ComposeHashPolicy, GovernanceContract};
+use keyservice::platform::{Platform, PlatformError};
+use keyservice::policy::{AllowListFile, ComposeHashPolicy, GovernanceContract, PolicyError};
 use keyservice::root::{self, SEALED_FILE_NAME};
-use keyservice::sealing::SealedRoot;
+use keyservice::sealing::{SealError, SealedRoot};
 use keyservice::secret::{RootSecret, SealingKey};
 use keyservice::server::{self, ServerConfig};
 use keyservice::service::{BuildOps, Service};
@@ -157,14 +158,88 @@ struct QuoteArgs {
     app_id: Option<String>,
 }
 
-fn quote_config(args: &RunArgs) -> Result<QuoteConfig, String> {
+/// Why a command failed; logged, with exit status 1.
+#[derive(Debug, thiserror::Error)]
+enum CliError {
+    #[error("cannot read --chain-config {}: {source}", path.display())]
+    ReadChainConfig {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("--chain-config {}: {source}", path.display())]
+    ChainConfig {
+        path: PathBuf,
+        #[source]
+        source: ChainConfigError,
+    },
+    #[error("--app-id: {0}")]
+    AppId(#[source] attest::BadAppId),
+    #[error("--platform dev needs --compose-file")]
+    DevNeedsComposeFile,
+    #[error("--payers is at most {MAX_API_PAYERS}")]
+    TooManyPayers,
+    #[error(transparent)]
+    Platform(#[from] PlatformError),
+    #[error(transparent)]
+    Seal(#[from] SealError),
+    #[error(transparent)]
+    Quotes(#[from] attest::QuoteConfigError),
+    /// Building the key operations from the unsealed root.
+    #[error(transparent)]
+    Ops(#[from] OpError),
+    #[error("cannot start the runtime: {0}")]
+    Runtime(#[source] std::io::Error),
+    #[error("cannot bind {}: {source}", path.display())]
+    Bind {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    /// Shared-root mode: the root handed over did not open here (the service's reason).
+    #[error("exiting: {0}")]
+    Exiting(String),
+    #[error("give either --allow-list FILE or --governance ADDRESS --rpc URL")]
+    NoResealPolicy,
+    #[error(transparent)]
+    ResealPolicy(#[from] PolicyError),
+    #[error("no sealed root in {} ({SEALED_FILE_NAME}*) to reseal", state_dir.display())]
+    NoSealedRoot { state_dir: PathBuf },
+}
+
+/// What is wrong in the `--chain-config` file (the appliance's measured configuration).
+#[derive(Debug, thiserror::Error)]
+enum ChainConfigError {
+    #[error(transparent)]
+    Toml(#[from] toml::de::Error),
+    #[error(transparent)]
+    Quotes(#[from] attest::QuoteSettingsError),
+    #[error(transparent)]
+    Chain(#[from] payer_policy::ChainSettingsError),
+    #[error("store.engine must be \"sqlite\" or \"postgres\", not {0}")]
+    StoreEngine(toml::Value),
+}
+
+/// The text of `--chain-config` at `path`.
+fn read_chain_config(path: &Path) -> Result<String, CliError> {
+    std::fs::read_to_string(path).map_err(|source| CliError::ReadChainConfig {
+        path: path.to_owned(),
+        source,
+    })
+}
+
+/// `--chain-config PATH: …`.
+fn chain_config_error(path: &Path, source: impl Into<ChainConfigError>) -> CliError {
+    CliError::ChainConfig {
+        path: path.to_owned(),
+        source: source.into(),
+    }
+}
+
+fn quote_config(args: &RunArgs) -> Result<QuoteConfig, CliError> {
     let from_file = match &args.payer.chain_config {
-        Some(path) => {
-            let text = std::fs::read_to_string(path)
-                .map_err(|e| format!("cannot read --chain-config {}: {e}", path.display()))?;
-            attest::quote_settings_from_toml(&text)
-                .map_err(|e| format!("--chain-config {}: {e}", path.display()))?
-        }
+        Some(path) => attest::quote_settings_from_toml(&read_chain_config(path)?)
+            .map_err(|e| chain_config_error(path, e))?,
         None => attest::QuoteSettings::default(),
     };
     let provider = match (args.quote.quote_provider, from_file.provider) {
@@ -178,7 +253,7 @@ fn quote_config(args: &RunArgs) -> Result<QuoteConfig, String> {
         },
     };
     let app_id = match &args.quote.app_id {
-        Some(text) => Some(attest::parse_app_id(text).map_err(|e| format!("--app-id: {e}"))?),
+        Some(text) => Some(attest::parse_app_id(text).map_err(CliError::AppId)?),
         None => from_file.app_id,
     };
     Ok(QuoteConfig {
@@ -222,27 +297,25 @@ struct PayerArgs {
 
 /// Whether the appliance configuration at `path` puts the store in PostgreSQL
 /// (`[store] engine = "postgres"`): then the replicas share one root.
-fn store_is_shared(path: Option<&Path>) -> Result<bool, String> {
+fn store_is_shared(path: Option<&Path>) -> Result<bool, CliError> {
     let Some(path) = path else {
         return Ok(false);
     };
-    let text = std::fs::read_to_string(path)
-        .map_err(|e| format!("cannot read --chain-config {}: {e}", path.display()))?;
-    let root: toml::Table = text
-        .parse()
-        .map_err(|e: toml::de::Error| format!("--chain-config {}: {e}", path.display()))?;
+    store_engine_is_postgres(&read_chain_config(path)?).map_err(|e| chain_config_error(path, e))
+}
+
+/// Whether `[store] engine` of the appliance configuration `text` is `"postgres"`.
+fn store_engine_is_postgres(text: &str) -> Result<bool, ChainConfigError> {
+    let root: toml::Table = text.parse()?;
     match root.get("store").and_then(|s| s.get("engine")) {
         None => Ok(false),
         Some(toml::Value::String(engine)) if engine == "postgres" => Ok(true),
         Some(toml::Value::String(engine)) if engine == "sqlite" => Ok(false),
-        Some(other) => Err(format!(
-            "--chain-config {}: store.engine must be \"sqlite\" or \"postgres\", not {other}",
-            path.display()
-        )),
+        Some(other) => Err(ChainConfigError::StoreEngine(other.clone())),
     }
 }
 
-fn payer_policy_config(args: &PayerArgs, state_dir: &Path) -> Result<PayerPolicyConfig, String> {
+fn payer_policy_config(args: &PayerArgs, state_dir: &Path) -> Result<PayerPolicyConfig, CliError> {
     let mut config = PayerPolicyConfig {
         chain_id: args.chain_id,
         account_configs: args.account_configs.clone(),
@@ -250,10 +323,8 @@ fn payer_policy_config(args: &PayerArgs, state_dir: &Path) -> Result<PayerPolicy
         state_file: Some(state_dir.join(payer_policy::STATE_FILE)),
     };
     if let Some(path) = &args.chain_config {
-        let text = std::fs::read_to_string(path)
-            .map_err(|e| format!("cannot read --chain-config {}: {e}", path.display()))?;
-        let from_file = payer_policy::chain_settings_from_toml(&text)
-            .map_err(|e| format!("--chain-config {}: {e}", path.display()))?;
+        let from_file = payer_policy::chain_settings_from_toml(&read_chain_config(path)?)
+            .map_err(|e| chain_config_error(path, e))?;
         config.chain_id = config.chain_id.or(Some(from_file.chain_id));
         config.account_configs.extend(from_file.account_config);
     }
@@ -294,13 +365,13 @@ struct ResealArgs {
 fn build_platform(
     args: &PlatformArgs,
     state_dir: Option<&Path>,
-) -> Result<Box<dyn Platform>, String> {
+) -> Result<Box<dyn Platform>, CliError> {
     match args.platform {
         PlatformChoice::Dev => {
             let compose = args
                 .compose_file
                 .clone()
-                .ok_or("--platform dev needs --compose-file")?;
+                .ok_or(CliError::DevNeedsComposeFile)?;
             let secret = match (&args.dev_secret, state_dir) {
                 (Some(p), _) => p.clone(),
                 (None, Some(d)) => d.join("dev-secret"),
@@ -333,8 +404,8 @@ fn main() -> ExitCode {
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
-        Err(message) => {
-            tracing::error!("{message}");
+        Err(err) => {
+            tracing::error!("{err}");
             ExitCode::FAILURE
         }
     }
@@ -347,13 +418,13 @@ enum RootSource {
     Shared(SealingKey),
 }
 
-fn run(args: RunArgs) -> Result<(), String> {
+fn run(args: RunArgs) -> Result<(), CliError> {
     // Before anything slow: the parent to watch for `--exit-with-parent`.
     let parent = args
         .parent_pid
         .unwrap_or_else(std::os::unix::process::parent_id);
     if args.payers > MAX_API_PAYERS {
-        return Err(format!("--payers is at most {MAX_API_PAYERS}"));
+        return Err(CliError::TooManyPayers);
     }
     let platform = build_platform(&args.platform, Some(&args.state_dir))?;
     // The measured configuration decides too: with `[store] engine = "postgres"` every
@@ -363,19 +434,16 @@ fn run(args: RunArgs) -> Result<(), String> {
         // No root file is looked for or written; the state directory still holds
         // payer-contracts.json. The sealing key is fetched now, so a platform that cannot
         // give one stops the start-up instead of the adoption.
-        root::ensure_state_dir(&args.state_dir).map_err(|e| e.to_string())?;
-        let measured = platform
-            .measured_compose_hash()
-            .map_err(|e| e.to_string())?;
-        let key = platform.sealing_key(&measured).map_err(|e| e.to_string())?;
+        root::ensure_state_dir(&args.state_dir)?;
+        let measured = platform.measured_compose_hash()?;
+        let key = platform.sealing_key(&measured)?;
         (RootSource::Shared(key), measured)
     } else {
         let unsealed = root::open_or_create(
             platform.as_ref(),
             &args.state_dir,
             args.sealed_file.as_deref(),
-        )
-        .map_err(|e| e.to_string())?;
+        )?;
         (RootSource::Unsealed(unsealed.root), unsealed.compose_hash)
     };
     let payer_config = payer_policy_config(&args.payer, &args.state_dir)?;
@@ -395,7 +463,7 @@ fn run(args: RunArgs) -> Result<(), String> {
             .with_quotes(quoter))
     });
     let service = match source {
-        RootSource::Unsealed(root) => Service::ready(build(root).map_err(|e| e.to_string())?),
+        RootSource::Unsealed(root) => Service::ready(build(root)?),
         RootSource::Shared(key) => {
             let status = ServiceStatus {
                 protocol_version: PROTOCOL_VERSION,
@@ -421,15 +489,18 @@ fn run(args: RunArgs) -> Result<(), String> {
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
-        .map_err(|e| format!("cannot start the runtime: {e}"))?;
+        .map_err(CliError::Runtime)?;
     runtime.block_on(async move {
         let mode = if args.socket_group_access {
             0o660
         } else {
             0o600
         };
-        let listener = server::bind_with_mode(&args.socket, mode)
-            .map_err(|e| format!("cannot bind {}: {e}", args.socket.display()))?;
+        let listener =
+            server::bind_with_mode(&args.socket, mode).map_err(|source| CliError::Bind {
+                path: args.socket.clone(),
+                source,
+            })?;
         match service.ops() {
             Some(ops) => tracing::info!(
                 socket = %args.socket.display(),
@@ -468,7 +539,7 @@ fn run(args: RunArgs) -> Result<(), String> {
             bound.remove(&args.socket);
         }
         if let Some(reason) = service.failure() {
-            return Err(format!("exiting: {reason}"));
+            return Err(CliError::Exiting(reason));
         }
         tracing::info!("stopped");
         Ok(())
@@ -507,34 +578,23 @@ async fn shutdown_signal() {
     }
 }
 
-fn reseal(args: ResealArgs) -> Result<(), String> {
+fn reseal(args: ResealArgs) -> Result<(), CliError> {
     let platform = build_platform(&args.platform, Some(&args.state_dir))?;
     let policy: Box<dyn ComposeHashPolicy> = match (&args.allow_list, &args.governance, &args.rpc) {
-        (Some(file), None, None) => {
-            let list = AllowListFile::load(file).map_err(|e| e.to_string())?;
-            Box::new(list)
-        }
-        (None, Some(address), Some(rpc)) => {
-            let contract = GovernanceContract::new(address, rpc).map_err(|e| e.to_string())?;
-            Box::new(contract)
-        }
-        _ => {
-            return Err("give either --allow-list FILE or --governance ADDRESS --rpc URL".into());
-        }
+        (Some(file), None, None) => Box::new(AllowListFile::load(file)?),
+        (None, Some(address), Some(rpc)) => Box::new(GovernanceContract::new(address, rpc)?),
+        _ => return Err(CliError::NoResealPolicy),
     };
     let source = match &args.sealed_file {
         Some(p) => p.clone(),
         None => {
-            let measured = platform
-                .measured_compose_hash()
-                .map_err(|e| e.to_string())?;
-            match root::locate(&args.state_dir, &measured, None).map_err(|e| e.to_string())? {
+            let measured = platform.measured_compose_hash()?;
+            match root::locate(&args.state_dir, &measured, None)? {
                 root::Location::Existing(p) => p,
                 root::Location::Create(_) => {
-                    return Err(format!(
-                        "no sealed root in {} ({SEALED_FILE_NAME}*) to reseal",
-                        args.state_dir.display()
-                    ));
+                    return Err(CliError::NoSealedRoot {
+                        state_dir: args.state_dir.clone(),
+                    });
                 }
             }
         }
@@ -549,8 +609,7 @@ fn reseal(args: ResealArgs) -> Result<(), String> {
         &args.to,
         policy.as_ref(),
         &output,
-    )
-    .map_err(|e| e.to_string())?;
+    )?;
     print_line(&format!(
         "resealed {} -> {} for compose hash {}",
         source.display(),
@@ -560,17 +619,15 @@ fn reseal(args: ResealArgs) -> Result<(), String> {
     Ok(())
 }
 
-fn compose_hash(args: &PlatformArgs) -> Result<(), String> {
+fn compose_hash(args: &PlatformArgs) -> Result<(), CliError> {
     let platform = build_platform(args, None)?;
-    let h = platform
-        .measured_compose_hash()
-        .map_err(|e| e.to_string())?;
+    let h = platform.measured_compose_hash()?;
     print_line(&hex::encode(h.as_bytes()));
     Ok(())
 }
 
-fn inspect(file: &Path) -> Result<(), String> {
-    let sealed = SealedRoot::read(file).map_err(|e| e.to_string())?;
+fn inspect(file: &Path) -> Result<(), CliError> {
+    let sealed = SealedRoot::read(file)?;
     print_line(&format!(
         "format version {}\ncompose hash {}",
         keyservice::sealing::FORMAT_VERSION,
@@ -583,4 +640,34 @@ fn inspect(file: &Path) -> Result<(), String> {
 #[allow(clippy::print_stdout)]
 fn print_line(s: &str) {
     println!("{s}");
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The store engine decides shared-root mode; a wrong one is named in the error.
+    #[test]
+    fn the_store_engine_of_the_chain_config() {
+        assert!(matches!(store_engine_is_postgres(""), Ok(false)));
+        assert!(matches!(
+            store_engine_is_postgres("[store]\nengine = \"sqlite\"\n"),
+            Ok(false)
+        ));
+        assert!(matches!(
+            store_engine_is_postgres("[store]\nengine = \"postgres\"\n"),
+            Ok(true)
+        ));
+        let err = CliError::ChainConfig {
+            path: PathBuf::from("appliance.toml"),
+            source: match store_engine_is_postgres("[store]\nengine = \"mysql\"\n") {
+                Err(e) => e,
+                Ok(shared) => panic!("mysql accepted (shared: {shared})"),
+            },
+        };
+        assert_eq!(
+            err.to_string(),
+            "--chain-config appliance.toml: store.engine must be \"sqlite\" or \"postgres\", not \"mysql\""
+        );
+    }
 }

@@ -107,29 +107,47 @@ pub struct ChainSettings {
 /// The appliance's default `chain.chain_id` (a local anvil), used when the file names none.
 pub const APPLIANCE_DEFAULT_CHAIN_ID: u64 = 31337;
 
+/// Why [`chain_settings_from_toml`] refused the configuration.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum ChainSettingsError {
+    #[error(transparent)]
+    Toml(#[from] toml::de::Error),
+    #[error("`chain` is not a table")]
+    ChainNotATable,
+    #[error("chain.chain_id is negative")]
+    NegativeChainId,
+    #[error("chain.chain_id is not an integer")]
+    ChainIdNotAnInteger,
+    #[error("chain.account_config_address: {0}")]
+    AccountConfig(#[source] keyservice_api::ParseError),
+    #[error("chain.account_config_address is not a string")]
+    AccountConfigNotAString,
+}
+
 /// Reads `[chain] chain_id` and `account_config_address` from the appliance's TOML
 /// configuration (the measured one in the compose); every other key is ignored.
-pub fn chain_settings_from_toml(text: &str) -> Result<ChainSettings, String> {
-    let table: toml::Table = text.parse().map_err(|e: toml::de::Error| e.to_string())?;
+pub fn chain_settings_from_toml(text: &str) -> Result<ChainSettings, ChainSettingsError> {
+    let table: toml::Table = text.parse()?;
     let chain = match table.get("chain") {
         None => None,
         Some(toml::Value::Table(t)) => Some(t),
-        Some(_) => return Err("`chain` is not a table".into()),
+        Some(_) => return Err(ChainSettingsError::ChainNotATable),
     };
     let chain_id = match chain.and_then(|c| c.get("chain_id")) {
         None => APPLIANCE_DEFAULT_CHAIN_ID,
         Some(toml::Value::Integer(n)) => {
-            u64::try_from(*n).map_err(|_| "chain.chain_id is negative".to_owned())?
+            u64::try_from(*n).map_err(|_| ChainSettingsError::NegativeChainId)?
         }
-        Some(_) => return Err("chain.chain_id is not an integer".into()),
+        Some(_) => return Err(ChainSettingsError::ChainIdNotAnInteger),
     };
     let account_config = match chain.and_then(|c| c.get("account_config_address")) {
         None => None,
         Some(toml::Value::String(s)) => Some(
             s.parse::<Address>()
-                .map_err(|e| format!("chain.account_config_address: {e}"))?,
+                .map_err(ChainSettingsError::AccountConfig)?,
         ),
-        Some(_) => return Err("chain.account_config_address is not a string".into()),
+        Some(_) => return Err(ChainSettingsError::AccountConfigNotAString),
     };
     Ok(ChainSettings {
         chain_id,
@@ -769,7 +787,28 @@ mod tests {
         let none = chain_settings_from_toml("listen = \"x\"\n").unwrap();
         assert_eq!(none.chain_id, APPLIANCE_DEFAULT_CHAIN_ID);
         assert_eq!(none.account_config, None);
-        assert!(chain_settings_from_toml("[chain]\nchain_id = \"1\"\n").is_err());
+        assert!(matches!(
+            chain_settings_from_toml("[chain]\nchain_id = \"1\"\n"),
+            Err(ChainSettingsError::ChainIdNotAnInteger)
+        ));
+        assert!(matches!(
+            chain_settings_from_toml("[chain]\nchain_id = -1\n"),
+            Err(ChainSettingsError::NegativeChainId)
+        ));
+        assert!(matches!(
+            chain_settings_from_toml("chain = 1\n"),
+            Err(ChainSettingsError::ChainNotATable)
+        ));
+        let bad = chain_settings_from_toml("[chain]\naccount_config_address = \"0x11\"\n");
+        assert!(
+            matches!(&bad, Err(ChainSettingsError::AccountConfig(_))),
+            "{bad:?}"
+        );
+        assert!(
+            bad.unwrap_err()
+                .to_string()
+                .starts_with("chain.account_config_address: ")
+        );
     }
 
     #[test]

@@ -72,21 +72,26 @@ pub fn own_uid() -> u32 {
     rustix::process::getuid().as_raw()
 }
 
+/// Why a connection is refused before any request is read; the message is the text of
+/// the `Refused` error frame the peer gets.
+#[derive(Debug, thiserror::Error)]
+enum Unadmitted {
+    #[error("cannot read the peer's credentials: {0}")]
+    Credentials(#[source] io::Error),
+    #[error("uid {0} may not use this keyservice (--peer-uid)")]
+    Uid(u32),
+}
+
 /// Whether the connected peer's uid, as the kernel reports it, is one of `allowed`;
-/// `Err` with the sentence for the refusal otherwise.
-fn admit(stream: &UnixStream, allowed: &[u32]) -> Result<(), String> {
+/// `Err` with the reason for the refusal otherwise.
+fn admit(stream: &UnixStream, allowed: &[u32]) -> Result<(), Unadmitted> {
     // tokio's reading, not rustix's: a peer in another pid namespace (the appliance's
     // container) has pid 0 in SO_PEERCRED, which rustix's `Pid` refuses.
-    let uid = stream
-        .peer_cred()
-        .map_err(|e| format!("cannot read the peer's credentials: {e}"))?
-        .uid();
+    let uid = stream.peer_cred().map_err(Unadmitted::Credentials)?.uid();
     if allowed.contains(&uid) {
         Ok(())
     } else {
-        Err(format!(
-            "uid {uid} may not use this keyservice (--peer-uid)"
-        ))
+        Err(Unadmitted::Uid(uid))
     }
 }
 
@@ -183,7 +188,7 @@ pub async fn serve(
                 };
                 if let Err(why) = admit(&stream, &config.peer_uids) {
                     tracing::warn!(reason = %why, "connection refused");
-                    reject(stream, ErrorCode::Refused, &why);
+                    reject(stream, ErrorCode::Refused, &why.to_string());
                     continue;
                 }
                 let Ok(permit) = Arc::clone(&slots).try_acquire_owned() else {

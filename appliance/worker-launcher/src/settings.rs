@@ -15,8 +15,21 @@ pub enum SettingsError {
         #[source]
         source: std::io::Error,
     },
-    #[error("{path}: {message}")]
-    Parse { path: PathBuf, message: String },
+    #[error("{path}: {source}")]
+    Parse {
+        path: PathBuf,
+        #[source]
+        source: ParseError,
+    },
+}
+
+/// Why the configuration text does not give a usable memory limit.
+#[derive(Debug, thiserror::Error)]
+pub enum ParseError {
+    #[error(transparent)]
+    Toml(#[from] toml::de::Error),
+    #[error("actions.memory_limit_mb must be positive")]
+    ZeroLimit,
 }
 
 #[derive(serde::Deserialize, Default)]
@@ -38,16 +51,16 @@ pub fn memory_limit_mb(path: &Path) -> Result<u64, SettingsError> {
         path: path.to_owned(),
         source,
     })?;
-    parse_memory_limit_mb(&text).map_err(|message| SettingsError::Parse {
+    parse_memory_limit_mb(&text).map_err(|source| SettingsError::Parse {
         path: path.to_owned(),
-        message,
+        source,
     })
 }
 
-fn parse_memory_limit_mb(text: &str) -> Result<u64, String> {
-    let parsed: ApplianceToml = toml::from_str(text).map_err(|e| e.to_string())?;
+fn parse_memory_limit_mb(text: &str) -> Result<u64, ParseError> {
+    let parsed: ApplianceToml = toml::from_str(text)?;
     match parsed.actions.memory_limit_mb {
-        Some(0) => Err("actions.memory_limit_mb must be positive".into()),
+        Some(0) => Err(ParseError::ZeroLimit),
         Some(limit) => Ok(limit),
         None => Ok(DEFAULT_MEMORY_LIMIT_MB),
     }
@@ -66,7 +79,28 @@ mod tests {
             parse_memory_limit_mb("[chain]\nchain_id = 1\n").unwrap(),
             DEFAULT_MEMORY_LIMIT_MB
         );
-        assert!(parse_memory_limit_mb("[actions]\nmemory_limit_mb = 0\n").is_err());
-        assert!(parse_memory_limit_mb("[actions]\nmemory_limit_mb = \"x\"\n").is_err());
+        assert!(matches!(
+            parse_memory_limit_mb("[actions]\nmemory_limit_mb = 0\n"),
+            Err(ParseError::ZeroLimit)
+        ));
+        assert!(matches!(
+            parse_memory_limit_mb("[actions]\nmemory_limit_mb = \"x\"\n"),
+            Err(ParseError::Toml(_))
+        ));
+    }
+
+    #[test]
+    fn a_zero_limit_names_the_file_and_the_key() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("appliance.toml");
+        std::fs::write(&path, "[actions]\nmemory_limit_mb = 0\n").unwrap();
+        let err = memory_limit_mb(&path).unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            format!(
+                "{}: actions.memory_limit_mb must be positive",
+                path.display()
+            )
+        );
     }
 }

@@ -66,7 +66,7 @@ impl DstackPlatform {
     }
 
     /// One `POST <path>` with a JSON body; returns the response body of a 200.
-    fn post(&self, path: &str, json: &str) -> Result<Zeroizing<Vec<u8>>, PlatformError> {
+    fn post(&self, path: &'static str, json: &str) -> Result<Zeroizing<Vec<u8>>, PlatformError> {
         let mut stream = UnixStream::connect(&self.socket)
             .map_err(|e| self.err(format!("cannot connect: {e}")))?;
         stream
@@ -90,7 +90,11 @@ impl DstackPlatform {
             return Err(self.err(format!("{path}: response larger than {MAX_RESPONSE} bytes")));
         }
         let (status, body) =
-            parse_http_response(&raw).map_err(|r| self.err(format!("{path}: {r}")))?;
+            parse_http_response(&raw).map_err(|source| PlatformError::AgentHttp {
+                socket: self.socket.clone(),
+                path,
+                source,
+            })?;
         if status != 200 {
             // Error bodies are `{"error": "..."}`; they carry no key material.
             let text = String::from_utf8_lossy(&body);
@@ -122,33 +126,86 @@ struct GetKeyResponse {
     key: String,
 }
 
+/// Why an `Info` answer gives no single compose hash.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum InfoError {
+    #[error("Info is not the expected JSON: {0}")]
+    Json(#[source] serde_json::Error),
+    /// `tcb_info` is a string that does not hold JSON.
+    #[error("Info.tcb_info is not JSON: {0}")]
+    TcbInfoText(#[source] serde_json::Error),
+    /// `tcb_info` is an object of the wrong shape.
+    #[error("Info.tcb_info: {0}")]
+    TcbInfo(#[source] serde_json::Error),
+    /// A compose hash field that is not 32 bytes of hex.
+    #[error("{field}: {source}")]
+    BadHash {
+        field: &'static str,
+        #[source]
+        source: keyservice_api::ParseError,
+    },
+    #[error("Info carries no compose hash")]
+    NoHash,
+    #[error("Info disagrees with itself: {first_field} says {first}, {other_field} says {other}")]
+    Disagrees {
+        first_field: &'static str,
+        first: ComposeHash,
+        other_field: &'static str,
+        other: ComposeHash,
+    },
+}
+
+/// Why the guest agent's answer is not a usable HTTP/1.x response.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum HttpError {
+    #[error("no end of HTTP headers")]
+    NoHeaderEnd,
+    #[error("HTTP headers are not UTF-8")]
+    HeadersNotUtf8,
+    #[error("empty HTTP response")]
+    Empty,
+    /// `status_line`: the first 40 characters of the response's first line.
+    #[error("not an HTTP/1.x response: {status_line}")]
+    NotHttp1 { status_line: String },
+    #[error("bad HTTP status line")]
+    BadStatusLine,
+    #[error("bad Content-Length")]
+    BadContentLength,
+    #[error("HTTP body shorter than Content-Length")]
+    ShortBody,
+    #[error("truncated chunk size")]
+    TruncatedChunkSize,
+    #[error("bad chunk size")]
+    BadChunkSize,
+    #[error("truncated chunk")]
+    TruncatedChunk,
+}
+
 /// Extracts and cross-checks the compose hash of an `Info` response body.
-pub fn compose_hash_from_info(body: &[u8]) -> Result<ComposeHash, String> {
-    let info: InfoResponse =
-        serde_json::from_slice(body).map_err(|e| format!("Info is not the expected JSON: {e}"))?;
+pub fn compose_hash_from_info(body: &[u8]) -> Result<ComposeHash, InfoError> {
+    let info: InfoResponse = serde_json::from_slice(body).map_err(InfoError::Json)?;
     let tcb: Option<TcbInfo> = match info.tcb_info {
         Some(serde_json::Value::String(s)) if !s.is_empty() => {
-            Some(serde_json::from_str(&s).map_err(|e| format!("Info.tcb_info is not JSON: {e}"))?)
+            Some(serde_json::from_str(&s).map_err(InfoError::TcbInfoText)?)
         }
         Some(v @ serde_json::Value::Object(_)) => {
-            Some(serde_json::from_value(v).map_err(|e| format!("Info.tcb_info: {e}"))?)
+            Some(serde_json::from_value(v).map_err(InfoError::TcbInfo)?)
         }
         _ => None,
     };
-    let mut found: Vec<(&str, ComposeHash)> = Vec::new();
+    let hash = |field: &'static str, text: &str| {
+        text.parse::<ComposeHash>()
+            .map_err(|source| InfoError::BadHash { field, source })
+    };
+    let mut found: Vec<(&'static str, ComposeHash)> = Vec::new();
     if let Some(h) = info.compose_hash.as_deref().filter(|s| !s.is_empty()) {
-        found.push((
-            "Info.compose_hash",
-            h.parse().map_err(|e| format!("Info.compose_hash: {e}"))?,
-        ));
+        found.push(("Info.compose_hash", hash("Info.compose_hash", h)?));
     }
     if let Some(t) = &tcb {
         if let Some(h) = t.compose_hash.as_deref().filter(|s| !s.is_empty()) {
-            found.push((
-                "tcb_info.compose_hash",
-                h.parse()
-                    .map_err(|e| format!("tcb_info.compose_hash: {e}"))?,
-            ));
+            found.push(("tcb_info.compose_hash", hash("tcb_info.compose_hash", h)?));
         }
         if let Some(app_compose) = &t.app_compose {
             found.push((
@@ -157,14 +214,16 @@ pub fn compose_hash_from_info(body: &[u8]) -> Result<ComposeHash, String> {
             ));
         }
     }
-    let Some(&(_, first)) = found.first() else {
-        return Err("Info carries no compose hash".into());
+    let Some(&(first_field, first)) = found.first() else {
+        return Err(InfoError::NoHash);
     };
-    if let Some((name, other)) = found.iter().find(|(_, h)| *h != first) {
-        return Err(format!(
-            "Info disagrees with itself: {} says {first}, {name} says {other}",
-            found[0].0
-        ));
+    if let Some(&(other_field, other)) = found.iter().find(|(_, h)| *h != first) {
+        return Err(InfoError::Disagrees {
+            first_field,
+            first,
+            other_field,
+            other,
+        });
     }
     Ok(first)
 }
@@ -176,7 +235,10 @@ impl Platform for DstackPlatform {
 
     fn measured_compose_hash(&self) -> Result<ComposeHash, PlatformError> {
         let body = self.post("/Info", "{}")?;
-        compose_hash_from_info(&body).map_err(|r| self.err(r))
+        compose_hash_from_info(&body).map_err(|source| PlatformError::AgentInfo {
+            socket: self.socket.clone(),
+            source: Box::new(source),
+        })
     }
 
     fn sealing_key(&self, compose_hash: &ComposeHash) -> Result<SealingKey, PlatformError> {
@@ -206,24 +268,26 @@ impl Platform for DstackPlatform {
 
 /// Splits a complete HTTP/1.1 response into status and body (content-length, chunked, or
 /// read-to-close framing).
-fn parse_http_response(raw: &[u8]) -> Result<(u16, Zeroizing<Vec<u8>>), String> {
+fn parse_http_response(raw: &[u8]) -> Result<(u16, Zeroizing<Vec<u8>>), HttpError> {
     let head_end = raw
         .windows(4)
         .position(|w| w == b"\r\n\r\n")
-        .ok_or("no end of HTTP headers")?;
-    let head = std::str::from_utf8(&raw[..head_end]).map_err(|_| "HTTP headers are not UTF-8")?;
+        .ok_or(HttpError::NoHeaderEnd)?;
+    let head = std::str::from_utf8(&raw[..head_end]).map_err(|_| HttpError::HeadersNotUtf8)?;
     let rest = &raw[head_end + 4..];
     let mut lines = head.split("\r\n");
-    let status_line = lines.next().ok_or("empty HTTP response")?;
+    let status_line = lines.next().ok_or(HttpError::Empty)?;
     let mut parts = status_line.split_whitespace();
     let version = parts.next().unwrap_or_default();
     if !version.starts_with("HTTP/1.") {
-        return Err(format!("not an HTTP/1.x response: {status_line:.40}"));
+        return Err(HttpError::NotHttp1 {
+            status_line: status_line.chars().take(40).collect(),
+        });
     }
     let status: u16 = parts
         .next()
         .and_then(|s| s.parse().ok())
-        .ok_or("bad HTTP status line")?;
+        .ok_or(HttpError::BadStatusLine)?;
     let mut content_length = None;
     let mut chunked = false;
     for line in lines {
@@ -232,7 +296,11 @@ fn parse_http_response(raw: &[u8]) -> Result<(u16, Zeroizing<Vec<u8>>), String> 
         };
         let value = value.trim();
         if name.eq_ignore_ascii_case("content-length") {
-            content_length = Some(value.parse::<usize>().map_err(|_| "bad Content-Length")?);
+            content_length = Some(
+                value
+                    .parse::<usize>()
+                    .map_err(|_| HttpError::BadContentLength)?,
+            );
         } else if name.eq_ignore_ascii_case("transfer-encoding") {
             chunked = value.to_ascii_lowercase().contains("chunked");
         }
@@ -241,7 +309,7 @@ fn parse_http_response(raw: &[u8]) -> Result<(u16, Zeroizing<Vec<u8>>), String> 
         decode_chunked(rest)?
     } else if let Some(n) = content_length {
         if rest.len() < n {
-            return Err("HTTP body shorter than Content-Length".into());
+            return Err(HttpError::ShortBody);
         }
         Zeroizing::new(rest[..n].to_vec())
     } else {
@@ -250,22 +318,23 @@ fn parse_http_response(raw: &[u8]) -> Result<(u16, Zeroizing<Vec<u8>>), String> 
     Ok((status, body))
 }
 
-fn decode_chunked(mut data: &[u8]) -> Result<Zeroizing<Vec<u8>>, String> {
+fn decode_chunked(mut data: &[u8]) -> Result<Zeroizing<Vec<u8>>, HttpError> {
     let mut out = Zeroizing::new(Vec::new());
     loop {
         let line_end = data
             .windows(2)
             .position(|w| w == b"\r\n")
-            .ok_or("truncated chunk size")?;
-        let size_text = std::str::from_utf8(&data[..line_end]).map_err(|_| "bad chunk size")?;
+            .ok_or(HttpError::TruncatedChunkSize)?;
+        let size_text =
+            std::str::from_utf8(&data[..line_end]).map_err(|_| HttpError::BadChunkSize)?;
         let size_hex = size_text.split(';').next().unwrap_or_default().trim();
-        let size = usize::from_str_radix(size_hex, 16).map_err(|_| "bad chunk size")?;
+        let size = usize::from_str_radix(size_hex, 16).map_err(|_| HttpError::BadChunkSize)?;
         data = &data[line_end + 2..];
         if size == 0 {
             return Ok(out);
         }
         if data.len() < size + 2 {
-            return Err("truncated chunk".into());
+            return Err(HttpError::TruncatedChunk);
         }
         out.extend_from_slice(&data[..size]);
         data = &data[size + 2..];
@@ -289,7 +358,26 @@ mod tests {
         assert_eq!((s, &b[..]), (200, &b"{\"a\":1}"[..]));
         let (s, _) = parse_http_response(b"HTTP/1.0 500 Oops\r\n\r\nboom").unwrap();
         assert_eq!(s, 500);
-        assert!(parse_http_response(b"garbage").is_err());
+        assert_eq!(
+            parse_http_response(b"garbage").err(),
+            Some(HttpError::NoHeaderEnd)
+        );
+        assert_eq!(
+            parse_http_response(b"HTTP/1.1 200 OK\r\nContent-Length: 9\r\n\r\n{}").err(),
+            Some(HttpError::ShortBody)
+        );
+        assert_eq!(
+            parse_http_response(b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n5\r\n{}")
+                .err(),
+            Some(HttpError::TruncatedChunk)
+        );
+        // The status line is shown cut to 40 characters.
+        let long = format!("SPDY/3 {}\r\n\r\n", "x".repeat(100));
+        let err = parse_http_response(long.as_bytes()).unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            format!("not an HTTP/1.x response: SPDY/3 {}", "x".repeat(33))
+        );
     }
 
     #[test]
@@ -304,7 +392,25 @@ mod tests {
             "2911e1f733466216dedb862d6d669e11256ee7a34ce4dbc66c4b807ba7a9c895"
         );
         let wrong = serde_json::json!({ "compose_hash": "00".repeat(32), "tcb_info": tcb });
-        assert!(compose_hash_from_info(wrong.to_string().as_bytes()).is_err());
-        assert!(compose_hash_from_info(b"{}").is_err());
+        let err = compose_hash_from_info(wrong.to_string().as_bytes()).unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            format!(
+                "Info disagrees with itself: Info.compose_hash says 0x{}, tcb_info.compose_hash says 0x{}",
+                "00".repeat(32),
+                hex::encode(h.as_bytes())
+            )
+        );
+        assert!(matches!(
+            compose_hash_from_info(b"{}"),
+            Err(InfoError::NoHash)
+        ));
+        assert!(matches!(
+            compose_hash_from_info(br#"{"compose_hash": "12"}"#),
+            Err(InfoError::BadHash {
+                field: "Info.compose_hash",
+                ..
+            })
+        ));
     }
 }

@@ -53,6 +53,21 @@ pub enum PlatformError {
     },
     #[error("dstack guest agent at {}: {reason}", socket.display())]
     Agent { socket: PathBuf, reason: String },
+    /// The agent's answer to `POST path` is not a usable HTTP/1.x response.
+    #[error("dstack guest agent at {}: {path}: {source}", socket.display())]
+    AgentHttp {
+        socket: PathBuf,
+        path: &'static str,
+        #[source]
+        source: dstack::HttpError,
+    },
+    /// The agent's `Info` answer gives no single compose hash (boxed: it carries two hashes).
+    #[error("dstack guest agent at {}: {source}", socket.display())]
+    AgentInfo {
+        socket: PathBuf,
+        #[source]
+        source: Box<dstack::InfoError>,
+    },
     #[error(transparent)]
     Rng(#[from] RngError),
     #[error("sealing-key derivation failed")]
