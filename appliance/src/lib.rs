@@ -12,8 +12,8 @@
 //!   `typed_data` (EIP-712), `cid`, `api_keys` (account and usage keys), `wallet`
 //!   (the account wallet's path, wallet references);
 //! * keys: `keyservice_client` (the connection to the keyservice process);
-//! * commands and modes: `config`, `deploy_command` (`appliance deploy`), `backup_command`
-//!   (`appliance backup`, `appliance restore`), `dev`
+//! * commands and modes: `config`, `commands` (the operator commands: `appliance deploy`,
+//!   `backup`/`restore`, `root export`/`import`), `dev`
 //!   (development mode only: the keyservice child, the local chain, the child guard).
 
 pub mod acme;
@@ -21,12 +21,11 @@ pub mod api;
 pub use appliance_domain::api_keys;
 pub mod attest;
 pub use appliance_domain::authz;
-pub mod backup_command;
 pub mod billing;
 pub mod chain;
+pub mod commands;
 pub mod cid;
 pub mod config;
-pub mod deploy_command;
 pub mod dev;
 pub mod error;
 pub mod execution;
@@ -35,7 +34,6 @@ pub mod keyservice_client;
 pub mod log_output;
 pub mod openapi;
 pub mod proxy_protocol;
-pub mod root_command;
 pub mod server;
 pub mod shared_root;
 pub mod state;
@@ -431,7 +429,7 @@ async fn open_store(config: &Config) -> Result<Store, StartError> {
             Ok(Store::open_postgres(options).await?)
         }
         _ => Ok(Store::open(
-            &config.data_dir.join(backup_command::DATABASE_FILE),
+            &config.data_dir.join(commands::backup::DATABASE_FILE),
         )?),
     }
 }

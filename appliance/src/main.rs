@@ -338,12 +338,12 @@ async fn announce_local_acme(
     std::future::pending().await
 }
 
-async fn deploy(args: appliance::deploy_command::DeployArgs) -> ExitCode {
+async fn deploy(args: appliance::commands::deploy::DeployArgs) -> ExitCode {
     let _log = match init_logging(&Config::default()) {
         Ok(guard) => guard,
         Err(code) => return code,
     };
-    match appliance::deploy_command::run(&args).await {
+    match appliance::commands::deploy::run(&args).await {
         Ok(d) => {
             let mut out = std::io::stdout().lock();
             let _ = writeln!(
@@ -362,7 +362,7 @@ async fn deploy(args: appliance::deploy_command::DeployArgs) -> ExitCode {
         Err(err) => {
             let _ = writeln!(std::io::stderr(), "appliance deploy: {err}");
             match err {
-                appliance::deploy_command::DeployCmdError::Config(_) => ExitCode::from(2),
+                appliance::commands::deploy::DeployCmdError::Config(_) => ExitCode::from(2),
                 _ => ExitCode::FAILURE,
             }
         }
@@ -373,7 +373,7 @@ async fn deploy(args: appliance::deploy_command::DeployArgs) -> ExitCode {
 /// or its error on standard error with its exit status.
 fn report(
     command: &str,
-    done: Result<String, appliance::backup_command::BackupCmdError>,
+    done: Result<String, appliance::commands::backup::BackupCmdError>,
 ) -> ExitCode {
     match done {
         Ok(line) => {
@@ -438,8 +438,8 @@ async fn root(action: RootAction) -> ExitCode {
     let outcome = match action {
         RootAction::Export {
             out, compose_hash, ..
-        } => appliance::root_command::export(&config, &out, compose_hash.map(|h| h.0)).await,
-        RootAction::Import { from, .. } => appliance::root_command::import(&config, &from).await,
+        } => appliance::commands::root::export(&config, &out, compose_hash.map(|h| h.0)).await,
+        RootAction::Import { from, .. } => appliance::commands::root::import(&config, &from).await,
     };
     match outcome {
         Ok(line) => {
@@ -480,7 +480,7 @@ fn main() -> ExitCode {
             governance_owner,
             receipt_timeout_secs,
         } => {
-            return block_on(deploy(appliance::deploy_command::DeployArgs {
+            return block_on(deploy(appliance::commands::deploy::DeployArgs {
                 rpc_url: rpc,
                 config_path: config,
                 chain_id,
@@ -496,7 +496,7 @@ fn main() -> ExitCode {
             out,
             force,
         } => {
-            let done = appliance::backup_command::backup(config.as_deref(), data_dir, &out, force);
+            let done = appliance::commands::backup::backup(config.as_deref(), data_dir, &out, force);
             return report("backup", done.map(|summary| summary.line()));
         }
         Command::Restore {
@@ -506,7 +506,7 @@ fn main() -> ExitCode {
             force,
         } => {
             let done =
-                appliance::backup_command::restore(config.as_deref(), data_dir, &from, force);
+                appliance::commands::backup::restore(config.as_deref(), data_dir, &from, force);
             return report("restore", done.map(|summary| summary.line()));
         }
         Command::Dev {
