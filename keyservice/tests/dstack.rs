@@ -1,12 +1,12 @@
 //! The `dstack` platform end to end, against a `simulated` guest agent (see
-//! `common/agent.rs`) that serves the documented `/Info` and `/GetKey` endpoints.
+//! `test_support::dstack_agent`) that serves the documented `/Info` and `/GetKey` endpoints.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod common;
 
 use std::ffi::OsStr;
 
-use common::agent::{AgentConfig, SimulatedAgent};
+use common::agent::{AgentConfig, ComposeHashOf, StandInAgent};
 use common::{Env, digest, recover_address};
 use keyservice_api::{KeyClient, PlatformKind};
 
@@ -19,7 +19,7 @@ const COMPOSE_V2: &str =
 async fn dstack_platform_seals_with_the_agent_key() {
     let mut env = Env::new();
     let v1 = AgentConfig::new(COMPOSE_V1, 1);
-    let agent = SimulatedAgent::start(env.dir.path(), "agent-v1.sock", v1.clone());
+    let agent = StandInAgent::start_in(env.dir.path(), "agent-v1.sock", v1.clone());
     env.use_dstack(&agent.socket);
 
     // First run: creates the root, sealed with the agent's key for this compose hash.
@@ -35,7 +35,7 @@ async fn dstack_platform_seals_with_the_agent_key() {
         assert_eq!(recover_address(&d, &sig), w.address);
         (w.derivation_path, w.address)
     };
-    let requests = agent.key_requests.lock().unwrap().clone();
+    let requests = agent.key_requests();
     let expected_path = format!(
         "keyservice/seal/v1/{}",
         hex::encode(v1.compose_hash().as_bytes())
@@ -56,7 +56,7 @@ async fn dstack_platform_seals_with_the_agent_key() {
 
     // Same compose hash, but another app key: the key really comes from the agent, so
     // unsealing fails authentication (and nothing is regenerated).
-    let impostor = SimulatedAgent::start(
+    let impostor = StandInAgent::start_in(
         env.dir.path(),
         "agent-other-key.sock",
         AgentConfig::new(COMPOSE_V1, 2),
@@ -68,7 +68,7 @@ async fn dstack_platform_seals_with_the_agent_key() {
 
     // The agent reports another compose hash: refused, naming both hashes.
     let v2 = AgentConfig::new(COMPOSE_V2, 1);
-    let upgraded = SimulatedAgent::start(env.dir.path(), "agent-v2.sock", v2.clone());
+    let upgraded = StandInAgent::start_in(env.dir.path(), "agent-v2.sock", v2.clone());
     env.use_dstack(&upgraded.socket);
     let err = env.start_expecting_failure();
     assert!(
@@ -128,14 +128,11 @@ fn an_agent_that_contradicts_itself_is_refused() {
     let mut env = Env::new();
     let mut cfg = AgentConfig::new(COMPOSE_V1, 1);
     cfg.lie_about_compose_hash = true;
-    let agent = SimulatedAgent::start(env.dir.path(), "agent.sock", cfg);
+    let agent = StandInAgent::start_in(env.dir.path(), "agent.sock", cfg);
     env.use_dstack(&agent.socket);
     let err = env.start_expecting_failure();
     assert!(err.contains("disagrees"), "{err}");
-    assert!(
-        agent.key_requests.lock().unwrap().is_empty(),
-        "asked for a key anyway"
-    );
+    assert!(agent.key_requests().is_empty(), "asked for a key anyway");
 }
 
 #[test]

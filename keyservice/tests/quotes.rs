@@ -2,7 +2,7 @@
 //! (`AttestationQuote`: 64 zero bytes; `EvidenceQuote`: SHA-256 of the exact
 //! `sha256sum.txt` bytes ‖ 32 zero bytes), and nothing a client sends reaches the guest
 //! agent's `GetKey` or `EmitEvent`, or a `GetQuote` over report data the client chose. The
-//! fake agent (`common/agent.rs`) records every call it receives.
+//! fake agent (`test_support::dstack_agent`) records every call it receives.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod common;
@@ -11,7 +11,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use common::agent::{
-    AgentConfig, FAKE_APP_ID, FAKE_EVENT_LOG, FAKE_VM_CONFIG, SimulatedAgent, fake_quote,
+    AgentConfig, FAKE_APP_ID, FAKE_EVENT_LOG, FAKE_VM_CONFIG, StandInAgent, fake_quote,
 };
 use common::{Env, raw_connect, raw_frame, read_raw_frame, write_all};
 use keyservice_api::{
@@ -36,7 +36,7 @@ fn evidence_report_data(bytes: &[u8]) -> Vec<u8> {
 }
 
 /// The report data of every `GetQuote` the agent received.
-fn quoted(agent: &SimulatedAgent) -> Vec<Vec<u8>> {
+fn quoted(agent: &StandInAgent) -> Vec<Vec<u8>> {
     agent
         .calls()
         .iter()
@@ -45,9 +45,9 @@ fn quoted(agent: &SimulatedAgent) -> Vec<Vec<u8>> {
         .collect()
 }
 
-fn dstack_env(config: AgentConfig) -> (Env, SimulatedAgent) {
+fn dstack_env(config: AgentConfig) -> (Env, StandInAgent) {
     let mut env = Env::new();
-    let agent = SimulatedAgent::start(env.dir.path(), "agent.sock", config);
+    let agent = StandInAgent::start_in(env.dir.path(), "agent.sock", config);
     env.use_dstack(&agent.socket);
     (env, agent)
 }

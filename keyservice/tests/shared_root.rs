@@ -7,7 +7,7 @@ mod common;
 
 use std::time::Duration;
 
-use common::agent::{AgentConfig, SimulatedAgent};
+use common::agent::{AgentConfig, StandInAgent};
 use common::{
     Env, KeyService, digest, raw_connect, raw_frame, read_raw_frame, recover_address, write_all,
 };
@@ -334,8 +334,8 @@ async fn dstack_replicas_with_one_app_key_share_the_root() {
     const COMPOSE: &str =
         "{\"manifest_version\":2,\"name\":\"appliance\",\"docker_compose_file\":\"shared\"}";
     let dir = tempfile::tempdir().unwrap();
-    let agent = SimulatedAgent::start(dir.path(), "agent.sock", AgentConfig::new(COMPOSE, 3));
-    let start = |agent: &SimulatedAgent| {
+    let agent = StandInAgent::start_in(dir.path(), "agent.sock", AgentConfig::new(COMPOSE, 3));
+    let start = |agent: &StandInAgent| {
         let mut env = Env::new();
         env.use_dstack(&agent.socket);
         env.shared_root();
@@ -362,6 +362,7 @@ async fn dstack_replicas_with_one_app_key_share_the_root() {
     assert_no_root_files(&b_env);
 
     // Another app (another KMS key), same compose: refuses the blob and exits.
-    let impostor = SimulatedAgent::start(dir.path(), "impostor.sock", AgentConfig::new(COMPOSE, 4));
+    let impostor =
+        StandInAgent::start_in(dir.path(), "impostor.sock", AgentConfig::new(COMPOSE, 4));
     expect_refusal_and_exit(&start(&impostor), &made.sealed, "failed authentication").await;
 }

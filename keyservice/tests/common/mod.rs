@@ -2,7 +2,22 @@
 //! in a temp dir, talk raw frames, and check signatures with libsecp256k1.
 #![allow(dead_code, clippy::unwrap_used, clippy::expect_used)]
 
-pub mod agent;
+/// The stand-in dstack guest agent (one for every crate's tests, in `test-support`), with
+/// its compose hash as keyservice's type.
+pub mod agent {
+    pub use test_support::dstack_agent::*;
+
+    /// The compose hash an [`AgentConfig`] reports, as keyservice's [`ComposeHash`].
+    pub trait ComposeHashOf {
+        fn compose_hash(&self) -> keyservice_api::ComposeHash;
+    }
+
+    impl ComposeHashOf for AgentConfig {
+        fn compose_hash(&self) -> keyservice_api::ComposeHash {
+            keyservice_api::ComposeHash(self.compose_hash_bytes())
+        }
+    }
+}
 
 use std::ffi::OsString;
 use std::io::{Read, Write};
