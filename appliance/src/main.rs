@@ -496,7 +496,8 @@ fn main() -> ExitCode {
             out,
             force,
         } => {
-            let done = appliance::commands::backup::backup(config.as_deref(), data_dir, &out, force);
+            let done =
+                appliance::commands::backup::backup(config.as_deref(), data_dir, &out, force);
             return report("backup", done.map(|summary| summary.line()));
         }
         Command::Restore {

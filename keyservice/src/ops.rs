@@ -10,7 +10,7 @@ use keyservice_api::protocol::{
 };
 use keyservice_api::{
     ComposeHash, DerivationPath, PROTOCOL_VERSION, Payer, PayerList, PlatformKind, RootId,
-    RootStatus, SecretBytes, SecretKey32, ServiceStatus, keccak256,
+    RootStatus, SecretBytes, SecretKey32, ServiceStatus,
 };
 use ring::aead::{AES_256_GCM, Aad, LessSafeKey, Nonce, UnboundKey};
 use ring::hmac;
@@ -26,22 +26,10 @@ use crate::tls_keys::TlsKeys;
 /// Largest number of API payers a keyservice will hold.
 pub const MAX_API_PAYERS: u32 = 1024;
 
-/// Wallet-namespace paths the appliance once used for its own ACME sealing keys (before
-/// `ServiceSeal` existed). Ciphertexts under them may still exist on disk, so no wallet
-/// operation may touch them.
-pub const RESERVED_WALLET_DOMAINS: [&str; 2] = [
-    "appliance/acme/account-key/v1",
-    "appliance/acme/cert-key/v1",
-];
-
-/// keccak256 of each of [`RESERVED_WALLET_DOMAINS`], computed once.
-static RESERVED_WALLET_PATHS: std::sync::LazyLock<[[u8; 32]; 2]> =
-    std::sync::LazyLock::new(|| RESERVED_WALLET_DOMAINS.map(|d| keccak256(d.as_bytes())));
-
-/// Whether `path` is in the wallet namespace: every 32-byte path except
-/// [`RESERVED_WALLET_PATHS`].
+/// Whether `path` is in the wallet namespace: every 32-byte path except those of
+/// `keyservice_api::RESERVED_WALLET_DOMAINS` ([`DerivationPath::is_wallet_path`]).
 pub fn is_wallet_path(path: &DerivationPath) -> bool {
-    !RESERVED_WALLET_PATHS.contains(&path.0)
+    path.is_wallet_path()
 }
 
 /// Why an operation failed. Messages are fixed strings: never key material.

@@ -26,8 +26,6 @@ mod jws;
 mod rollover;
 mod sealed;
 
-pub(crate) use sealed::is_service_path;
-
 use appliance_domain::backoff::Backoff;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};

@@ -38,9 +38,8 @@ use std::path::{Path, PathBuf};
 
 use base64::Engine as _;
 use base64::engine::general_purpose::STANDARD as B64;
-use keyservice_api::{DerivationPath, ServicePurpose};
+use keyservice_api::ServicePurpose;
 use serde::{Deserialize, Serialize};
-use sha3::{Digest, Keccak256};
 use zeroize::Zeroizing;
 
 use super::AcmeError;
@@ -50,29 +49,6 @@ use crate::keyservice_client::Keys;
 const FORMAT_VERSION: u32 = 3;
 /// The `account.json` format that held the sealed account key.
 const LEGACY_ACCOUNT_VERSION: u32 = 2;
-
-/// The wallet-namespace path that sealed the ACME account credentials in format 1.
-fn account_seal_path() -> DerivationPath {
-    seal_path(b"appliance/acme/account-key/v1")
-}
-
-/// The wallet-namespace path that sealed the certificate's private key in format 1.
-fn cert_seal_path() -> DerivationPath {
-    seal_path(b"appliance/acme/cert-key/v1")
-}
-
-/// Whether `path` is one of the service's former sealing paths (format 1). keyservice
-/// refuses them in every wallet operation; they must never become anybody's wallet either
-/// (an on-chain `registerWalletDerivation` naming one is refused by the indexer).
-pub(crate) fn is_service_path(path: &DerivationPath) -> bool {
-    [account_seal_path(), cert_seal_path()]
-        .iter()
-        .any(|reserved| reserved.0 == path.0)
-}
-
-fn seal_path(domain: &[u8]) -> DerivationPath {
-    DerivationPath(Keccak256::digest(domain).into())
-}
 
 #[derive(Debug, Serialize, Deserialize)]
 pub(super) struct AccountFile {
@@ -421,14 +397,6 @@ mod tests {
             .collect();
         keys.sort_unstable();
         keys
-    }
-
-    #[test]
-    fn seal_paths_are_distinct_and_stable() {
-        assert_ne!(account_seal_path().0, cert_seal_path().0);
-        assert!(is_service_path(&account_seal_path()) && is_service_path(&cert_seal_path()));
-        assert!(!is_service_path(&DerivationPath([7; 32])));
-        assert_eq!(account_seal_path().0, account_seal_path().0);
     }
 
     /// The certificate documents name keyservice key indexes, never a key; the formats

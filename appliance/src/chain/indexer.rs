@@ -290,7 +290,7 @@ impl Indexer {
             ),
             E::WalletRegistered(e) => {
                 let path = DerivationPath(e.derivationPath.to_be_bytes::<32>());
-                if crate::acme::is_service_path(&path) {
+                if !path.is_wallet_path() {
                     tracing::warn!(block, wallet = %e.wallet, "registration of a service-owned derivation path; ignored");
                     return Ok(None);
                 }

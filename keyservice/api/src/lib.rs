@@ -34,6 +34,7 @@ pub use protocol::{
 };
 pub use types::{
     Address, ComposeHash, DeploymentInfo, DerivationPath, NewSealedRoot, NewWallet, ParseError,
-    Payer, PayerList, PkpId, PlatformKind, PublicKey, QuoteBundle, QuoteSource, RootId, RootStatus,
-    SecretBytes, SecretKey32, ServicePurpose, ServiceStatus, Signature, WalletInfo, keccak256,
+    Payer, PayerList, PkpId, PlatformKind, PublicKey, QuoteBundle, QuoteSource,
+    RESERVED_WALLET_DOMAINS, RootId, RootStatus, SecretBytes, SecretKey32, ServicePurpose,
+    ServiceStatus, Signature, WalletInfo, keccak256,
 };

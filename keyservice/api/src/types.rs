@@ -104,6 +104,30 @@ hex_newtype!(
     32
 );
 
+/// Wallet-namespace paths the appliance once used for its own ACME sealing keys (before
+/// `ServiceSeal` existed): each path is keccak256 of its domain. Ciphertexts under them may
+/// still exist on disk, so keyservice refuses them in every wallet operation, and the
+/// appliance's chain indexer refuses an on-chain registration naming one.
+pub const RESERVED_WALLET_DOMAINS: [&str; 2] = [
+    "appliance/acme/account-key/v1",
+    "appliance/acme/cert-key/v1",
+];
+
+impl DerivationPath {
+    /// The path of a reserved domain (one of [`RESERVED_WALLET_DOMAINS`]).
+    pub fn of_reserved_domain(domain: &str) -> Self {
+        Self(keccak256(domain.as_bytes()))
+    }
+
+    /// Whether this path is in the wallet namespace: every 32-byte path except those of
+    /// [`RESERVED_WALLET_DOMAINS`].
+    pub fn is_wallet_path(&self) -> bool {
+        !RESERVED_WALLET_DOMAINS
+            .iter()
+            .any(|domain| keccak256(domain.as_bytes()) == self.0)
+    }
+}
+
 hex_newtype!(
     /// `pkp_id` = keccak256 of the 64-byte uncompressed public key without its 0x04 prefix.
     PkpId,
@@ -610,5 +634,22 @@ mod tests {
         assert_eq!(p.0, [0xab; 32]);
         assert!("0x1234".parse::<DerivationPath>().is_err());
         assert!(format!("0x{}", "zz".repeat(32)).parse::<PkpId>().is_err());
+    }
+
+    #[test]
+    fn the_reserved_sealing_paths_are_not_wallet_paths_and_do_not_move() {
+        // Format 1 ACME files were sealed under exactly these paths.
+        let account = DerivationPath::of_reserved_domain("appliance/acme/account-key/v1");
+        let cert = DerivationPath::of_reserved_domain("appliance/acme/cert-key/v1");
+        assert_eq!(account.0, keccak256(b"appliance/acme/account-key/v1"));
+        assert_ne!(account, cert);
+        for domain in RESERVED_WALLET_DOMAINS {
+            assert!(
+                !DerivationPath::of_reserved_domain(domain).is_wallet_path(),
+                "{domain}"
+            );
+        }
+        assert!(!account.is_wallet_path() && !cert.is_wallet_path());
+        assert!(DerivationPath([7; 32]).is_wallet_path());
     }
 }
