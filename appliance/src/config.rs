@@ -742,6 +742,18 @@ impl Default for ChainConfig {
     }
 }
 
+impl ChainConfig {
+    /// How the chain followers run, from these settings.
+    pub fn follower_settings(&self) -> appliance_chain::FollowerSettings {
+        appliance_chain::FollowerSettings {
+            poll: std::time::Duration::from_millis(self.poll_interval_ms),
+            batch_size: self.batch_size,
+            deploy_block: self.deploy_block,
+            confirmations: self.confirmations,
+        }
+    }
+}
+
 /// A secret configuration value (the Stripe secret key): never shown by `Debug` (so
 /// never in logs) nor by `appliance print-config`; compared in constant time.
 #[derive(Clone, Serialize, Deserialize)]

@@ -22,7 +22,7 @@ pub use appliance_domain::api_keys;
 pub mod attest;
 pub use appliance_domain::authz;
 pub mod billing;
-pub mod chain;
+pub use appliance_chain as chain;
 pub mod cid;
 pub mod commands;
 pub mod config;
@@ -506,7 +506,7 @@ fn start_chain_followers(
     let client = chain::ChainClient::new(
         rpc_url,
         chain.chain_id,
-        keys.clone(),
+        keys.client().clone(),
         Duration::from_millis(chain.request_timeout_ms),
     )
     .map_err(|e| StartError::Chain(e.to_string()))?;
@@ -514,7 +514,8 @@ fn start_chain_followers(
         store.clone(),
         client,
         contract,
-        chain,
+        chain.follower_settings(),
+        Arc::new(telemetry::ChainTelemetry),
     )?))
 }
 

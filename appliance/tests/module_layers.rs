@@ -398,7 +398,7 @@ fn the_front_end_names_no_quote_provider() {
         assert!(names_a_quote_provider(&names).is_some(), "{snippet}");
     }
     // The front end's crates: this one and those it is built from.
-    let files: Vec<PathBuf> = ["src", "store/src", "domain/src"]
+    let files: Vec<PathBuf> = ["src", "store/src", "domain/src", "chain/src"]
         .iter()
         .flat_map(|dir| rust_files(&src_dir(dir)))
         .collect();

@@ -135,7 +135,7 @@ async fn deploy_with(
     let client = ChainClient::new(
         &args.rpc_url,
         config.chain.chain_id,
-        keys.clone(),
+        keys.client().clone(),
         Duration::from_millis(config.chain.request_timeout_ms),
     )?;
     match client.check_chain_id().await {

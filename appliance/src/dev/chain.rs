@@ -283,7 +283,7 @@ async fn prepare(
     let client = ChainClient::new(
         rpc_url,
         chain.chain_id,
-        keys.clone(),
+        keys.client().clone(),
         Duration::from_millis(chain.request_timeout_ms),
     )?;
     client.check_chain_id().await?;

@@ -98,6 +98,17 @@ impl crate::store::StoreTelemetry for StoreTelemetry {
     }
 }
 
+/// The chain followers' progress, as the appliance reports it: the chain head, indexed
+/// block and lag gauges.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct ChainTelemetry;
+
+impl appliance_chain::ChainTelemetry for ChainTelemetry {
+    fn indexer_progress(&self, head: u64, indexed: u64) {
+        metrics::global().chain_indexer(head, indexed);
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

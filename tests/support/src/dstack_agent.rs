@@ -111,7 +111,7 @@ impl StandInAgent {
         Self::start_with(socket, config)
     }
 
-    /// Listens on `dir/name` as `config` says.
+    /// Listens on the socket `name` in the folder `dir`, as `config` says.
     pub fn start_in(dir: &Path, name: &str, config: AgentConfig) -> Self {
         Self::start_with(&dir.join(name), config)
     }

@@ -13,7 +13,7 @@ use alloy::transports::{RpcError, TransportErrorKind};
 use keyservice_api::Payer;
 
 use super::ChainError;
-use crate::keyservice_client::Keys;
+use keyservice_api::KeyClient;
 
 /// Fee parameters of an EIP-1559 transaction.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -34,7 +34,7 @@ pub struct SignedTx {
 pub struct ChainClient {
     provider: RootProvider,
     chain_id: u64,
-    keys: Keys,
+    keys: KeyClient,
 }
 
 /// Maps an RPC failure: an error answer from the node is a rejection, anything else
@@ -51,7 +51,7 @@ impl ChainClient {
     pub fn new(
         rpc_url: &str,
         chain_id: u64,
-        keys: Keys,
+        keys: KeyClient,
         timeout: Duration,
     ) -> Result<Self, ChainError> {
         let url = rpc_url
@@ -78,7 +78,7 @@ impl ChainClient {
         self.chain_id
     }
 
-    pub fn keys(&self) -> &Keys {
+    pub fn keys(&self) -> &KeyClient {
         &self.keys
     }
 
@@ -96,7 +96,7 @@ impl ChainClient {
 
     /// The address of a payer wallet.
     pub async fn payer_address(&self, payer: Payer) -> Result<Address, ChainError> {
-        let a = self.keys.client().payer_address(payer).await?;
+        let a = self.keys.payer_address(payer).await?;
         Ok(Address::from(a.0))
     }
 
@@ -166,11 +166,7 @@ impl ChainClient {
         };
         let mut unsigned = Vec::with_capacity(tx.input.len() + 128);
         tx.encode_for_signing(&mut unsigned);
-        let sig = self
-            .keys
-            .client()
-            .payer_sign_transaction(payer, &unsigned)
-            .await?;
+        let sig = self.keys.payer_sign_transaction(payer, &unsigned).await?;
         let signature = alloy::primitives::Signature::from_bytes_and_parity(
             &sig.as_bytes()[..64],
             sig.v() == 28,

@@ -24,8 +24,8 @@ use chain_contracts::ops::{MirrorOp, MirrorPermissions};
 use keyservice_api::Payer;
 
 use super::{ChainClient, ChainError, Fees, SignedTx};
-use crate::store::Store;
-use crate::store::outbox::{OutboxEntry, SentBatch};
+use appliance_store::Store;
+use appliance_store::outbox::{OutboxEntry, SentBatch};
 
 /// The payer the relayer signs with.
 pub const RELAYER_PAYER: u32 = 0;
@@ -272,7 +272,7 @@ impl Relayer {
             .copied()
     }
 
-    fn store_err(err: crate::store::StoreError) -> ChainError {
+    fn store_err(err: appliance_store::StoreError) -> ChainError {
         ChainError::Unavailable(format!("store: {err}"))
     }
 
@@ -401,7 +401,7 @@ impl Relayer {
             }
         }
         let latest = batch.tx_hashes.last().copied().unwrap_or(B256::ZERO);
-        if crate::store::now_unix() - batch.sent_at > STUCK_AFTER {
+        if appliance_store::now_unix() - batch.sent_at > STUCK_AFTER {
             return self.reprice(batch).await;
         }
         self.client

@@ -23,7 +23,7 @@ use keyservice_api::DerivationPath;
 
 use super::client::rpc_error;
 use super::{ChainClient, ChainError};
-use crate::store::{AccountMode, ChainChange, ChainEvent, Store, WalletIdentity};
+use appliance_store::{AccountMode, ChainChange, ChainEvent, Store, WalletIdentity};
 
 /// The cursor's name in the store, per contract: a contract deployed anew (a dev chain
 /// that lost its state, a redeployment) is read from its own deploy block, never from a
@@ -42,6 +42,8 @@ pub struct Indexer {
     pub deploy_block: u64,
     pub confirmations: u64,
     pub poll: Duration,
+    /// Where the indexer reports how far it has come.
+    pub telemetry: std::sync::Arc<dyn crate::ChainTelemetry>,
 }
 
 fn b256(v: U256) -> B256 {
@@ -87,7 +89,7 @@ impl Indexer {
     /// Reads and applies one block range; `Ok(true)` when more ranges are ready.
     pub async fn step(&self) -> Result<bool, ChainError> {
         let store_err =
-            |e: crate::store::StoreError| ChainError::Unavailable(format!("store: {e}"));
+            |e: appliance_store::StoreError| ChainError::Unavailable(format!("store: {e}"));
         let read_at = self
             .store
             .chain_cursor(cursor_name(self.contract))
@@ -95,8 +97,8 @@ impl Indexer {
             .map_err(store_err)?;
         let from = read_at.unwrap_or(self.deploy_block);
         let head = self.client.block_number().await?;
-        let metrics = crate::telemetry::metrics::global();
-        metrics.chain_indexer(head, from.saturating_sub(1));
+        self.telemetry
+            .indexer_progress(head, from.saturating_sub(1));
         let Some(safe) = head.checked_sub(self.confirmations) else {
             return Ok(false);
         };
@@ -129,13 +131,13 @@ impl Indexer {
             Ok(()) => {}
             // Another replica applied this range first (it led while this one was
             // reading): read again from where it left the cursor.
-            Err(crate::store::StoreError::Conflict(why)) => {
+            Err(appliance_store::StoreError::Conflict(why)) => {
                 tracing::info!(%why, "chain events already applied elsewhere");
                 return Ok(true);
             }
             Err(err) => return Err(store_err(err)),
         }
-        metrics.chain_indexer(head, to);
+        self.telemetry.indexer_progress(head, to);
         if applied > 0 {
             tracing::debug!(from, to, events = applied, "chain events applied");
         }
@@ -294,7 +296,7 @@ impl Indexer {
                     tracing::warn!(block, wallet = %e.wallet, "registration of a service-owned derivation path; ignored");
                     return Ok(None);
                 }
-                let info = self.client.keys().client().wallet(&path).await?;
+                let info = self.client.keys().wallet(&path).await?;
                 if Address::from(info.address.0) != e.wallet {
                     tracing::warn!(block, wallet = %e.wallet, "registered address does not match its derivation path; ignored");
                     return Ok(None);

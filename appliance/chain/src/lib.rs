@@ -1,6 +1,12 @@
-//! The settlement chain: a JSON-RPC client, transactions signed by keyservice's payer
-//! wallets, the relayer that mirrors the outbox to `AccountConfig`, and the indexer that
-//! applies `AccountConfig` events of ChainSecured accounts to the local store.
+//! `appliance-chain`: the settlement chain of the appliance: a JSON-RPC client,
+//! transactions signed by keyservice's payer wallets, the relayer that mirrors the outbox
+//! to `AccountConfig`, the indexer that applies `AccountConfig` events of ChainSecured
+//! accounts to the store, and the deployment of the contracts.
+//!
+//! What it may depend on: `appliance-store` (the outbox, the cursors, the events'
+//! effects), `keyservice-api` (the payer signatures), `chain-contracts` (the ABI),
+//! `appliance-domain` (the retry schedule) and alloy. Never on the HTTP layer or a metrics
+//! registry: its progress goes to the [`ChainTelemetry`] the composer hands in.
 //!
 //! The API never waits for the chain: writes commit locally with an outbox row; the
 //! relayer and the indexer run in the background and catch up after outages.
@@ -49,7 +55,7 @@ impl ChainError {
 pub struct Followers {
     tasks: Vec<tokio::task::JoinHandle<()>>,
     /// Who leads each follower (`/health`).
-    pub leadership: Vec<crate::store::Leadership>,
+    pub leadership: Vec<appliance_store::Leadership>,
 }
 
 impl Drop for Followers {
@@ -63,7 +69,7 @@ impl Drop for Followers {
 /// Runs `work` while this replica leads, stops it when it no longer does, and starts it
 /// again when it leads again. `work` must be safe to stop at any point (both followers
 /// persist every state change before its side effect).
-async fn led<F>(mut leadership: crate::store::Leadership, work: impl Fn() -> F)
+async fn led<F>(mut leadership: appliance_store::Leadership, work: impl Fn() -> F)
 where
     F: std::future::Future<Output = ()>,
 {
@@ -79,29 +85,49 @@ where
     }
 }
 
+/// Receives the followers' progress (the appliance: its chain gauges).
+pub trait ChainTelemetry: Send + Sync + 'static {
+    /// The indexer saw the chain at `head` and has applied every block up to `indexed`.
+    fn indexer_progress(&self, head: u64, indexed: u64);
+}
+
+/// How the followers run (the appliance's `[chain]` settings).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct FollowerSettings {
+    /// Pause between polls when there is nothing to do.
+    pub poll: std::time::Duration,
+    /// Outbox entries per relayer batch.
+    pub batch_size: usize,
+    /// The block the contract was deployed in (where indexing starts).
+    pub deploy_block: u64,
+    /// Blocks an event must be buried under before it is applied.
+    pub confirmations: u64,
+}
+
 /// Starts the relayer and the indexer for `AccountConfig` at `contract`. Both persist
 /// every step before acting on it, so aborting them at any point is safe.
 pub fn spawn_followers(
-    store: crate::store::Store,
+    store: appliance_store::Store,
     client: ChainClient,
     contract: alloy::primitives::Address,
-    config: &crate::config::ChainConfig,
-) -> Result<Followers, crate::store::StoreError> {
-    let poll = std::time::Duration::from_millis(config.poll_interval_ms);
+    settings: FollowerSettings,
+    telemetry: std::sync::Arc<dyn ChainTelemetry>,
+) -> Result<Followers, appliance_store::StoreError> {
     let relayer = relayer::Relayer::new(
         store.clone(),
         client.clone(),
         contract,
-        config.batch_size,
-        poll,
+        settings.batch_size,
+        settings.poll,
     );
     let indexer = indexer::Indexer {
         store: store.clone(),
         client,
         contract,
-        deploy_block: config.deploy_block,
-        confirmations: config.confirmations,
-        poll,
+        deploy_block: settings.deploy_block,
+        confirmations: settings.confirmations,
+        poll: settings.poll,
+        telemetry,
     };
     // Each runs on one replica at a time (`store::leadership`).
     let relaying = store.leadership("chain-relayer")?;
