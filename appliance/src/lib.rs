@@ -23,7 +23,7 @@ pub mod attest;
 pub use appliance_domain::authz;
 pub mod billing;
 pub use appliance_chain as chain;
-pub mod cid;
+pub use appliance_domain::cid;
 pub mod commands;
 pub mod config;
 pub mod dev;
@@ -40,9 +40,9 @@ pub mod state;
 pub use appliance_store as store;
 pub mod telemetry;
 pub mod tls;
+pub use appliance_store::wallet;
 /// The EIP-712 envelope (its own crate, `appliance/typed-data`, so it can be fuzzed alone).
 pub use typed_data;
-pub mod wallet;
 
 use std::net::SocketAddr;
 use std::path::PathBuf;

@@ -40,7 +40,12 @@ pub fn binary(name: &str) -> PathBuf {
     let mut sources = vec![root.join(package).join("src")];
     if name == "appliance" {
         // The crates the appliance is made of beside its own `src`.
-        for lower in ["appliance/store", "appliance/domain", "appliance/chain"] {
+        for lower in [
+            "appliance/store",
+            "appliance/domain",
+            "appliance/chain",
+            "appliance/execution",
+        ] {
             sources.push(root.join(lower).join("src"));
         }
     }

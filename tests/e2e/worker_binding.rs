@@ -1,7 +1,7 @@
 //! A worker never serves two accounts (issue 33). An interpreter exploit that keeps
 //! running inside its worker after its job would otherwise see later tenants' code and
 //! params, forge their responses and make host calls in their scopes. The pool binds a
-//! worker to the account of its first job (`appliance/src/execution/idle.rs`); these tests
+//! worker to the account of its first job (`appliance/execution/src/idle.rs`); these tests
 //! point a real appliance at `hostile-worker` (`tests/hostile/worker.rs`), a stand-in for
 //! a fully compromised worker that keeps and records everything it receives, and run many
 //! accounts' actions through the HTTP API.

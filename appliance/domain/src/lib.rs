@@ -5,6 +5,8 @@
 //!   over account keys, usage keys and their per-group permissions;
 //! * [`api_keys`]: API secrets (account and usage keys), their one-time display form and
 //!   the identity hash the store keeps instead of the secret;
+//! * [`cid`]: IPFS CIDs of action code (CIDv0/CIDv1 of a UnixFS file), parsed and
+//!   computed, and their keccak hash as the chain knows it;
 //! * [`backoff`]: the one retry schedule (a doubling, capped delay) every retrying loop
 //!   of the appliance and its store waits with.
 //!
@@ -14,3 +16,4 @@
 pub mod api_keys;
 pub mod authz;
 pub mod backoff;
+pub mod cid;

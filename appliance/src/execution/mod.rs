@@ -14,18 +14,12 @@
 //! code by CID. Nothing here speaks HTTP; `error.rs` maps [`ExecError`] to responses.
 
 pub mod code;
-pub mod fair;
-pub mod fetch;
-pub mod host;
-pub mod idle;
-pub mod pool;
-pub mod routable;
-pub mod spawn;
+pub use appliance_execution::{fair, fetch, host, idle, pool, routable, spawn};
 
 use std::sync::Arc;
 use std::time::Duration;
 
-use action_runtime::protocol::{ActionError, ErrorKind, JobDone};
+use action_runtime::protocol::{ActionError, ErrorKind};
 use serde_json::Value;
 use tracing::Instrument as _;
 
@@ -64,7 +58,7 @@ pub struct Caller<'a> {
 
 /// What running it gave: the worker's `done` message, one the pool made up for a worker
 /// it killed (timeout) or lost (memory), or a `limit` error when the credit ran out.
-pub type Outcome = JobDone;
+pub use pool::Outcome;
 
 /// What execution needs from the appliance, borrowed for one call.
 #[derive(Clone, Copy)]
@@ -265,7 +259,7 @@ async fn prepare(
         .await?;
     let host = HostContext::new(
         ctx.store.clone(),
-        ctx.keys.clone(),
+        ctx.keys.client().clone(),
         ctx.executor.fetcher.clone(),
         caller.account,
         scope,
@@ -430,7 +424,7 @@ impl Executor {
             .map(Gateway::new)
             .transpose()?;
         Ok(Self {
-            pool: Pool::new(spawner, limits, size),
+            pool: Pool::new(spawner, limits, size, Arc::new(telemetry::PoolTelemetry)),
             fetcher,
             gateway,
         })

@@ -108,17 +108,7 @@ impl BillingKind {
 }
 
 /// The worker pool as it is at one moment (read when scraped).
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct PoolStats {
-    /// Workers the pool keeps.
-    pub size: usize,
-    /// Started workers waiting for a job.
-    pub idle: usize,
-    /// Jobs holding a place in the pool (running, or taking a worker).
-    pub busy: usize,
-    /// Jobs waiting for a place.
-    pub queued: usize,
-}
+pub use appliance_execution::pool::PoolStats;
 
 /// The chain outbox as it is at one moment (read when scraped).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]

@@ -109,6 +109,29 @@ impl appliance_chain::ChainTelemetry for ChainTelemetry {
     }
 }
 
+/// The worker pool's events, as the appliance reports them: workers started, failed to
+/// start and retired, and how long jobs waited.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct PoolTelemetry;
+
+impl appliance_execution::pool::PoolTelemetry for PoolTelemetry {
+    fn worker_start(&self, ok: bool) {
+        if ok {
+            metrics::global().worker_started();
+        } else {
+            metrics::global().worker_start_failed();
+        }
+    }
+
+    fn worker_retired(&self, reason: &'static str) {
+        metrics::global().worker_retired(reason);
+    }
+
+    fn action_waited(&self, wait: std::time::Duration) {
+        metrics::global().action_waited(wait);
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

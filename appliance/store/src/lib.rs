@@ -60,6 +60,7 @@ pub mod telemetry;
 #[cfg(any(test, feature = "testing"))]
 pub mod testing;
 mod usage_keys;
+pub mod wallet;
 mod wallets;
 mod writer;
 

@@ -1,5 +1,5 @@
 /**
- * The CIDv0 of action code, exactly as the appliance computes it (`appliance/src/cid.rs`)
+ * The CIDv0 of action code, exactly as the appliance computes it (`appliance/domain/src/cid.rs`)
  * and as `ipfs add --only-hash` gives it with its defaults: a UnixFS file of dag-pb
  * nodes, 262 144-byte chunks, a balanced DAG of at most 174 links per node, sha2-256,
  * base58btc. sha2-256 comes from WebCrypto (`globalThis.crypto.subtle`: node 20 and every

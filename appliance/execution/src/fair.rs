@@ -16,7 +16,7 @@ use std::time::Duration;
 
 use tokio::sync::oneshot;
 
-use crate::store::AccountId;
+use appliance_store::AccountId;
 
 /// The admission rules.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -9,14 +9,14 @@ use keyservice_api::{DerivationPath, KeyError};
 use serde_json::Value;
 
 use super::fetch::Fetcher;
-use crate::keyservice_client::Keys;
-use crate::store::{AccountId, Store, WalletRef, WalletScope};
-use crate::wallet::parse_wallet_ref;
+use appliance_store::wallet::parse_wallet_ref;
+use appliance_store::{AccountId, Store, WalletRef, WalletScope};
+use keyservice_api::KeyClient;
 
 /// Everything one execution's host calls need.
 pub struct HostContext {
     pub store: Store,
-    pub keys: Keys,
+    pub keys: KeyClient,
     pub fetcher: Fetcher,
     pub account: AccountId,
     pub scope: WalletScope,
@@ -76,7 +76,7 @@ fn key_error(err: KeyError) -> String {
 impl HostContext {
     pub fn new(
         store: Store,
-        keys: Keys,
+        keys: KeyClient,
         fetcher: Fetcher,
         account: AccountId,
         scope: WalletScope,
@@ -103,7 +103,6 @@ impl HostContext {
                 let path = self.wallet_path(&pkp_id).await?;
                 let key = self
                     .keys
-                    .client()
                     .export_private_key(&path)
                     .await
                     .map_err(key_error)?;
@@ -115,7 +114,6 @@ impl HostContext {
                     hex32(&to_sign).ok_or("`toSign` must be 32 bytes of hex (a digest)")?;
                 let sig = self
                     .keys
-                    .client()
                     .sign_digest(&path, &digest)
                     .await
                     .map_err(key_error)?;
@@ -125,7 +123,6 @@ impl HostContext {
                 let path = self.wallet_path(&pkp_id).await?;
                 let sealed = self
                     .keys
-                    .client()
                     .encrypt(&path, message.as_bytes())
                     .await
                     .map_err(key_error)?;
@@ -135,12 +132,7 @@ impl HostContext {
                 let path = self.wallet_path(&pkp_id).await?;
                 let bytes = hex::decode(ciphertext.trim_start_matches("0x"))
                     .map_err(|_| "`ciphertext` must be hex".to_owned())?;
-                let plain = self
-                    .keys
-                    .client()
-                    .decrypt(&path, &bytes)
-                    .await
-                    .map_err(key_error)?;
+                let plain = self.keys.decrypt(&path, &bytes).await.map_err(key_error)?;
                 String::from_utf8(plain)
                     .map(Value::String)
                     .map_err(|_| "the plaintext is not UTF-8".into())
@@ -156,7 +148,6 @@ impl HostContext {
                 }
                 let key = self
                     .keys
-                    .client()
                     .action_export_private_key(&self.action_cid)
                     .await
                     .map_err(key_error)?;
@@ -164,12 +155,7 @@ impl HostContext {
             }
             HostRequest::GetLitActionPublicKey { ipfs_id } => {
                 let cid = self.cid_arg(ipfs_id)?;
-                let id = self
-                    .keys
-                    .client()
-                    .action_identity(&cid)
-                    .await
-                    .map_err(key_error)?;
+                let id = self.keys.action_identity(&cid).await.map_err(key_error)?;
                 Ok(Value::String(format!(
                     "0x{}",
                     hex::encode(id.public_key.compressed())
@@ -177,12 +163,7 @@ impl HostContext {
             }
             HostRequest::GetLitActionWalletAddress { ipfs_id } => {
                 let cid = self.cid_arg(ipfs_id)?;
-                let id = self
-                    .keys
-                    .client()
-                    .action_identity(&cid)
-                    .await
-                    .map_err(key_error)?;
+                let id = self.keys.action_identity(&cid).await.map_err(key_error)?;
                 Ok(Value::String(id.address.to_checksum()))
             }
             HostRequest::Fetch(req) => {
@@ -200,7 +181,7 @@ impl HostContext {
 
     fn cid_arg(&self, ipfs_id: Option<String>) -> Result<String, HostError> {
         match ipfs_id {
-            Some(cid) => crate::cid::parse_cid(&cid)
+            Some(cid) => appliance_domain::cid::parse_cid(&cid)
                 .map(|c| c.as_str().to_owned())
                 .map_err(|e| HostError::Failed(format!("`ipfsId` is not a valid CID: {e}"))),
             None => Ok(self.action_cid.clone()),

@@ -17,7 +17,7 @@
 use std::collections::{HashMap, VecDeque};
 use std::time::{Duration, Instant};
 
-use crate::store::AccountId;
+use appliance_store::AccountId;
 
 /// A worker the pool holds, with the account it is bound to (none while fresh).
 #[derive(Debug)]

@@ -12,8 +12,8 @@ use keyservice_api::types::parse_hex_array;
 use keyservice_api::{Address, DerivationPath, PkpId};
 use sha3::{Digest, Keccak256};
 
-use crate::api_keys::KeyHash;
-use crate::store::WalletRef;
+use crate::WalletRef;
+use appliance_domain::api_keys::KeyHash;
 
 const DOMAIN: &[u8] = b"appliance/account-wallet/v1";
 

@@ -39,13 +39,12 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt, BufReader};
 use tokio::net::unix::pipe;
 use tokio::sync::Notify;
 
-use super::Outcome;
 use super::fair::{FairLimits, Refusal, Scheduler};
 use super::host::{HostContext, HostError, WalletRefused};
 use super::idle::{Held, IdleSet};
 use super::spawn::{SpawnError, Spawner, WorkerProcess};
-use crate::store::AccountId;
 use appliance_domain::backoff::Backoff;
+use appliance_store::AccountId;
 
 /// One action to run, its code found.
 #[derive(Debug, Clone)]
@@ -268,7 +267,46 @@ enum WorkerEnd {
     Refused(WalletRefused),
 }
 
+/// What a job ends with: the worker's `done` message, or one the pool made up for a
+/// worker it killed (timeout) or lost (memory).
+pub type Outcome = JobDone;
+
+/// The worker pool as it is at one moment (read when scraped).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct PoolStats {
+    /// Workers the pool keeps.
+    pub size: usize,
+    /// Started workers waiting for a job.
+    pub idle: usize,
+    /// Jobs holding a place in the pool (running, or taking a worker).
+    pub busy: usize,
+    /// Jobs waiting for a place.
+    pub queued: usize,
+}
+
+/// What the pool reports as it works (the appliance: its worker and queue metrics).
+pub trait PoolTelemetry: Send + Sync + 'static {
+    /// A worker started (`ok`) or failed to start.
+    fn worker_start(&self, ok: bool);
+    /// A worker was retired, for `reason` ([`Retirement`]'s label).
+    fn worker_retired(&self, reason: &'static str);
+    /// A job waited `wait` for its place and its worker.
+    fn action_waited(&self, wait: Duration);
+}
+
+/// Reports nothing (tools and tests).
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Unobserved;
+
+impl PoolTelemetry for Unobserved {
+    fn worker_start(&self, _ok: bool) {}
+    fn worker_retired(&self, _reason: &'static str) {}
+    fn action_waited(&self, _wait: Duration) {}
+}
+
 pub struct Pool {
+    /// Where the pool's events go.
+    telemetry: Arc<dyn PoolTelemetry>,
     spawner: Spawner,
     limits: JobLimits,
     /// Workers kept ready (and the most jobs running at once).
@@ -354,8 +392,14 @@ impl Drop for ReplaceOnDrop {
 impl Pool {
     /// Starts `size` workers (in the background; the pool fills as they come up), and
     /// the task that retires bound workers idle too long.
-    pub fn new(spawner: Spawner, limits: JobLimits, size: usize) -> Arc<Self> {
+    pub fn new(
+        spawner: Spawner,
+        limits: JobLimits,
+        size: usize,
+        telemetry: Arc<dyn PoolTelemetry>,
+    ) -> Arc<Self> {
         let pool = Arc::new(Self {
+            telemetry,
             spawner,
             limits,
             size,
@@ -394,11 +438,7 @@ impl Pool {
         if let Ok(mut last) = self.start_error.lock() {
             *last = started.as_ref().err().map(ToString::to_string);
         }
-        let m = crate::telemetry::metrics::global();
-        match &started {
-            Ok(_) => m.worker_started(),
-            Err(_) => m.worker_start_failed(),
-        }
+        self.telemetry.worker_start(started.is_ok());
         let worker = started?;
         let id = self.started.fetch_add(1, Ordering::Relaxed) + 1;
         Ok(Pooled {
@@ -522,7 +562,7 @@ impl Pool {
                 tracing::info!(worker = worker.id, jobs = worker.jobs_done, reason = %why, "action worker retired");
             }
         }
-        crate::telemetry::metrics::global().worker_retired(why.label());
+        self.telemetry.worker_retired(why.label());
         discard(worker.worker);
         self.start_counted();
     }
@@ -543,9 +583,9 @@ impl Pool {
     }
 
     /// The pool as it is now.
-    pub fn stats(&self) -> crate::telemetry::metrics::PoolStats {
+    pub fn stats(&self) -> PoolStats {
         let (busy, queued) = self.scheduler.load();
-        crate::telemetry::metrics::PoolStats {
+        PoolStats {
             size: self.size,
             idle: self.lock_idle().set.len(),
             busy,
@@ -585,7 +625,7 @@ impl Pool {
             worker = self.take_or_wait(host.account) => worker?,
             () = &mut abandoned => return Err(PoolError::Abandoned),
         };
-        crate::telemetry::metrics::global().action_waited(queued.elapsed());
+        self.telemetry.action_waited(queued.elapsed());
         // If this future is dropped mid-job (the task running it was cancelled), the
         // worker is killed with it (`kill_on_drop`) and this guard starts its replacement.
         let replace_if_cancelled = ReplaceOnDrop(Some(Arc::clone(self)));
@@ -876,10 +916,10 @@ mod tests {
     use serde_json::json;
 
     use super::*;
-    use crate::execution::fetch::{FetchLimits, Fetcher};
-    use crate::execution::spawn::WorkerSpec;
-    use crate::keyservice_client::Keys;
-    use crate::store::{AccountId, Store, WalletScope};
+    use crate::fetch::{FetchLimits, Fetcher};
+    use crate::spawn::WorkerSpec;
+    use appliance_store::{AccountId, Store, WalletScope};
+    use keyservice_api::KeyClient;
 
     /// 150 global symbols with 80 Ki-character keys, distinct per `run`: boa's symbol
     /// registry is process-wide, so about 70 MiB of heap outlive the action.
@@ -951,7 +991,7 @@ mod tests {
                 worker: protocol::JobLimits::default(),
                 retire,
             };
-            Pool::new(Spawner::Direct(spec), limits, size)
+            Pool::new(Spawner::Direct(spec), limits, size, Arc::new(Unobserved))
         }
 
         /// The host side of one tenant (no keys, no fetches: the actions here make no
@@ -966,9 +1006,12 @@ mod tests {
             .unwrap();
             HostContext::new(
                 self.store.clone(),
-                Keys::new(
-                    &self.dir.path().join("no-keyservice.sock"),
-                    Duration::from_secs(1),
+                KeyClient::with_config(
+                    self.dir.path().join("no-keyservice.sock"),
+                    keyservice_api::ClientConfig {
+                        request_timeout: Duration::from_secs(1),
+                        ..keyservice_api::ClientConfig::default()
+                    },
                 ),
                 fetcher,
                 AccountId(account),

@@ -1,0 +1,25 @@
+//! `appliance-execution`: the action worker pool and what a running action may reach.
+//!
+//! * `pool`: the `action-worker` processes (crate `action-runtime`): started, handed
+//!   jobs fairly between accounts (`fair`), each worker kept to the one account it first
+//!   served (`idle`), retired by count, heap or idleness, replaced when one dies;
+//! * `spawn`: starting a worker, as the appliance's own child (development) or through
+//!   `worker-launcher` under the workers' own uid (the image);
+//! * `host`: the answers to a job's host calls (its wallets' keys and signatures through
+//!   keyservice, within the scope the caller was granted; fetches);
+//! * `fetch` and `routable`: an action's HTTP fetches, bounded, to globally routable
+//!   addresses only.
+//!
+//! What it may depend on: `appliance-store` (wallets of a scope), `appliance-domain`
+//! (CIDs), `keyservice-api`, `action-runtime` (the worker protocol) and
+//! `worker-launcher`'s client. Never on the HTTP layer: the appliance's `execution`
+//! module decides who may run what, bills it and maps these errors to responses; the
+//! pool's events go to the [`pool::PoolTelemetry`] the composer hands in.
+
+pub mod fair;
+pub mod fetch;
+pub mod host;
+pub mod idle;
+pub mod pool;
+pub mod routable;
+pub mod spawn;
