@@ -26,12 +26,6 @@ use crate::tls_keys::TlsKeys;
 /// Largest number of API payers a keyservice will hold.
 pub const MAX_API_PAYERS: u32 = 1024;
 
-/// Whether `path` is in the wallet namespace: every 32-byte path except those of
-/// `keyservice_api::RESERVED_WALLET_DOMAINS` ([`DerivationPath::is_wallet_path`]).
-pub fn is_wallet_path(path: &DerivationPath) -> bool {
-    path.is_wallet_path()
-}
-
 /// Why an operation failed. Messages are fixed strings: never key material.
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
@@ -241,7 +235,7 @@ impl KeyOps {
 
     /// The wallet key at `path`, refused outside the wallet namespace.
     fn wallet_key(&self, path: &DerivationPath) -> Result<SecretScalar, OpError> {
-        if !is_wallet_path(path) {
+        if !path.is_wallet_path() {
             return Err(OpError::Refused(
                 "this derivation path belongs to the service, not to a wallet",
             ));

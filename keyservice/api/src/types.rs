@@ -113,6 +113,11 @@ pub const RESERVED_WALLET_DOMAINS: [&str; 2] = [
     "appliance/acme/cert-key/v1",
 ];
 
+/// keccak256 of each of [`RESERVED_WALLET_DOMAINS`], computed once (every wallet
+/// operation checks against them).
+static RESERVED_WALLET_PATHS: std::sync::LazyLock<[[u8; 32]; 2]> =
+    std::sync::LazyLock::new(|| RESERVED_WALLET_DOMAINS.map(|d| keccak256(d.as_bytes())));
+
 impl DerivationPath {
     /// The path of a reserved domain (one of [`RESERVED_WALLET_DOMAINS`]).
     pub fn of_reserved_domain(domain: &str) -> Self {
@@ -122,9 +127,7 @@ impl DerivationPath {
     /// Whether this path is in the wallet namespace: every 32-byte path except those of
     /// [`RESERVED_WALLET_DOMAINS`].
     pub fn is_wallet_path(&self) -> bool {
-        !RESERVED_WALLET_DOMAINS
-            .iter()
-            .any(|domain| keccak256(domain.as_bytes()) == self.0)
+        !RESERVED_WALLET_PATHS.contains(&self.0)
     }
 }
 
