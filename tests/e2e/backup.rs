@@ -712,7 +712,13 @@ async fn a_damaged_or_foreign_backup_is_refused() {
     let short = out_dir.path().join("short.db");
     std::fs::write(&short, &good[..good.len() / 2]).unwrap();
     assert_refused(&restore(short).await, &["damaged"]);
-    // A plain copy of a database is not a backup.
+    // A plain copy of a database is not a backup. The copy is taken as an operator
+    // would take it correctly: the WAL folded into the file first (the file alone,
+    // beside an unfolded WAL, is not a consistent database at all).
+    let live = rusqlite::Connection::open(data.join("state.db")).unwrap();
+    live.query_row("PRAGMA wal_checkpoint(TRUNCATE)", [], |_| Ok(()))
+        .unwrap();
+    drop(live);
     let copy = out_dir.path().join("copy.db");
     std::fs::copy(data.join("state.db"), &copy).unwrap();
     assert_refused(&restore(copy).await, &["not a backup"]);
