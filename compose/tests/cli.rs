@@ -4,10 +4,9 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-mod common;
-
-use common::{compose_pin, image, keyservice_bin, render, stdout};
 use sha2::{Digest, Sha256};
+use test_support::binaries::workspace_binary;
+use test_support::compose_pin::{compose_pin, image, render, stdout};
 
 #[test]
 fn the_rendered_file_hashes_to_what_the_tool_prints() {
@@ -43,7 +42,7 @@ fn the_rendered_file_hashes_to_what_the_tool_prints() {
     assert!(String::from_utf8_lossy(&out.stderr).contains(&printed));
 
     // The dev platform of the keyservice measures the same hash from the same file.
-    let ks = std::process::Command::new(keyservice_bin())
+    let ks = std::process::Command::new(workspace_binary("keyservice"))
         .args(["compose-hash", "--platform", "dev", "--compose-file"])
         .arg(&file)
         .output()

@@ -4,15 +4,13 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-mod common;
-
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
-use common::{compose_pin, stdout};
 use keyservice_api::KeyClient;
+use test_support::compose_pin::{compose_pin, stdout};
 
 struct Dev(Child);
 

@@ -5,8 +5,6 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-mod common;
-
 use std::path::Path;
 use std::process::{Child, Command, Output, Stdio};
 use std::time::{Duration, Instant};
@@ -16,8 +14,10 @@ use alloy::{
     signers::local::PrivateKeySigner,
 };
 use chain_contracts::{IAppGovernance, deploy_app_governance};
-use common::{COMPOSE_PIN, anvil_binary, image, keyservice_bin, render};
 use keyservice_api::KeyClient;
+use test_support::binaries::workspace_binary;
+use test_support::compose_pin::{image, render};
+use test_support::tools::anvil_binary;
 
 struct Running(Child);
 
@@ -30,7 +30,7 @@ impl Drop for Running {
 
 fn start_keyservice(state: &Path, socket: &Path, compose: &Path) -> Running {
     let _ = std::fs::remove_file(socket);
-    let mut child = Command::new(keyservice_bin())
+    let mut child = Command::new(workspace_binary("keyservice"))
         .args(["run", "--platform", "dev", "--payers", "2", "--state-dir"])
         .arg(state)
         .arg("--socket")
@@ -56,7 +56,7 @@ fn start_keyservice(state: &Path, socket: &Path, compose: &Path) -> Running {
 }
 
 fn reseal(state: &Path, current: &Path, to: &str, governance: &str, rpc: &str) -> Output {
-    Command::new(keyservice_bin())
+    Command::new(workspace_binary("keyservice"))
         .args([
             "reseal",
             "--to",
@@ -75,7 +75,7 @@ fn reseal(state: &Path, current: &Path, to: &str, governance: &str, rpc: &str) -
 }
 
 fn propose(key: Option<&str>, governance: &str, rpc: &str, hash: &str) -> Output {
-    let mut cmd = Command::new(COMPOSE_PIN);
+    let mut cmd = Command::new(test_support::compose_pin::binary());
     cmd.args([
         "propose",
         "--governance",
@@ -93,7 +93,7 @@ fn propose(key: Option<&str>, governance: &str, rpc: &str, hash: &str) -> Output
 }
 
 fn allowed(governance: &str, rpc: &str, hash: &str) -> Output {
-    Command::new(COMPOSE_PIN)
+    Command::new(test_support::compose_pin::binary())
         .args([
             "allowed",
             "--governance",
@@ -221,7 +221,7 @@ async fn upgrade_reseals_only_to_a_hash_the_governance_contract_allows() {
 #[test]
 fn calldata_for_a_multisig_owner() {
     let hash = "ab".repeat(32);
-    let out = Command::new(COMPOSE_PIN)
+    let out = Command::new(test_support::compose_pin::binary())
         .args([
             "propose",
             "--calldata-only",

@@ -2,11 +2,9 @@
 //! ids and membership, usage keys, actions, wallets, batching, and the exact event of every
 //! write.
 
-mod common;
-
 use alloy::{
     contract::{CallBuilder, CallDecoder},
-    primitives::{Address, Bytes, U256},
+    primitives::{Address, Bytes, U256, keccak256},
     providers::{DynProvider, Provider},
     rpc::types::{Filter, TransactionReceipt},
     sol_types::SolCall,
@@ -15,12 +13,21 @@ use chain_contracts::{
     IAccountConfig::{self, IAccountConfigErrors as E, IAccountConfigInstance, *},
     artifacts, deploy_account_config,
 };
-use common::{
-    ADMIN, Chain, OTHER_ADMIN, OWNER, PAYER, STRANGER, assert_no_events, chain_secured_id, h,
-    only_event,
+use test_support::chain::{
+    ADMIN, Chain, OTHER_ADMIN, OWNER, PAYER, STRANGER, assert_no_events, only_event,
 };
 
 type Contract = IAccountConfigInstance<DynProvider>;
+
+/// keccak256 of a label, as uint256: stands in for the hashes the appliance computes.
+fn h(label: &str) -> U256 {
+    U256::from_be_bytes(keccak256(label.as_bytes()).0)
+}
+
+/// The id `newChainSecuredAccount` gives the account of `admin`.
+fn chain_secured_id(admin: Address) -> U256 {
+    U256::from_be_bytes(keccak256(admin.as_slice()).0)
+}
 
 /// CHAIN_GROUP_ID_BASE = 2^62.
 const BASE: U256 = U256::from_limbs([1 << 62, 0, 0, 0]);
@@ -79,11 +86,11 @@ impl Fixture {
 }
 
 async fn send<P: Provider, D: CallDecoder>(call: CallBuilder<P, D>) -> TransactionReceipt {
-    common::send(call).await
+    test_support::chain::send(call).await
 }
 
 async fn revert<P: Provider, D: CallDecoder>(call: CallBuilder<P, D>) -> E {
-    common::revert::<E, P, D>(call).await
+    test_support::chain::revert::<E, P, D>(call).await
 }
 
 fn not_authorized(api_key_hash: U256, caller: Address) -> E {

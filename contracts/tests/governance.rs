@@ -1,7 +1,5 @@
 //! AppGovernance against a real anvil: owner-only writes, their events, and the allowed set.
 
-mod common;
-
 use alloy::{
     primitives::{Address, B256},
     providers::Provider,
@@ -11,7 +9,9 @@ use chain_contracts::{
     IAppGovernance::{self, IAppGovernanceErrors as E, *},
     artifacts, deploy_app_governance,
 };
-use common::{Chain, OTHER_ADMIN, OWNER, STRANGER, assert_no_events, only_event, revert, send};
+use test_support::chain::{
+    Chain, OTHER_ADMIN, OWNER, STRANGER, assert_no_events, only_event, revert, send,
+};
 
 #[tokio::test]
 async fn deployment_sets_the_owner_and_matches_the_artifact() {

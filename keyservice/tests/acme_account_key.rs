@@ -4,14 +4,12 @@
 //! and nothing else, and exports it through no operation.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-mod common;
-
 use base64::Engine as _;
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
-use common::Env;
 use keyservice_api::protocol::{MAX_ACME_SIGNING_INPUT_LEN, Request};
 use keyservice_api::{ErrorCode, KeyClient, KeyError};
 use ring::signature::{ECDSA_P256_SHA256_FIXED, UnparsedPublicKey};
+use test_support::keyservice::Env;
 
 /// `BASE64URL(header) '.' BASE64URL(payload)`.
 fn signing_input(header: &str, payload: &str) -> Vec<u8> {

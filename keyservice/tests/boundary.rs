@@ -4,15 +4,15 @@
 //! allows (chain id, destination, no value, fee cap, the committed contracts only).
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-mod common;
-
 use alloy::consensus::{SignableTransaction as _, TxLegacy};
 use alloy::primitives::{Bytes, TxKind, U256};
 use alloy::sol_types::SolCall as _;
 use chain_contracts::artifacts;
-use common::{Env, eip1559, preimage, raw_connect, raw_frame, read_raw_frame, recover_address};
 use keyservice_api::protocol::ErrorCode;
 use keyservice_api::{DerivationPath, KeyClient, KeyError, Payer, ServicePurpose, keccak256};
+use test_support::keyservice::{
+    Env, eip1559, preimage, raw_connect, raw_frame, read_raw_frame, recover_address,
+};
 
 /// An AccountConfig someone else deployed; keyservice is told about it.
 const CONFIGURED: [u8; 20] = [0xac; 20];
@@ -119,7 +119,7 @@ async fn service_keys_are_reachable_only_by_their_purpose() {
     let mut s = raw_connect(&ks.socket);
     let mut payload = vec![0x7f];
     payload.extend_from_slice(&[0; 28]);
-    common::write_all(&mut s, &raw_frame(1, 0x10, 0, 5, &payload));
+    test_support::keyservice::write_all(&mut s, &raw_frame(1, 0x10, 0, 5, &payload));
     let (op, status, id, _) = read_raw_frame(&mut s).unwrap();
     assert_eq!(
         (op, status, id),
@@ -136,7 +136,7 @@ async fn payers_never_sign_a_bare_digest() {
     let mut s = raw_connect(&ks.socket);
     let mut payload = vec![1u8, 0, 0, 0, 0];
     payload.extend_from_slice(&[0x11; 32]);
-    common::write_all(&mut s, &raw_frame(1, 0x0C, 0, 9, &payload));
+    test_support::keyservice::write_all(&mut s, &raw_frame(1, 0x0C, 0, 9, &payload));
     let (op, status, id, _) = read_raw_frame(&mut s).unwrap();
     assert_eq!(
         (op, status, id),

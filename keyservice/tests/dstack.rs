@@ -2,13 +2,11 @@
 //! `test_support::dstack_agent`) that serves the documented `/Info` and `/GetKey` endpoints.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-mod common;
-
 use std::ffi::OsStr;
 
-use common::agent::{AgentConfig, ComposeHashOf, StandInAgent};
-use common::{Env, digest, recover_address};
 use keyservice_api::{KeyClient, PlatformKind};
+use test_support::dstack_agent::{AgentConfig, StandInAgent};
+use test_support::keyservice::{ComposeHashOf, Env, digest, recover_address};
 
 const COMPOSE_V1: &str =
     "{\"manifest_version\":2,\"name\":\"appliance\",\"docker_compose_file\":\"v1\"}";

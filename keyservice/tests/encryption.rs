@@ -1,10 +1,8 @@
 //! Per-wallet AES-256-GCM: round trip, tamper detection, wallet separation, limits.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-mod common;
-
-use common::Env;
 use keyservice_api::{KeyClient, KeyError, MAX_PLAINTEXT_LEN};
+use test_support::keyservice::Env;
 
 #[tokio::test]
 async fn round_trip_and_tamper_detection() {

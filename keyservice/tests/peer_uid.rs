@@ -4,13 +4,11 @@
 //! uid is in it is served. (The tests run as one uid: the set either leaves it out or
 //! names it.)
 
-mod common;
-
 use std::io::Read as _;
 use std::time::Duration;
 
-use common::Env;
 use keyservice_api::KeyClient;
+use test_support::keyservice::Env;
 
 /// A uid no test process runs as.
 const STRANGER: &str = "4242";

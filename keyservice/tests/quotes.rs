@@ -5,20 +5,18 @@
 //! fake agent (`test_support::dstack_agent`) records every call it receives.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-mod common;
-
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use common::agent::{
-    AgentConfig, FAKE_APP_ID, FAKE_EVENT_LOG, FAKE_VM_CONFIG, StandInAgent, fake_quote,
-};
-use common::{Env, raw_connect, raw_frame, read_raw_frame, write_all};
 use keyservice_api::{
     DerivationPath, ErrorCode, KeyClient, KeyError, MAX_EVIDENCE_SUMS_LEN, QuoteSource,
     ServicePurpose,
 };
 use sha2::{Digest, Sha256};
+use test_support::dstack_agent::{
+    AgentConfig, FAKE_APP_ID, FAKE_EVENT_LOG, FAKE_VM_CONFIG, StandInAgent, fake_quote,
+};
+use test_support::keyservice::{Env, raw_connect, raw_frame, read_raw_frame, write_all};
 
 const COMPOSE: &str =
     "{\"manifest_version\":2,\"name\":\"appliance\",\"docker_compose_file\":\"q\"}";
@@ -26,7 +24,7 @@ const COMPOSE: &str =
 /// A `sha256sum.txt` as the appliance writes it, naming a certificate registered for a
 /// keyservice TLS key (keyservice quotes no other listing: `tls_keys.rs`).
 async fn sums(socket: &std::path::Path) -> Vec<u8> {
-    common::registered_sums(socket).await
+    test_support::keyservice::registered_sums(socket).await
 }
 
 fn evidence_report_data(bytes: &[u8]) -> Vec<u8> {

@@ -3,15 +3,15 @@
 //! client unaffected.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-mod common;
-
 use std::io::Write;
 use std::os::unix::fs::{FileTypeExt, PermissionsExt};
 use std::time::Duration;
 
-use common::{Env, assert_closed, digest, raw_connect, raw_frame, read_raw_frame, recover_address};
 use keyservice_api::protocol::ErrorCode;
 use keyservice_api::{KeyClient, KeyError};
+use test_support::keyservice::{
+    Env, assert_closed, digest, raw_connect, raw_frame, read_raw_frame, recover_address,
+};
 
 /// Status (op 0x01), as raw bytes.
 fn status_frame(id: u64) -> Vec<u8> {
@@ -67,7 +67,7 @@ async fn garbage_and_oversized_frames_do_not_take_the_service_down() {
 
     // Oversized length prefix: error frame (id 0, BadFrame), then the connection closes.
     let mut s = raw_connect(&ks.socket);
-    common::write_all(&mut s, &u32::MAX.to_be_bytes());
+    test_support::keyservice::write_all(&mut s, &u32::MAX.to_be_bytes());
     let (_, status, id, msg) = read_raw_frame(&mut s).unwrap();
     assert_eq!((status, id), (ErrorCode::BadFrame as u8, 0));
     assert!(String::from_utf8_lossy(&msg).contains("exceeds"));
@@ -83,7 +83,7 @@ async fn garbage_and_oversized_frames_do_not_take_the_service_down() {
 
     // Shorter than a header.
     let mut s = raw_connect(&ks.socket);
-    common::write_all(&mut s, &[0, 0, 0, 3, 1, 2, 3]);
+    test_support::keyservice::write_all(&mut s, &[0, 0, 0, 3, 1, 2, 3]);
     let (_, status, _, _) = read_raw_frame(&mut s).unwrap();
     assert_eq!(status, ErrorCode::BadFrame as u8);
     assert_closed(&mut s);
@@ -104,11 +104,11 @@ async fn garbage_and_oversized_frames_do_not_take_the_service_down() {
         ),
     ];
     for (frame, code) in &cases {
-        common::write_all(&mut s, frame);
+        test_support::keyservice::write_all(&mut s, frame);
         let (_, status, id, _) = read_raw_frame(&mut s).unwrap();
         assert_eq!(status, *code as u8, "id {id}");
     }
-    common::write_all(&mut s, &status_frame(16));
+    test_support::keyservice::write_all(&mut s, &status_frame(16));
     let (op, status, id, payload) = read_raw_frame(&mut s).unwrap();
     assert_eq!((op, status, id), (0x01, 0, 16));
     assert_eq!(payload[0], 1);
@@ -150,14 +150,14 @@ async fn clients_dying_mid_request_do_not_affect_others() {
     {
         let mut s = raw_connect(&ks.socket);
         let f = status_frame(1);
-        common::write_all(&mut s, &f[..7]);
+        test_support::keyservice::write_all(&mut s, &f[..7]);
     }
     // A complete sign request, then gone without reading the answer.
     let mut sign_payload = w.derivation_path.0.to_vec();
     sign_payload.extend_from_slice(&digest(7));
     {
         let mut s = raw_connect(&ks.socket);
-        common::write_all(&mut s, &raw_frame(1, 0x04, 0, 1, &sign_payload));
+        test_support::keyservice::write_all(&mut s, &raw_frame(1, 0x04, 0, 1, &sign_payload));
     }
     // A client that floods requests and never reads: it keeps its connection open while
     // the good client works, so the server's writes to it back up.

@@ -2,16 +2,14 @@
 //! resealing for an upgrade. Most tests run the real binary with the dev platform.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-mod common;
-
 use std::ffi::OsStr;
 
-use common::Env;
 use keyservice::platform::Platform;
 use keyservice::platform::dev::DevPlatform;
 use keyservice::root;
 use keyservice::sealing::SealError;
 use keyservice_api::{ComposeHash, DerivationPath, KeyClient, Payer};
+use test_support::keyservice::Env;
 
 const NEW_COMPOSE: &str = "{\"name\":\"keyservice-test\",\"version\":2}\n";
 
@@ -220,7 +218,7 @@ async fn reseal_to_an_allowed_hash_keeps_the_wallets() {
         assert_eq!(client.wallet(&path).await.unwrap().address, address);
         assert_eq!(client.payers().await.unwrap(), payers);
         // The admin payer still signs (a creation of the committed AccountConfig).
-        let tx = common::eip1559(
+        let tx = test_support::keyservice::eip1559(
             None,
             0,
             chain_contracts::artifacts::account_config_bytecode().to_vec(),
@@ -228,10 +226,13 @@ async fn reseal_to_an_allowed_hash_keeps_the_wallets() {
         );
         let d = alloy::consensus::SignableTransaction::signature_hash(&tx).0;
         let sig = client
-            .payer_sign_transaction(Payer::Admin, &common::preimage(&tx))
+            .payer_sign_transaction(Payer::Admin, &test_support::keyservice::preimage(&tx))
             .await
             .unwrap();
-        assert_eq!(common::recover_address(&d, &sig), payers.admin);
+        assert_eq!(
+            test_support::keyservice::recover_address(&d, &sig),
+            payers.admin
+        );
     }
 
     // The old version still opens its own (untouched) file.
@@ -277,7 +278,7 @@ fn inspect_and_compose_hash_subcommands() {
     let env = Env::new();
     let platform = DevPlatform::new(&env.dev_secret, &env.compose_file);
     root::open_or_create(&platform, &env.state_dir, None).unwrap();
-    let out = std::process::Command::new(common::BIN)
+    let out = std::process::Command::new(test_support::keyservice::binary())
         .arg("inspect")
         .arg(env.sealed_file())
         .output()
@@ -286,7 +287,7 @@ fn inspect_and_compose_hash_subcommands() {
     let text = String::from_utf8_lossy(&out.stdout);
     assert!(text.contains(&env.compose_hash().to_string()), "{text}");
 
-    let out = std::process::Command::new(common::BIN)
+    let out = std::process::Command::new(test_support::keyservice::binary())
         .args(["compose-hash", "--platform", "dev", "--compose-file"])
         .arg(&env.compose_file)
         .output()

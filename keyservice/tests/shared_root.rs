@@ -3,18 +3,16 @@
 //! binary; the replicas are separate processes with separate state directories.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-mod common;
-
 use std::time::Duration;
 
-use common::agent::{AgentConfig, StandInAgent};
-use common::{
-    Env, KeyService, digest, raw_connect, raw_frame, read_raw_frame, recover_address, write_all,
-};
 use keyservice_api::protocol::Request;
 use keyservice_api::{
     DerivationPath, ErrorCode, KeyClient, KeyError, MAX_ROW_MAC_ITEM_LEN, MAX_ROW_MAC_ITEMS,
     NewSealedRoot, RootId, SEALED_ROOT_LEN,
+};
+use test_support::dstack_agent::{AgentConfig, StandInAgent};
+use test_support::keyservice::{
+    Env, KeyService, digest, raw_connect, raw_frame, read_raw_frame, recover_address, write_all,
 };
 
 /// A shared-root replica with its own state directory and socket, using `of`'s dev secret

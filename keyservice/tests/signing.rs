@@ -2,11 +2,9 @@
 //! equal libsecp256k1's own RFC 6979 signatures, and stay correct under heavy pipelining.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-mod common;
-
 use alloy::consensus::SignableTransaction as _;
-use common::{Env, address_of_secret, digest, libsecp_sign, recover_address};
 use keyservice_api::{KeyClient, KeyError, Payer};
+use test_support::keyservice::{Env, address_of_secret, digest, libsecp_sign, recover_address};
 
 /// The AccountConfig keyservice is told the payers may call.
 const CONTRACT: [u8; 20] = [0xac; 20];
@@ -61,10 +59,13 @@ async fn wallet_action_and_payer_signatures_recover_to_their_addresses() {
     let payers = client.payers().await.unwrap();
     assert_eq!(payers.api.len(), 4);
     for (i, addr) in payers.api.iter().enumerate() {
-        let tx = common::eip1559(Some(CONTRACT), 0, vec![i as u8; 4], i as u64);
+        let tx = test_support::keyservice::eip1559(Some(CONTRACT), 0, vec![i as u8; 4], i as u64);
         let d = tx.signature_hash().0;
         let sig = client
-            .payer_sign_transaction(Payer::Api(i as u32), &common::preimage(&tx))
+            .payer_sign_transaction(
+                Payer::Api(i as u32),
+                &test_support::keyservice::preimage(&tx),
+            )
             .await
             .unwrap();
         assert_eq!(recover_address(&d, &sig), *addr);
@@ -73,10 +74,10 @@ async fn wallet_action_and_payer_signatures_recover_to_their_addresses() {
             *addr
         );
     }
-    let tx = common::eip1559(Some(CONTRACT), 0, vec![], 0);
+    let tx = test_support::keyservice::eip1559(Some(CONTRACT), 0, vec![], 0);
     let d = tx.signature_hash().0;
     let sig = client
-        .payer_sign_transaction(Payer::Admin, &common::preimage(&tx))
+        .payer_sign_transaction(Payer::Admin, &test_support::keyservice::preimage(&tx))
         .await
         .unwrap();
     assert_eq!(recover_address(&d, &sig), payers.admin);
@@ -87,7 +88,7 @@ async fn wallet_action_and_payer_signatures_recover_to_their_addresses() {
     assert_eq!(all.len(), 5, "payer addresses collide");
 
     match client
-        .payer_sign_transaction(Payer::Api(4), &common::preimage(&tx))
+        .payer_sign_transaction(Payer::Api(4), &test_support::keyservice::preimage(&tx))
         .await
     {
         Err(KeyError::InvalidArgument(m)) => assert!(m.contains("out of range")),

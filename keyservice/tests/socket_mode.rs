@@ -1,12 +1,10 @@
 //! `--socket-group-access`: the socket is 0660 (the appliance container's user reaches it
 //! through the keyservice group), and still never world-accessible.
 
-mod common;
-
 use std::os::unix::fs::PermissionsExt;
 
-use common::Env;
 use keyservice_api::KeyClient;
+use test_support::keyservice::Env;
 
 #[tokio::test]
 #[allow(clippy::unwrap_used)]

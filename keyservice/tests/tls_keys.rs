@@ -3,13 +3,11 @@
 //! quotes an evidence listing only if the certificate it names carries one of them.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-mod common;
-
-use common::{Env, keyservice_certificate, registered_sums};
 use keyservice_api::protocol::{Request, Response};
 use keyservice_api::{BlockingClient, ErrorCode, KeyClient, KeyError};
 use ring::signature::{ECDSA_P256_SHA256_ASN1, UnparsedPublicKey};
 use sha2::{Digest, Sha256};
+use test_support::keyservice::{Env, keyservice_certificate, registered_sums};
 
 fn refused(result: Result<impl std::fmt::Debug, KeyError>, why: &str) {
     match result {

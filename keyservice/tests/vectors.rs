@@ -6,9 +6,6 @@
 //!   must give the same 65 bytes.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-mod common;
-
-use common::address_of_secret;
 use keyservice::derive::{self, KeyDeriver};
 use keyservice::ops::KeyOps;
 use keyservice::platform::derive_sealing_key;
@@ -19,6 +16,7 @@ use keyservice::secret::RootSecret;
 use keyservice_api::protocol::{Request, Response};
 use keyservice_api::{Address, ComposeHash, DerivationPath, PlatformKind, PublicKey};
 use serde_json::Value;
+use test_support::keyservice::address_of_secret;
 use zeroize::Zeroizing;
 
 fn load(name: &str) -> Value {

@@ -23,8 +23,7 @@ use e2e::Appliance;
 use e2e::load::{self, Connections, Request, Target};
 use serde_json::{Value, json};
 
-#[path = "shared/metrics.rs"]
-mod metrics;
+use test_support::metrics;
 
 const ROUTE: &str = "/core/v1/lit_action";
 /// Accounts of the many-tenant rows.

@@ -44,8 +44,7 @@ use e2e::flood::{memory_of, socket_addr};
 use e2e::load::{self, Connections, Outcome, Request, Target};
 use serde_json::{Value, json};
 
-#[path = "shared/metrics.rs"]
-mod metrics;
+use test_support::metrics;
 
 const WARM_UP: Duration = Duration::from_secs(1);
 

@@ -24,8 +24,7 @@ use e2e::{Appliance, children_of};
 use serde_json::{Value, json};
 use tokio::sync::Semaphore;
 
-#[path = "shared/metrics.rs"]
-mod metrics;
+use test_support::metrics;
 
 const HELLO: &str = r#"async function main() { return "hello world"; }"#;
 const SIGN: &str = r#"async function main(p) {

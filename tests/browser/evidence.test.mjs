@@ -1,6 +1,6 @@
 // The dashboard's in-browser evidence checks (appliance/dashboard/assets/evidence.js) on
 // the repository's real dstack vectors (evidence/tests/data/dstack-near-mpc, see its
-// PROVENANCE.md): the same inputs the Rust verifier's tests use (evidence/tests/common),
+// PROVENANCE.md): the same inputs the Rust verifier's tests use (`evidence/tests/evidence/fixtures.rs`),
 // the same verdicts, and one flipped byte anywhere that matters fails.
 //
 //   node --test tests/browser/evidence.test.mjs
@@ -42,7 +42,7 @@ function getquoteEventLog(events = tcb.event_log) {
   );
 }
 
-/** The near-mpc deployment as /info and /attestation (as evidence/tests/common builds it). */
+/** The near-mpc deployment as /info and /attestation (as `evidence/tests/evidence/fixtures.rs` builds it). */
 function nearEvidence() {
   return {
     info: {

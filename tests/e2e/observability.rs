@@ -22,9 +22,8 @@ use opentelemetry_proto::tonic::trace::v1::Span;
 use prost::Message as _;
 use serde_json::{Value, json};
 
-#[path = "../benches/shared/metrics.rs"]
-mod scrape;
 use scrape::{Scrape, metrics_listen};
+use test_support::metrics as scrape;
 
 const HELLO: &str = r#"async function main() { return "hello"; }"#;
 const THROWS: &str = r#"async function main() { throw new Error("no"); }"#;

@@ -2,11 +2,9 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-mod common;
-
 use action_runtime::protocol::ErrorKind;
-use common::{Worker, failed, null, ok};
 use serde_json::json;
+use test_support::action_worker::{Worker, failed, null, ok};
 
 #[test]
 fn hello_world() {

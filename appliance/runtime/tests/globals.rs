@@ -2,10 +2,8 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-mod common;
-
-use common::{Worker, null, ok};
 use serde_json::json;
+use test_support::action_worker::{Worker, null, ok};
 
 #[test]
 fn console_methods_and_formatting() {

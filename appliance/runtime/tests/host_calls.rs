@@ -2,13 +2,11 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-mod common;
-
 use action_runtime::protocol::{
     ErrorKind, FetchRequest, FetchResponse, HostRequest, JobLimits, ReplyOutcome,
 };
-use common::{Worker, failed, job, null, ok};
 use serde_json::{Value, json};
+use test_support::action_worker::{Worker, failed, job, null, ok};
 
 /// Runs `code` answering every call with `reply`; returns the response and the requests.
 fn run_with_reply(code: &str, reply: Value) -> (Value, Vec<HostRequest>) {

@@ -3,13 +3,11 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-mod common;
-
 use std::time::{Duration, Instant};
 
 use action_runtime::protocol::{ErrorKind, FromWorker, HostReply, ReplyOutcome, ToWorker};
-use common::{Worker, failed, job, null, ok};
 use serde_json::json;
+use test_support::action_worker::{Worker, failed, job, null, ok};
 
 #[test]
 fn deep_recursion_is_a_clean_limit_and_the_worker_survives() {

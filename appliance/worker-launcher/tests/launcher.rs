@@ -3,12 +3,10 @@
 //! setting, `--allow-same-uid-dev`); `tests/uid.rs` runs it under the workers' uid.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-mod common;
-
 use std::time::Duration;
 
-use common::{Launcher, PATIENCE, alive, wait_gone};
 use serde_json::json;
+use test_support::worker_launcher::{Launcher, PATIENCE, alive, wait_gone};
 use worker_launcher::client::{self, LaunchError};
 use worker_launcher::protocol::{self, Refusal, Response, WorkerExit};
 
@@ -23,7 +21,7 @@ async fn an_action_runs_through_the_launcher() {
     );
     // The worker is the launcher's child, not ours.
     assert_eq!(
-        common::proc_status(worker.pid, "PPid"),
+        test_support::worker_launcher::proc_status(worker.pid, "PPid"),
         launcher.child.id().to_string()
     );
     worker.ready().await;
@@ -255,7 +253,7 @@ async fn a_launcher_whose_supervisor_is_already_gone_stops() {
         .arg("--socket")
         .arg(&socket)
         .arg("--worker-binary")
-        .arg(common::action_worker())
+        .arg(test_support::worker_launcher::action_worker())
         .arg("--worker-cwd")
         .arg(dir.path())
         .args(["--memory-limit-mb", "96", "--allow-same-uid-dev"])

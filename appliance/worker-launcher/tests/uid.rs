@@ -6,15 +6,13 @@
 //! any other user each test says it is skipped and why.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-mod common;
-
 use std::os::unix::fs::PermissionsExt as _;
 use std::os::unix::process::CommandExt as _;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use common::{Driven, Launcher, PATIENCE, action_worker, proc_status};
 use test_support::binaries::bin_dir;
+use test_support::worker_launcher::{Driven, Launcher, PATIENCE, action_worker, proc_status};
 use tokio::io::AsyncReadExt as _;
 use worker_launcher::client::LaunchError;
 use worker_launcher::protocol::Refusal;

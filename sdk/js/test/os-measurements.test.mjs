@@ -3,7 +3,7 @@
 // policy built from the registers its guest agent reported in tcb_info.json (a source
 // independent of the quote parser), and dstack's own verifier fixture with its vm_config;
 // and the policy match on the cases of evidence/tests/data/os-policy-cases.json, which the
-// Rust verifier's tests (evidence/tests/os_image.rs) hold `evidence verify` to as well.
+// Rust verifier's tests (evidence/tests/evidence/os_image.rs) hold `evidence verify` to as well.
 import assert from "node:assert/strict";
 import { readFile } from "node:fs/promises";
 import { test } from "node:test";

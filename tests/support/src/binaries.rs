@@ -57,3 +57,35 @@ pub fn fresh_binary_of(name: &str, sources: &[&Path], hint: &str) -> PathBuf {
     }
     path
 }
+
+/// The root of the workspace (this crate is `tests/support`).
+pub fn workspace_root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .ancestors()
+        .nth(2)
+        .expect("tests/support is two levels below the workspace root")
+        .to_owned()
+}
+
+/// A workspace binary other than the appliance's (`keyservice`, `action-worker`,
+/// `worker-launcher`, `compose-pin`), checked fresh against the sources it is built from:
+/// its package's and, for `keyservice`, its protocol crate's.
+pub fn workspace_binary(name: &str) -> PathBuf {
+    let (package, folders): (&str, &[&str]) = match name {
+        "keyservice" => ("keyservice", &["keyservice/src", "keyservice/api/src"]),
+        "action-worker" => ("action-runtime", &["appliance/runtime/src"]),
+        "worker-launcher" => ("worker-launcher", &["appliance/worker-launcher/src"]),
+        "compose-pin" => ("compose-pin", &["compose/src"]),
+        other => panic!("{other} is not a binary test-support knows"),
+    };
+    let root = workspace_root();
+    let sources: Vec<PathBuf> = folders.iter().map(|f| root.join(f)).collect();
+    let sources: Vec<&Path> = sources.iter().map(PathBuf::as_path).collect();
+    fresh_binary_of(
+        name,
+        &sources,
+        &format!(
+            "build it first: cargo build -p {package} --bin {name} (`cargo test --workspace` does)"
+        ),
+    )
+}

@@ -1,14 +1,11 @@
 //! Rule 6 against a real chain: anvil (installed by scripts/setup), the committed
 //! AppGovernance artifact, and the verifier's eth_call through --rpc-url.
-#![allow(clippy::unwrap_used, clippy::expect_used)]
 
-mod common;
-
+use crate::fixtures::*;
 use alloy::primitives::B256;
 use alloy::providers::ProviderBuilder;
 use alloy::signers::local::PrivateKeySigner;
 use chain_contracts::{IAppGovernance, deploy_app_governance};
-use common::*;
 use evidence::check::{Options, Status, run};
 use evidence::verify::Policy;
 

@@ -1,10 +1,7 @@
 //! DCAP quote verification with dcap-qvl at explicit times, the status policy, and the
 //! simulated provider's quotes.
-#![allow(clippy::unwrap_used, clippy::expect_used)]
 
-mod common;
-
-use common::*;
+use crate::fixtures::*;
 use evidence::quote::TdxQuote;
 use evidence::verify::{Policy, VerifyError, verify_quote};
 

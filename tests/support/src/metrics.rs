@@ -1,9 +1,6 @@
 //! Reading the appliance's metrics endpoint (`GET /metrics`, the Prometheus text format)
-//! as a scraper does: the benches take their memory, latency and error figures from it,
-//! and `observability::` checks it. Included with `#[path]` by each (the benches are
-//! separate targets that cannot share a module otherwise).
-
-#![allow(dead_code, clippy::unwrap_used, clippy::expect_used)]
+//! as a scraper does (feature `metrics`): the e2e benches take their memory, latency and
+//! error figures from it, and the e2e test `observability::` checks it.
 
 use std::collections::BTreeMap;
 use std::net::{SocketAddr, TcpListener};

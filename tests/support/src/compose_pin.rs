@@ -1,12 +1,16 @@
-//! Helpers of the compose-pin integration tests: the real binaries (compose-pin from
-//! Cargo, keyservice from the same target directory) and anvil from `scripts/setup`
-//! (found by the `test-support` crate).
-#![allow(dead_code, clippy::unwrap_used, clippy::expect_used)]
+//! The real `compose-pin` binary in tests: run it ([`compose_pin`]), render the compose for
+//! an image ([`render`]), and pinned image references made up for a test ([`image`]).
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
+use std::sync::OnceLock;
 
-pub const COMPOSE_PIN: &str = env!("CARGO_BIN_EXE_compose-pin");
+/// The `compose-pin` binary of this target directory, refused when older than its sources
+/// ([`crate::binaries::workspace_binary`]).
+pub fn binary() -> &'static Path {
+    static BINARY: OnceLock<PathBuf> = OnceLock::new();
+    BINARY.get_or_init(|| crate::binaries::workspace_binary("compose-pin"))
+}
 
 /// A pinned image reference with a digest made of `byte`.
 pub fn image(byte: u8) -> String {
@@ -16,9 +20,9 @@ pub fn image(byte: u8) -> String {
     )
 }
 
-/// Runs `compose-pin ARGS`.
+/// Runs `compose-pin ARGS` without the caller's `RUST_LOG` and `GOVERNANCE_OWNER_KEY`.
 pub fn compose_pin(args: &[&str]) -> Output {
-    Command::new(COMPOSE_PIN)
+    Command::new(binary())
         .args(args)
         .env_remove("RUST_LOG")
         .env_remove("GOVERNANCE_OWNER_KEY")
@@ -26,6 +30,7 @@ pub fn compose_pin(args: &[&str]) -> Output {
         .unwrap()
 }
 
+/// The standard output of a run that must have succeeded.
 pub fn stdout(out: &Output) -> String {
     assert!(
         out.status.success(),
@@ -46,23 +51,4 @@ pub fn render(image: &str, output: &Path) -> String {
         output.to_str().unwrap(),
     ]);
     stdout(&out).trim().to_owned()
-}
-
-/// The `keyservice` binary of the same target directory (`cargo test --workspace` builds
-/// every binary first; alone, `cargo build -p keyservice`).
-pub fn keyservice_bin() -> PathBuf {
-    let exe = std::env::current_exe().unwrap();
-    let dir = exe.parent().and_then(Path::parent).unwrap();
-    let bin = dir.join("keyservice");
-    assert!(
-        bin.is_file(),
-        "{} not found: cargo build -p keyservice",
-        bin.display()
-    );
-    bin
-}
-
-/// The anvil binary `scripts/setup` installs.
-pub fn anvil_binary() -> PathBuf {
-    test_support::tools::anvil_binary()
 }

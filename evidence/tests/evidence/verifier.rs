@@ -1,10 +1,7 @@
 //! The verifier's checks over bundles: the near-mpc deployment (real TDX evidence) and a
 //! complete simulated deployment. Each tampering makes the named check fail.
-#![allow(clippy::unwrap_used, clippy::expect_used)]
 
-mod common;
-
-use common::*;
+use crate::fixtures::*;
 use evidence::check::{Options, Report, Status, run};
 use evidence::verify::Policy;
 use serde_json::json;

@@ -1,15 +1,12 @@
 //! `evidence verify --url`: a real HTTPS server (rustls) serving a simulated deployment's
 //! /info, /attestation and /evidences/, fetched by the binary, which also captures the
 //! served leaf certificate for rule 4, and saves the bundle with --save.
-#![allow(clippy::unwrap_used, clippy::expect_used)]
-
-mod common;
 
 use std::process::Command;
 use std::sync::Arc;
 
+use crate::fixtures::*;
 use bytes::Bytes;
-use common::*;
 use evidence::bundle::Bundle;
 use http_body_util::Full;
 use hyper::{Request, Response, StatusCode};

@@ -1,6 +1,5 @@
-//! Shared helpers: the vectors in `tests/data` (see `tests/data/PROVENANCE.md`) and bundles
-//! built from them.
-#![allow(dead_code, clippy::unwrap_used, clippy::expect_used)]
+//! What several areas share: the vectors in `tests/data` (see `tests/data/PROVENANCE.md`)
+//! and bundles built from them, and a simulated deployment's bundle.
 
 use std::path::PathBuf;
 

@@ -1,9 +1,6 @@
 //! Quote parsing, event-log replay and identity extraction on the near-mpc vectors.
-#![allow(clippy::unwrap_used, clippy::expect_used)]
 
-mod common;
-
-use common::*;
+use crate::fixtures::*;
 use evidence::event_log::{EventLog, EventLogError, RawEvent, runtime_digest};
 use evidence::quote::{QuoteParseError, TdxQuote};
 use sha2::{Digest, Sha256};

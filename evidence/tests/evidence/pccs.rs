@@ -1,14 +1,11 @@
 //! Collateral from a PCCS: a local PCCS (HTTP on 127.0.0.1) answering the PCCS v4 API with
 //! the near-mpc deployment's Intel-signed collateral; the client must rebuild exactly the
 //! collateral dcap-qvl verifies, and `evidence verify --pccs-url` must use it.
-#![allow(clippy::unwrap_used, clippy::expect_used)]
-
-mod common;
 
 use std::sync::Arc;
 
+use crate::fixtures::*;
 use bytes::Bytes;
-use common::*;
 use http_body_util::Full;
 use hyper::{Request, Response, StatusCode};
 

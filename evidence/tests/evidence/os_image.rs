@@ -2,14 +2,11 @@
 //! synthetic firmware), the kernel's Authenticode hash and RTMR1/RTMR2 (a synthetic
 //! image, expected values computed here independently), the policy file, `os-measure`,
 //! and dstack's own verifier fixtures (real quotes and event logs).
-#![allow(clippy::unwrap_used, clippy::expect_used)]
-
-mod common;
 
 use std::path::Path;
 use std::sync::Arc;
 
-use common::*;
+use crate::fixtures::*;
 use evidence::bundle::Bundle;
 use evidence::check::{CHECKS, Options, Report, Status, run};
 use evidence::event_log::EventLog;

@@ -5,11 +5,8 @@
 //! sections, bound to `os_image_hash` through `measurement.tdx.cbor` and the checksum
 //! file); the recomputed events must equal the fixture's event log, whose replay is the
 //! quote's RTMR0.
-#![allow(clippy::unwrap_used, clippy::expect_used)]
 
-mod common;
-
-use common::{b64, read};
+use crate::fixtures::{b64, read};
 use evidence::event_log::{Event, EventLog};
 use evidence::quote::TdxQuote;
 use evidence::rtmr0::{EVENT_COUNT, ExpectedRtmr0, Rtmr0Error, check_event_log};

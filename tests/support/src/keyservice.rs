@@ -1,29 +1,16 @@
-//! Shared helpers of the keyservice integration tests: start the real binary on a socket
-//! in a temp dir, talk raw frames, and check signatures with libsecp256k1.
-#![allow(dead_code, clippy::unwrap_used, clippy::expect_used)]
-
-/// The stand-in dstack guest agent (one for every crate's tests, in `test-support`), with
-/// its compose hash as keyservice's type.
-pub mod agent {
-    pub use test_support::dstack_agent::*;
-
-    /// The compose hash an [`AgentConfig`] reports, as keyservice's [`ComposeHash`].
-    pub trait ComposeHashOf {
-        fn compose_hash(&self) -> keyservice_api::ComposeHash;
-    }
-
-    impl ComposeHashOf for AgentConfig {
-        fn compose_hash(&self) -> keyservice_api::ComposeHash {
-            keyservice_api::ComposeHash(self.compose_hash_bytes())
-        }
-    }
-}
+//! The real `keyservice` binary in tests (feature `keyservice`): started on a socket in a
+//! temporary directory ([`Env`], [`KeyService`]), raw protocol frames for the tests of
+//! malformed input ([`raw_frame`], [`read_raw_frame`]), signatures checked with
+//! libsecp256k1 ([`recover_address`]), and rcgen certificates signed by keyservice's TLS
+//! keys ([`keyservice_certificate`]). It speaks the protocol through `keyservice-api` only,
+//! so keyservice's own tests use it without a dependency cycle.
 
 use std::ffi::OsString;
 use std::io::{Read, Write};
 use std::os::unix::net::UnixStream as StdUnixStream;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
+use std::sync::OnceLock;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
@@ -32,7 +19,26 @@ use secp256k1::ecdsa::{RecoverableSignature, RecoveryId};
 use secp256k1::{Message, Secp256k1};
 use sha2::{Digest, Sha256};
 
-pub const BIN: &str = env!("CARGO_BIN_EXE_keyservice");
+use crate::dstack_agent::AgentConfig;
+
+/// The `keyservice` binary of this target directory, refused when older than its sources
+/// ([`crate::binaries::workspace_binary`]).
+pub fn binary() -> &'static Path {
+    static BINARY: OnceLock<PathBuf> = OnceLock::new();
+    BINARY.get_or_init(|| crate::binaries::workspace_binary("keyservice"))
+}
+
+/// The compose hash a stand-in agent's [`AgentConfig`] reports, as keyservice's
+/// [`ComposeHash`].
+pub trait ComposeHashOf {
+    fn compose_hash(&self) -> ComposeHash;
+}
+
+impl ComposeHashOf for AgentConfig {
+    fn compose_hash(&self) -> ComposeHash {
+        ComposeHash(self.compose_hash_bytes())
+    }
+}
 
 static LOG_SEQ: AtomicUsize = AtomicUsize::new(0);
 
@@ -49,7 +55,14 @@ pub struct Env {
     pub run_extra: Vec<OsString>,
 }
 
+impl Default for Env {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
 impl Env {
+    /// A fresh temporary directory on the dev platform, for the tests' chain (31337).
     pub fn new() -> Self {
         let dir = tempfile::tempdir().unwrap();
         let compose_file = dir.path().join("app-compose.json");
@@ -141,7 +154,7 @@ impl Env {
             "keyservice-{}.log",
             LOG_SEQ.fetch_add(1, Ordering::Relaxed)
         ));
-        let child = Command::new(BIN)
+        let child = Command::new(binary())
             .args(self.run_args())
             .env("RUST_LOG", "info")
             .stdin(Stdio::null())
@@ -207,7 +220,7 @@ impl Env {
 
     /// Runs another subcommand to completion (with this env's platform arguments).
     pub fn command(&self, sub: &str, extra: &[&std::ffi::OsStr]) -> Output {
-        let mut cmd = Command::new(BIN);
+        let mut cmd = Command::new(binary());
         cmd.arg(sub);
         cmd.args(extra);
         cmd.arg("--state-dir").arg(&self.state_dir);

@@ -1,16 +1,13 @@
 //! Rule 5 over real DNS: a small authoritative DNS server on 127.0.0.1 (UDP, built from
 //! hickory-proto's message types) serves CAA records, and the verifier's resolver, pointed
 //! at it with `dns_server`, looks them up with RFC 8659 tree climbing.
-#![allow(clippy::unwrap_used, clippy::expect_used)]
-
-mod common;
 
 use std::collections::HashMap;
 use std::net::SocketAddr;
 use std::str::FromStr;
 use std::sync::Arc;
 
-use common::*;
+use crate::fixtures::*;
 use evidence::check::{Options, Status, run};
 use evidence::verify::Policy;
 use hickory_resolver::proto::op::{Message, MessageType, ResponseCode};

@@ -1,7 +1,12 @@
-//! Harness of the launcher's tests: the real `worker-launcher` binary on a socket in a
-//! temporary directory, the real `action-worker` it starts, and the appliance's side of
-//! both protocols (the launcher's, and the worker's frames over the handed-over pipes).
-#![allow(dead_code, clippy::unwrap_used, clippy::expect_used)]
+//! The real `worker-launcher` in tests (feature `worker-launcher`): the binary on a socket in
+//! a temporary directory ([`Launcher`]), the real `action-worker` it starts, and the
+//! appliance's side of both protocols ([`Driven`]: the launcher's, and the worker's frames
+//! over the handed-over pipes).
+//!
+//! It links `worker-launcher` (its client), so the launcher's own tests use it through a
+//! dev-dependency cycle (`worker-launcher` → `test-support` → `worker-launcher`), which
+//! cargo allows for integration tests: the test binary and this crate see the one
+//! `worker-launcher` library.
 
 use std::os::fd::OwnedFd;
 use std::path::{Path, PathBuf};
@@ -21,11 +26,7 @@ pub const PATIENCE: Duration = Duration::from_secs(30);
 /// The `action-worker` binary of this target directory, refused when missing or older
 /// than its sources (`cargo test -p worker-launcher` does not build other packages).
 pub fn action_worker() -> PathBuf {
-    test_support::binaries::fresh_binary(
-        "action-worker",
-        &Path::new(env!("CARGO_MANIFEST_DIR")).join("../runtime/src"),
-        "build it first: cargo build -p action-runtime --bin action-worker",
-    )
+    crate::binaries::workspace_binary("action-worker")
 }
 
 /// A running launcher, stopped (SIGKILL) when dropped.
@@ -59,7 +60,7 @@ impl Launcher {
         let socket = dir.join("launcher.sock");
         let cwd = dir.join("worker-cwd");
         std::fs::create_dir_all(&cwd).unwrap();
-        let mut cmd = Command::new(env!("CARGO_BIN_EXE_worker-launcher"));
+        let mut cmd = Command::new(crate::binaries::workspace_binary("worker-launcher"));
         cmd.arg("--socket")
             .arg(&socket)
             .arg("--worker-binary")

@@ -3,10 +3,6 @@
 //! stack where it applies), and tolerates it only for a simulated quote the caller
 //! allowed: otherwise the N/A is a failure.
 
-#![allow(clippy::unwrap_used, clippy::expect_used)]
-
-mod common;
-
 use evidence::check::{Options, Status, run};
 use evidence::verify::Policy;
 
@@ -16,7 +12,7 @@ async fn self_signed_dev_bundle() -> evidence::bundle::Bundle {
         .unwrap()
         .self_signed(&key)
         .unwrap();
-    common::simulated_bundle_with(&cert, "localhost", false).await
+    crate::fixtures::simulated_bundle_with(&cert, "localhost", false).await
 }
 
 fn options(allow_simulated: bool) -> Options {
@@ -25,7 +21,7 @@ fn options(allow_simulated: bool) -> Options {
             allow_simulated,
             ..Policy::default()
         },
-        at: common::NEAR_MPC_AT,
+        at: crate::fixtures::NEAR_MPC_AT,
         online: true,
         ..Options::default()
     }
@@ -78,7 +74,7 @@ async fn without_simulated_quotes_allowed_not_applicable_is_a_failure() {
 /// runs (here offline without a DNS server, so it is skipped, as for any deployment).
 #[tokio::test]
 async fn a_published_account_is_always_checked() {
-    let bundle = common::simulated_bundle().await;
+    let bundle = crate::fixtures::simulated_bundle().await;
     let offline = Options {
         online: false,
         ..options(true)

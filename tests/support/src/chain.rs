@@ -1,13 +1,18 @@
-//! Shared harness of the contract tests: a fresh anvil per test (the binary that
-//! `scripts/setup` installs), wallet providers for its dev accounts, and helpers that send a
-//! write and return its receipt, expect a revert and decode it, or decode a write's single
-//! event.
-#![allow(dead_code, reason = "each test binary uses a subset")]
+//! Contracts on a local chain in tests (feature `chain`): a fresh anvil per test
+//! ([`crate::anvil::spawn`]) with a signing provider for each of its dev accounts
+//! ([`Chain`], [`wallet`]), and helpers that send a write and return its receipt ([`send`]),
+//! expect a revert and decode it ([`revert`]), or decode a write's single event
+//! ([`only_event`]).
+//!
+//! It links `chain-contracts` (the RPC client every connection to the chain is built with),
+//! so the contracts' own tests use it through a dev-dependency cycle (`chain-contracts` →
+//! `test-support` → `chain-contracts`), which cargo allows for integration tests: the test
+//! binary and this crate see the one `chain-contracts` library.
 
 use alloy::{
     contract::{CallBuilder, CallDecoder},
     node_bindings::AnvilInstance,
-    primitives::{Address, U256, keccak256},
+    primitives::Address,
     providers::{DynProvider, Provider, ProviderBuilder},
     rpc::types::TransactionReceipt,
     signers::local::PrivateKeySigner,
@@ -20,52 +25,56 @@ pub struct Chain {
     providers: Vec<DynProvider>,
 }
 
-/// Roles the tests give anvil's dev accounts.
+// Roles the tests give anvil's dev accounts (indices into [`Chain`]'s accounts).
+/// Deploys the contracts and owns them.
 pub const OWNER: usize = 0;
+/// An API payer of `AccountConfig`.
 pub const PAYER: usize = 1;
+/// An account with no role.
 pub const STRANGER: usize = 2;
+/// The admin of a chain-secured account.
 pub const ADMIN: usize = 3;
+/// A second admin.
 pub const OTHER_ADMIN: usize = 4;
 
 impl Chain {
     /// Starts anvil on 127.0.0.1 at a port it picks itself.
-    #[allow(
-        clippy::unwrap_used,
-        reason = "test scaffolding: a failure is the test's"
-    )]
     pub fn start() -> Self {
-        let anvil = test_support::anvil::spawn();
-        let providers = anvil
-            .keys()
-            .iter()
-            .map(|key| {
-                let signer = PrivateKeySigner::from(key.clone());
-                // Nonces are read from the node for every transaction: alloy's default
-                // cached nonce manager counts a nonce for a transaction whose gas estimate
-                // reverted, and the next transaction would then wait forever for the gap.
-                ProviderBuilder::new()
-                    .disable_recommended_fillers()
-                    .with_gas_estimation()
-                    .with_simple_nonce_management()
-                    .fetch_chain_id()
-                    .wallet(signer)
-                    .connect_reqwest(
-                        chain_contracts::rpc::http_client().unwrap(),
-                        anvil.endpoint_url(),
-                    )
-                    .erased()
-            })
+        let anvil = crate::anvil::spawn();
+        let providers = (0..anvil.keys().len())
+            .map(|account| wallet(&anvil, account))
             .collect();
         Self { anvil, providers }
     }
 
+    /// The provider signing with dev account `account`.
     pub fn provider(&self, account: usize) -> &DynProvider {
         &self.providers[account]
     }
 
+    /// The address of dev account `account`.
     pub fn address(&self, account: usize) -> Address {
         self.anvil.addresses()[account]
     }
+}
+
+/// A provider signing with dev account `account` of `anvil`.
+pub fn wallet(anvil: &AnvilInstance, account: usize) -> DynProvider {
+    let signer = PrivateKeySigner::from(anvil.keys()[account].clone());
+    // Nonces are read from the node for every transaction: alloy's default cached nonce
+    // manager counts a nonce for a transaction whose gas estimate reverted, and the next
+    // transaction would then wait forever for the gap.
+    ProviderBuilder::new()
+        .disable_recommended_fillers()
+        .with_gas_estimation()
+        .with_simple_nonce_management()
+        .fetch_chain_id()
+        .wallet(signer)
+        .connect_reqwest(
+            chain_contracts::rpc::http_client().unwrap(),
+            anvil.endpoint_url(),
+        )
+        .erased()
 }
 
 /// Sends a write, waits for it to be mined and checks it succeeded.
@@ -105,20 +114,11 @@ pub fn only_event<E: SolEvent>(receipt: &TransactionReceipt, contract: Address) 
         .data
 }
 
+/// Asserts that `receipt` carries no event.
 pub fn assert_no_events(receipt: &TransactionReceipt) {
     assert!(
         receipt.inner.logs().is_empty(),
         "expected no event, got {:#?}",
         receipt.inner.logs()
     );
-}
-
-/// keccak256 of a label, as uint256: stands in for the hashes the appliance computes.
-pub fn h(label: &str) -> U256 {
-    U256::from_be_bytes(keccak256(label.as_bytes()).0)
-}
-
-/// The id `newChainSecuredAccount` gives the account of `admin`.
-pub fn chain_secured_id(admin: Address) -> U256 {
-    U256::from_be_bytes(keccak256(admin.as_slice()).0)
 }

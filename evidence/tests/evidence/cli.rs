@@ -1,11 +1,8 @@
 //! The `evidence` binary on offline bundles: exit codes, the named failing check, --json.
-#![allow(clippy::unwrap_used, clippy::expect_used)]
-
-mod common;
 
 use std::process::Command;
 
-use common::*;
+use crate::fixtures::*;
 
 fn evidence(args: &[&str]) -> (i32, String, String) {
     let out = Command::new(env!("CARGO_BIN_EXE_evidence"))

@@ -1,5 +1,12 @@
-//! Test harness: starts the real `action-worker` binary and plays the parent.
-#![allow(dead_code, clippy::unwrap_used, clippy::expect_used)]
+//! The real `action-worker` in tests (feature `action-worker`): [`Worker`] starts the binary
+//! and plays the parent over its stdin and stdout (the worker protocol of
+//! `action_runtime::protocol`), answering host calls as the test says; [`ok`] and [`failed`]
+//! check a job's outcome.
+//!
+//! It links `action-runtime` without its `worker` feature (the protocol only), so the tests
+//! of `action-runtime` itself use it through a dev-dependency cycle (`action-runtime` →
+//! `test-support` → `action-runtime`), which cargo allows for integration tests: the test
+//! binary and this crate see the one `action-runtime` library.
 
 use std::io::Write;
 use std::process::{Child, ChildStdin, Command, ExitStatus, Stdio};
@@ -16,6 +23,7 @@ use serde_json::{Value, json};
 /// How long any single frame may take to arrive in a test.
 pub const FRAME_TIMEOUT: Duration = Duration::from_secs(20);
 
+/// A running `action-worker`, killed when dropped.
 pub struct Worker {
     child: Child,
     stdin: Option<ChildStdin>,
@@ -38,7 +46,7 @@ impl Worker {
 
     /// Spawns without waiting for `ready`.
     pub fn spawn_raw(args: &[&str]) -> Self {
-        let mut child = Command::new(env!("CARGO_BIN_EXE_action-worker"))
+        let mut child = Command::new(crate::binaries::workspace_binary("action-worker"))
             .args(args)
             .env_clear()
             .current_dir("/")
@@ -178,6 +186,7 @@ impl Drop for Worker {
     }
 }
 
+/// A job running `code` with `js_params` and the default limits.
 pub fn job(code: &str, js_params: Value) -> RunJob {
     RunJob {
         code: code.to_owned(),
@@ -211,6 +220,7 @@ pub fn failed(done: &JobDone, kind: action_runtime::protocol::ErrorKind) -> Stri
     err.message.clone()
 }
 
+/// JSON `null`, the parameters of an action that takes none.
 pub fn null() -> Value {
     json!(null)
 }
