@@ -16,7 +16,7 @@ use crate::telemetry::{metrics, request_span};
 
 /// Every keyservice call is timed (`appliance_keyservice_request_duration_seconds`), moves
 /// `appliance_keyservice_up`, and inside a request runs in a `keyservice.call` span.
-struct Telemetry;
+struct Telemetry(Arc<metrics::Metrics>);
 
 impl CallObserver for Telemetry {
     fn span(&self, op: Op) -> tracing::Span {
@@ -24,7 +24,7 @@ impl CallObserver for Telemetry {
     }
 
     fn finished(&self, op: Op, elapsed: Duration, outcome: CallOutcome) {
-        metrics::global().keyservice_call(op.name(), outcome.as_str(), elapsed);
+        self.0.keyservice_call(op.name(), outcome.as_str(), elapsed);
     }
 }
 
@@ -36,10 +36,11 @@ pub struct Keys {
 }
 
 impl Keys {
-    pub fn new(socket: &Path, request_timeout: Duration) -> Self {
+    /// A handle on the keyservice at `socket` whose calls are counted in `metrics`.
+    pub fn new(socket: &Path, request_timeout: Duration, metrics: Arc<metrics::Metrics>) -> Self {
         let config = ClientConfig {
             request_timeout,
-            observer: Some(Observer(Arc::new(Telemetry))),
+            observer: Some(Observer(Arc::new(Telemetry(metrics)))),
             ..ClientConfig::default()
         };
         Self {
@@ -86,5 +87,64 @@ impl Keys {
 
     pub fn client(&self) -> &KeyClient {
         &self.client
+    }
+}
+
+// The configuration section of this subsystem, composed by `crate::config`.
+
+/// How the appliance reaches the key service, the only process holding private keys.
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct KeyserviceConfig {
+    /// The keyservice's Unix socket. In production keyservice runs as its own
+    /// container/user and the appliance connects to this socket. At start the appliance
+    /// waits for it (`start_wait_ms`); if it goes down later, key operations answer 503
+    /// until it is back.
+    pub socket: std::path::PathBuf,
+    /// Start keyservice as a supervised child process on the `dev` platform
+    /// (development only: its sealing is NOT confidential).
+    pub spawn: bool,
+    /// spawn: the keyservice binary. Default: `keyservice` next to the appliance binary.
+    pub binary: Option<std::path::PathBuf>,
+    /// spawn: the compose file whose SHA-256 seals the root.
+    pub compose_file: Option<std::path::PathBuf>,
+    /// spawn: where keyservice keeps its sealed root and dev secret.
+    /// Default: `<data_dir>/keyservice`.
+    pub state_dir: Option<std::path::PathBuf>,
+    /// spawn: the dev platform's secret (default: `<state_dir>/dev-secret`). Replicas
+    /// of one dev deployment share it, as dstack replicas share the KMS's app key.
+    pub dev_secret: Option<std::path::PathBuf>,
+    /// Time allowed for one key operation.
+    pub request_timeout_ms: u64,
+    /// How long start waits for keyservice to answer (it may be a container that starts
+    /// after this one) before giving up with an error. The root must be confirmed before
+    /// the appliance serves anything, so it does not serve until then.
+    pub start_wait_ms: u64,
+}
+
+impl Default for KeyserviceConfig {
+    fn default() -> Self {
+        Self {
+            socket: std::path::PathBuf::from("/run/keyservice/keyservice.sock"),
+            spawn: false,
+            binary: None,
+            compose_file: None,
+            state_dir: None,
+            dev_secret: None,
+            request_timeout_ms: 10_000,
+            start_wait_ms: 60_000,
+        }
+    }
+}
+
+impl KeyserviceConfig {
+    /// Checks that a spawned keyservice has the compose file it seals to.
+    pub fn validate(&self) -> Result<(), appliance_domain::settings::InvalidSetting> {
+        if self.spawn && self.compose_file.is_none() {
+            return Err(appliance_domain::settings::InvalidSetting::new(
+                "keyservice.spawn needs keyservice.compose_file",
+            ));
+        }
+        Ok(())
     }
 }

@@ -4,8 +4,10 @@ use std::io::Write as _;
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::process::ExitCode;
+use std::sync::Arc;
 
 use appliance::config::Config;
+use appliance::telemetry::metrics::Metrics;
 use clap::{Parser, Subcommand};
 
 #[derive(Parser)]
@@ -138,7 +140,10 @@ enum Command {
 /// (`appliance::telemetry::traces`). Keep the guard until the end: dropping it sends the
 /// spans still queued and writes out what is pending. Fails when the thread cannot be
 /// started or the exporter cannot be set up. Runs inside the tokio runtime.
-fn init_logging(config: &Config) -> Result<appliance::log_output::LogGuard, ExitCode> {
+fn init_logging(
+    config: &Config,
+    metrics: Arc<Metrics>,
+) -> Result<appliance::log_output::LogGuard, ExitCode> {
     let (writer, mut guard) = appliance::log_output::to_stderr().map_err(|err| {
         let _ = writeln!(
             std::io::stderr(),
@@ -146,7 +151,7 @@ fn init_logging(config: &Config) -> Result<appliance::log_output::LogGuard, Exit
         );
         ExitCode::FAILURE
     })?;
-    match appliance::telemetry::traces::install(&config.log, &config.traces, writer) {
+    match appliance::telemetry::traces::install(&config.log, &config.traces, writer, metrics) {
         Ok(Some(traces)) => guard.keep_until_closed(Box::new(traces)),
         Ok(None) => {}
         Err(err) => {
@@ -186,7 +191,10 @@ enum Mode {
 }
 
 async fn run(mut config: Config, mode: Mode) -> ExitCode {
-    let log = match init_logging(&config) {
+    // The appliance's one metrics registry: the trace exporter and every part the
+    // composition root starts count into it.
+    let metrics = Arc::new(Metrics::new());
+    let log = match init_logging(&config, Arc::clone(&metrics)) {
         Ok(guard) => guard,
         Err(code) => return code,
     };
@@ -216,9 +224,9 @@ async fn run(mut config: Config, mode: Mode) -> ExitCode {
         } else {
             appliance::dev::chain::resolve_anvil(config.chain.dev_anvil.as_deref())
         };
-        appliance::start_dev(config, anvil).await
+        appliance::start_dev(config, anvil, metrics).await
     } else {
-        appliance::start(config).await
+        appliance::start(config, metrics).await
     };
     let mut running = match started {
         Ok(running) => running,
@@ -339,7 +347,7 @@ async fn announce_local_acme(
 }
 
 async fn deploy(args: appliance::commands::deploy::DeployArgs) -> ExitCode {
-    let _log = match init_logging(&Config::default()) {
+    let _log = match init_logging(&Config::default(), Default::default()) {
         Ok(guard) => guard,
         Err(code) => return code,
     };

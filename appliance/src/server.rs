@@ -46,6 +46,7 @@ use crate::config::HttpConfig;
 use crate::http::ClientAddr;
 use crate::http::extract::BodyBudget;
 use crate::proxy_protocol::{self, IpNet};
+use crate::telemetry::metrics::Metrics;
 
 /// How long shutdown waits for open connections before giving up on them.
 const DRAIN_TIMEOUT: Duration = Duration::from_secs(10);
@@ -97,6 +98,7 @@ pub async fn serve(
     tls: Arc<ServerConfig>,
     app: Router,
     limits: HttpConfig,
+    metrics: Arc<Metrics>,
     shutdown: impl Future<Output = ()>,
 ) {
     let acceptor = TlsAcceptor::from(tls);
@@ -135,7 +137,7 @@ pub async fn serve(
             let Some(ip_slot) = registry.admit(peer.ip(), limits.max_connections_per_ip) else {
                 tracing::debug!(%peer, cap = limits.max_connections_per_ip,
                     "connection refused: this client IP has the most connections allowed");
-                crate::telemetry::metrics::global().connection_refused("per_ip_limit");
+                metrics.connection_refused("per_ip_limit");
                 drop(tcp);
                 continue;
             };
@@ -167,6 +169,7 @@ pub async fn serve(
             closing: closing_rx.clone(),
             peer,
             max_connections_per_ip: limits.max_connections_per_ip,
+            metrics: Arc::clone(&metrics),
         };
         tokio::spawn(conn.run(tcp, permit, admission));
     }
@@ -192,6 +195,7 @@ struct Connection {
     /// The TCP peer (a balancer's address when the connection came through one).
     peer: SocketAddr,
     max_connections_per_ip: usize,
+    metrics: Arc<Metrics>,
 }
 
 /// How a connection was let in at accept.
@@ -217,7 +221,7 @@ enum Close {
 impl Connection {
     async fn run(self, mut tcp: TcpStream, permit: OwnedSemaphorePermit, admission: Admission) {
         let _permit = permit;
-        let metrics = crate::telemetry::metrics::global();
+        let metrics = Arc::clone(&self.metrics);
         let _open = metrics.connection_open();
         // One deadline for the PROXY header (if any) and the TLS handshake together, so a
         // header does not extend the time a connection may take to start.
@@ -337,7 +341,7 @@ impl Connection {
         tcp: &mut TcpStream,
         deadline: Instant,
     ) -> Option<(SocketAddr, IpSlot)> {
-        let metrics = crate::telemetry::metrics::global();
+        let metrics = &self.metrics;
         let balancer = self.peer;
         let header = match tokio::time::timeout_at(deadline, proxy_protocol::read_header(tcp)).await
         {
@@ -739,7 +743,8 @@ mod tests {
         let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
         let server = listener.local_addr().unwrap();
         let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
-        let task = tokio::spawn(serve(listener, tls, app, limits, async {
+        let metrics = Arc::new(Metrics::new());
+        let task = tokio::spawn(serve(listener, tls, app, limits, metrics, async {
             let _ = stopped.await;
         }));
         let client: SocketAddr = "192.0.2.7:40000".parse().unwrap();

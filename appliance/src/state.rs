@@ -44,4 +44,7 @@ pub struct Services {
     pub rate_limiter: Arc<crate::http::rate_limit::RateLimiter>,
     /// The singletons (chain relayer, indexer) and whether this replica leads each.
     pub singletons: Vec<crate::store::Leadership>,
+    /// This appliance's metrics registry (made by `crate::startup`, scraped by
+    /// `crate::telemetry::endpoint`).
+    pub metrics: Arc<crate::telemetry::metrics::Metrics>,
 }

@@ -1,5 +1,9 @@
 //! The appliance's attested-TLS client.
 //!
+//! May depend on: `appliance-api` (the server's own wire types) and `evidence` (the
+//! verification); never on `appliance` or `appliance-store`: a client links no server
+//! code.
+//!
 //! A [`Client`] first verifies the deployment exactly as `evidence verify --url` does
 //! (DCAP quote and collateral, RTMR replay, compose hash and its event, pinned images,
 //! report data ↔ `sha256sum.txt` ↔ the served certificate, CAA ↔ ACME account,

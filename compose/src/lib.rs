@@ -13,6 +13,9 @@
 //! * [`render_dev`] is what `appliance dev` seals to: the same template with the documented
 //!   placeholder image [`DEV_IMAGE`].
 //! * [`governance`] proposes a compose hash to the `AppGovernance` contract.
+//!
+//! May depend on: `chain-contracts` (the `AppGovernance` binding and its RPC client, for
+//! [`governance`]); never on `appliance`, whose `deploy` command uses this crate.
 
 use std::fmt;
 use std::str::FromStr;

@@ -15,6 +15,10 @@
 //!
 //! `contracts/README.md` describes the rules, the choices the interfaces leave open, and how
 //! the artifacts are rebuilt and checked.
+//!
+//! May depend on: `usage-key-permissions` (the permission set of a `MirrorOp` and of the
+//! ABI struct), alloy and serde; never on `appliance-store`, `appliance-chain` or
+//! `appliance-api`: they name the contracts, the contracts name none of them.
 
 pub mod artifacts;
 mod deploy;

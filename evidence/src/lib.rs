@@ -17,6 +17,11 @@
 //! `README.md` in this crate is the manual. Without the default `verifier` feature only the
 //! parsers (`quote`, `event_log`, `simulated`, `tdvf`, `kernel`, `os_image`, `rtmr0`) are built, which is what the fuzzers use;
 //! the `providers` feature adds [`provider`] alone (what keyservice links).
+//!
+//! May depend on: `chain-contracts` only with the default `verifier` feature (the
+//! governance check reads the chain); the parsers and the providers need no workspace
+//! crate. Never on `keyservice`, `appliance` or `appliance-client`: they use it, and a
+//! verifier must build without them.
 
 pub mod event_log;
 pub mod kernel;

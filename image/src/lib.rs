@@ -29,6 +29,9 @@
 //! `blobs/sha256/…`) that also carries a Docker `manifest.json`, and the same tree as one
 //! deterministic tar that `docker load` accepts. The image digest is the SHA-256 of the
 //! manifest, the value to pin in the compose file (`NAME@sha256:…`).
+//!
+//! May depend on: no workspace crate: it packs the built binaries as files, whatever
+//! they link.
 
 use std::path::{Path, PathBuf};
 

@@ -7,6 +7,12 @@
 //! that talks to the quote provider ([`attest`]): the front end gets quotes over report data
 //! keyservice builds itself, never over data it chose. See `README.md` next to
 //! this crate for the threat model, formats and derivations.
+//!
+//! May depend on: `keyservice-api` (the protocol it answers), `evidence` (the quote
+//! providers), `chain-contracts` (the payer policy's contracts and the governance check)
+//! and `socket-file` (its socket); never on `appliance` or any other front-end crate
+//! (`appliance-store`, `appliance-chain`): it shares only the protocol crate with the
+//! front end.
 
 pub mod acme_key;
 pub mod attest;

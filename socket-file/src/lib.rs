@@ -3,6 +3,8 @@
 //! answers on it. A new server may already have replaced a stale socket at the same
 //! path while this one was stopping, and the new file may get the freed inode back,
 //! hence the change time in the identity too.
+//!
+//! May depend on: no workspace crate (std and tracing).
 
 use std::path::Path;
 

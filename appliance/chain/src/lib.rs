@@ -3,20 +3,23 @@
 //! to `AccountConfig`, the indexer that applies `AccountConfig` events of ChainSecured
 //! accounts to the store, and the deployment of the contracts.
 //!
-//! What it may depend on: `appliance-store` (the outbox, the cursors, the events'
-//! effects), `keyservice-api` (the payer signatures), `chain-contracts` (the ABI),
-//! `appliance-domain` (the retry schedule) and alloy. Never on the HTTP layer or a metrics
-//! registry: its progress goes to the [`ChainTelemetry`] the composer hands in.
+//! May depend on: `appliance-store` (the outbox, the cursors, the events' effects),
+//! `keyservice-api` (the payer signatures), `chain-contracts` (the ABI),
+//! `appliance-domain` (the retry schedule) and alloy. Never on `appliance` (the HTTP
+//! layer) or a metrics registry: its progress goes to the [`ChainTelemetry`] the composer
+//! hands in.
 //!
 //! The API never waits for the chain: writes commit locally with an outbox row; the
 //! relayer and the indexer run in the background and catch up after outages.
 
 pub mod client;
+pub mod config;
 pub mod contract_deployment;
 pub mod indexer;
 pub mod relayer;
 
 pub use client::{ChainClient, Fees, SignedTx};
+pub use config::ChainConfig;
 
 use keyservice_api::KeyError;
 

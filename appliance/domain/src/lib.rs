@@ -8,12 +8,15 @@
 //! * [`cid`]: IPFS CIDs of action code (CIDv0/CIDv1 of a UnixFS file), parsed and
 //!   computed, and their keccak hash as the chain knows it;
 //! * [`backoff`]: the one retry schedule (a doubling, capped delay) every retrying loop
-//!   of the appliance and its store waits with.
+//!   of the appliance and its store waits with;
+//! * [`settings`]: what every subsystem's configuration section shares (a secret value
+//!   that is never shown, the error of a section whose settings do not hold together).
 //!
-//! It may depend on `usage-key-permissions` and on crypto primitives only: never on the
-//! store, the HTTP layer or a runtime.
+//! May depend on: `usage-key-permissions` and crypto primitives only; never on
+//! `appliance-store`, `appliance` (the HTTP layer) or a runtime.
 
 pub mod api_keys;
 pub mod authz;
 pub mod backoff;
 pub mod cid;
+pub mod settings;

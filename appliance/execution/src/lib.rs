@@ -10,12 +10,13 @@
 //! * `fetch` and `routable`: an action's HTTP fetches, bounded, to globally routable
 //!   addresses only.
 //!
-//! What it may depend on: `appliance-store` (wallets of a scope), `appliance-domain`
-//! (CIDs), `keyservice-api`, `action-runtime` (the worker protocol) and
-//! `worker-launcher`'s client. Never on the HTTP layer: the appliance's `execution`
-//! module decides who may run what, bills it and maps these errors to responses; the
-//! pool's events go to the [`pool::PoolTelemetry`] the composer hands in.
+//! May depend on: `appliance-store` (wallets of a scope), `appliance-domain` (CIDs),
+//! `keyservice-api`, `action-runtime` (the worker protocol) and `worker-launcher` (its
+//! client). Never on `appliance` (the HTTP layer): the appliance's `execution` module
+//! decides who may run what, bills it and maps these errors to responses; the pool's
+//! events go to the [`pool::PoolTelemetry`] the composer hands in.
 
+pub mod config;
 pub mod fair;
 pub mod fetch;
 pub mod host;

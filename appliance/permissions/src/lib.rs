@@ -18,6 +18,9 @@
 //! The serde form is the fields by name, in declaration order, none optional. It is
 //! persisted (the appliance's chain outbox stores `MirrorPermissions` in it): renaming a
 //! field breaks existing databases.
+//!
+//! May depend on: no workspace crate, serde only; never on `appliance-api` or
+//! `chain-contracts`, which both depend on it so that neither needs the other.
 
 use serde::{Deserialize, Serialize};
 

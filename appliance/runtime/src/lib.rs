@@ -12,6 +12,10 @@
 //!
 //! The JS API is described in `docs/compatibility.md` ("Action runtime contract"); the process model in
 //! [`worker`].
+//!
+//! May depend on: no workspace crate (boa, the protocol's serde, the lock-down's system
+//! calls); never on `keyservice-api` or `appliance`: whatever an action may do beyond
+//! computing goes back to its parent as a host call.
 
 #[cfg(feature = "worker")]
 pub mod ethers;

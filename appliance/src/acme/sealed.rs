@@ -382,7 +382,11 @@ mod tests {
     fn store(dir: &Path) -> AcmeStore {
         AcmeStore::new(
             Backing::Dir(dir.to_owned()),
-            Keys::new(&dir.join("no.sock"), std::time::Duration::from_secs(1)),
+            Keys::new(
+                &dir.join("no.sock"),
+                std::time::Duration::from_secs(1),
+                Default::default(),
+            ),
         )
     }
 

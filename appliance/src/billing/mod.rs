@@ -20,6 +20,7 @@
 //! Without Stripe keys billing is disabled: nothing is charged, and the billing endpoints
 //! other than `balance` answer 503.
 
+pub mod config;
 pub mod stripe;
 
 use std::collections::HashMap;
@@ -379,8 +380,9 @@ impl Drop for ActionTicket {
     }
 }
 
-/// Whether `id` looks like a payment intent id (and is safe in a URL path).
-fn is_intent_id(id: &str) -> bool {
+/// Whether `id` looks like a payment intent id (and is safe in a URL path); the wire
+/// schema of `appliance_api::PaymentIntentId` says the same.
+pub(crate) fn is_intent_id(id: &str) -> bool {
     id.len() <= 255
         && id
             .strip_prefix("pi_")

@@ -109,7 +109,7 @@ pub async fn run(args: &DeployArgs) -> Result<Deployed, DeployCmdError> {
         Err(_) => DeploySigner::Payer(Payer::Admin),
     };
 
-    let (keys, supervisor) = crate::start_keyservice(&config)
+    let (keys, supervisor) = crate::startup::start_keyservice(&config, &Default::default())
         .await
         .map_err(|e| DeployCmdError::Keyservice(e.to_string()))?;
     let result = deploy_with(&config, &keys, signer, args).await;

@@ -12,7 +12,7 @@
 
 use std::path::Path;
 
-use crate::config::{Config, StoreEngine};
+use crate::config::Config;
 use crate::store::{SealedRootRow, Store, StoreError};
 
 /// The sealed-root file format (keyservice/src/sealing.rs): magic, version, compose hash,
@@ -40,10 +40,11 @@ pub enum RootCommandError {
 }
 
 async fn open(config: &Config) -> Result<Store, RootCommandError> {
-    let (StoreEngine::Postgres, Some(url)) = (config.store.engine, &config.store.url) else {
-        return Err(RootCommandError::NotShared);
-    };
-    Ok(Store::open_postgres(crate::pg_options(&config.store, url)).await?)
+    let options = config
+        .store
+        .pg_options()
+        .ok_or(RootCommandError::NotShared)?;
+    Ok(Store::open_postgres(options).await?)
 }
 
 /// Writes the sealed root of `compose_hash` (default: the one recorded last) to `out`,

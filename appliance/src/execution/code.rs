@@ -10,12 +10,13 @@
 //! edit). No cache of verified CIDs: it would have to be keyed on a hash of the bytes
 //! computed here, which costs what recomputing the CID costs.
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use super::{ExecContext, ExecError};
 use crate::cid;
 use crate::store::{AccountId, CodeOwner, Store};
-use crate::telemetry::metrics;
+use crate::telemetry::metrics::Metrics;
 
 /// Where the code of a run came from, for the log and `appliance_action_code_refused`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -39,7 +40,12 @@ impl CodeSource {
 }
 
 /// Whether `code` hashes to `cid`; if not, it is refused, logged at error and counted.
-pub(super) fn verify(cid: &str, code: &[u8], source: CodeSource) -> Result<(), ExecError> {
+pub(super) fn verify(
+    cid: &str,
+    code: &[u8],
+    source: CodeSource,
+    metrics: &Metrics,
+) -> Result<(), ExecError> {
     let computed = cid::cid_v0(code);
     if computed == cid {
         return Ok(());
@@ -50,7 +56,7 @@ pub(super) fn verify(cid: &str, code: &[u8], source: CodeSource) -> Result<(), E
         source = source.as_str(),
         "action code does not hash to the CID it would run as; refused (was the code store changed outside the service?)"
     );
-    metrics::global().action_code_refused(source.as_str());
+    metrics.action_code_refused(source.as_str());
     Err(ExecError::CodeIntegrity {
         cid: cid.to_owned(),
         origin: source,
@@ -62,6 +68,7 @@ pub(super) fn verify(cid: &str, code: &[u8], source: CodeSource) -> Result<(), E
 pub struct Gateway {
     base: String,
     client: reqwest::Client,
+    metrics: Arc<Metrics>,
 }
 
 /// Why the gateway gave no usable code.
@@ -81,7 +88,7 @@ pub enum GatewayError {
 }
 
 impl Gateway {
-    pub fn new(url: &str) -> Result<Self, GatewayError> {
+    pub fn new(url: &str, metrics: Arc<Metrics>) -> Result<Self, GatewayError> {
         Ok(Self {
             base: url.trim_end_matches('/').to_owned(),
             client: reqwest::Client::builder()
@@ -89,6 +96,7 @@ impl Gateway {
                 .timeout(Duration::from_secs(20))
                 .build()
                 .map_err(GatewayError::Client)?,
+            metrics,
         })
     }
 
@@ -122,7 +130,8 @@ impl Gateway {
                 cid,
                 "the IPFS gateway's content does not hash to the CID asked for"
             );
-            metrics::global().action_code_refused(CodeSource::Gateway.as_str());
+            self.metrics
+                .action_code_refused(CodeSource::Gateway.as_str());
             return Err(GatewayError::WrongContent(cid.to_owned()));
         }
         String::from_utf8(body)
@@ -180,7 +189,8 @@ pub(super) async fn resolve(
         remember(ctx, account, &cid_text, &code, false).await;
         return Ok(code);
     }
-    if let Some((code, own)) = stored(ctx.store, account, &cid_text).await? {
+    if let Some((code, own)) = stored(ctx.store, account, &cid_text, ctx.executor.metrics()).await?
+    {
         if !own {
             // Found in the anonymous area, which strangers may churn: keep a copy of
             // what this account runs in its own area.
@@ -205,11 +215,12 @@ async fn stored(
     store: &Store,
     account: AccountId,
     cid_text: &str,
+    metrics: &Metrics,
 ) -> Result<Option<(String, bool)>, ExecError> {
     let Some((bytes, own)) = store.code_for(account, cid_text.to_owned()).await? else {
         return Ok(None);
     };
-    verify(cid_text, &bytes, CodeSource::Store)?;
+    verify(cid_text, &bytes, CodeSource::Store, metrics)?;
     let code =
         String::from_utf8(bytes).map_err(|_| ExecError::StoredCodeNotUtf8(cid_text.to_owned()))?;
     Ok(Some((code, own)))
@@ -257,8 +268,8 @@ mod tests {
     use keyservice_api::{Address, DerivationPath, PkpId};
 
     /// `appliance_action_code_refused_total{source="store"}` of this process.
-    fn refused_from_store() -> f64 {
-        let text = metrics::global().encode().unwrap();
+    fn refused_from_store(metrics: &Metrics) -> f64 {
+        let text = metrics.encode().unwrap();
         text.lines()
             .find_map(|l| l.strip_prefix("appliance_action_code_refused_total{source=\"store\"} "))
             .map_or(0.0, |v| v.trim().parse().unwrap())
@@ -267,6 +278,7 @@ mod tests {
     store_test! {
     async fn code_edited_in_the_store_is_refused_and_counted(db) {
         let store = db.open().await;
+        let metrics = Metrics::new();
         let account = store
             .create_account(
                 NewAccount {
@@ -294,7 +306,7 @@ mod tests {
                 .unwrap();
         }
         assert_eq!(
-            stored(&store, account, &cid).await.unwrap(),
+            stored(&store, account, &cid, &metrics).await.unwrap(),
             Some((mine.to_owned(), true))
         );
 
@@ -310,15 +322,15 @@ mod tests {
             evil.len()
         ))
         .await;
-        let before = refused_from_store();
-        match stored(&store, account, &cid).await {
+        let before = refused_from_store(&metrics);
+        match stored(&store, account, &cid, &metrics).await {
             Err(ExecError::CodeIntegrity { cid: refused, origin }) => {
                 assert_eq!(refused, cid);
                 assert_eq!(origin, CodeSource::Store);
             }
             other => panic!("tampered code was handed out: {other:?}"),
         }
-        assert!(refused_from_store() >= before + 1.0, "the refusal was not counted");
+        assert!(refused_from_store(&metrics) >= before + 1.0, "the refusal was not counted");
 
         // Bytes that are not even text are refused as tampering too, not as a bug.
         db.behind_the_back(&format!(
@@ -330,7 +342,7 @@ mod tests {
         ))
         .await;
         assert!(matches!(
-            stored(&store, account, &cid).await,
+            stored(&store, account, &cid, &metrics).await,
             Err(ExecError::CodeIntegrity { .. })
         ));
     }
@@ -340,10 +352,11 @@ mod tests {
     fn code_that_hashes_to_its_cid_passes_and_any_other_is_refused() {
         let code = b"async function main() { return 1; }";
         let cid = cid::cid_v0(code);
-        assert!(verify(&cid, code, CodeSource::Inline).is_ok());
+        let metrics = Metrics::new();
+        assert!(verify(&cid, code, CodeSource::Inline, &metrics).is_ok());
         for source in [CodeSource::Inline, CodeSource::Store, CodeSource::Gateway] {
             assert!(matches!(
-                verify(&cid, b"async function main() { return 2; }", source),
+                verify(&cid, b"async function main() { return 2; }", source, &metrics),
                 Err(ExecError::CodeIntegrity { origin, .. }) if origin == source
             ));
         }

@@ -29,7 +29,7 @@ use crate::cid;
 use crate::config::ActionsConfig;
 use crate::keyservice_client::Keys;
 use crate::store::{AccountId, CidHash, Store, StoreError, WalletScope};
-use crate::telemetry::metrics::{self, BillingKind};
+use crate::telemetry::metrics::{BillingKind, Metrics};
 use crate::telemetry::{self as telemetry, request_span};
 use code::{Gateway, GatewayError};
 use fetch::{FetchLimits, Fetcher};
@@ -176,8 +176,7 @@ fn outcome_label(result: Result<&Outcome, &ExecError>) -> &'static str {
 }
 
 /// Counts an execution's outcome (and a refusal for credit as a 402).
-fn record_outcome(result: Result<&Outcome, &ExecError>) {
-    let m = metrics::global();
+fn record_outcome(m: &Metrics, result: Result<&Outcome, &ExecError>) {
     m.action_finished(outcome_label(result));
     if let Err(ExecError::InsufficientCredit(_)) = result {
         m.payment_required(BillingKind::Action);
@@ -193,7 +192,7 @@ pub async fn execute(
     let (job, host, ticket) = match prepare(ctx, caller, job).await {
         Ok(prepared) => prepared,
         Err(err) => {
-            record_outcome(Err(&err));
+            record_outcome(ctx.executor.metrics(), Err(&err));
             return Err(err);
         }
     };
@@ -208,6 +207,7 @@ pub async fn execute(
     let paid = paid_run(
         ctx.store.clone(),
         Arc::clone(&ctx.executor.pool),
+        Arc::clone(&ctx.executor.metrics),
         job,
         host,
         ticket,
@@ -224,7 +224,7 @@ pub async fn execute(
         Ok(result) => result,
         Err(err) => {
             let err = ExecError::WorkersUnavailable(format!("the action's task failed: {err}"));
-            record_outcome(Err(&err));
+            record_outcome(ctx.executor.metrics(), Err(&err));
             Err(err)
         }
     }
@@ -281,19 +281,21 @@ async fn prepare(
 async fn paid_run(
     store: Store,
     pool: Arc<Pool>,
+    metrics: Arc<Metrics>,
     job: pool::ResolvedJob,
     host: HostContext,
     ticket: Option<ActionTicket>,
     abandoned: impl Future<Output = ()>,
 ) -> Result<Outcome, ExecError> {
-    let result = run_and_charge(store, pool, job, host, ticket, abandoned).await;
-    record_outcome(result.as_ref());
+    let result = run_and_charge(store, pool, &metrics, job, host, ticket, abandoned).await;
+    record_outcome(&metrics, result.as_ref());
     result
 }
 
 async fn run_and_charge(
     store: Store,
     pool: Arc<Pool>,
+    metrics: &Metrics,
     job: pool::ResolvedJob,
     mut host: HostContext,
     ticket: Option<ActionTicket>,
@@ -306,12 +308,12 @@ async fn run_and_charge(
         .instrument(span)
         .await?;
     let run_time = run.run_time();
-    metrics::global().action_ran(run_time);
+    metrics.action_ran(run_time);
     let mut charged = None;
     if let Some(ticket) = ticket {
         let paid_seconds = ticket.seconds();
         let cents = ticket.charge(&store, run_time).await?;
-        metrics::global().charged(BillingKind::Action, cents);
+        metrics.charged(BillingKind::Action, cents);
         tracing::info!(
             cents,
             run_ms = run_time.as_millis() as u64,
@@ -365,6 +367,7 @@ pub struct Executor {
     pool: Arc<Pool>,
     fetcher: Fetcher,
     gateway: Option<Gateway>,
+    metrics: Arc<Metrics>,
 }
 
 /// Why the action runtime could not start.
@@ -382,6 +385,7 @@ impl Executor {
         config: &ActionsConfig,
         worker_binary: std::path::PathBuf,
         worker_cwd: std::path::PathBuf,
+        metrics: Arc<Metrics>,
     ) -> Result<Self, RuntimeStartError> {
         let size = pool_size(config);
         let spawner = match &config.worker_launcher_socket {
@@ -421,13 +425,24 @@ impl Executor {
         let gateway = config
             .ipfs_gateway
             .as_deref()
-            .map(Gateway::new)
+            .map(|url| Gateway::new(url, Arc::clone(&metrics)))
             .transpose()?;
         Ok(Self {
-            pool: Pool::new(spawner, limits, size, Arc::new(telemetry::PoolTelemetry)),
+            pool: Pool::new(
+                spawner,
+                limits,
+                size,
+                Arc::new(telemetry::PoolTelemetry(Arc::clone(&metrics))),
+            ),
             fetcher,
             gateway,
+            metrics,
         })
+    }
+
+    /// The registry the executor's events are counted in.
+    pub fn metrics(&self) -> &Metrics {
+        &self.metrics
     }
 
     /// The HTTP client actions fetch with.
@@ -441,7 +456,7 @@ impl Executor {
     }
 
     /// The worker pool as it is now (for the metrics endpoint).
-    pub fn pool_stats(&self) -> metrics::PoolStats {
+    pub fn pool_stats(&self) -> crate::telemetry::metrics::PoolStats {
         self.pool.stats()
     }
 }

@@ -60,7 +60,7 @@ async fn handle(state: AppState, request_id: Arc<str>, req: Request, next: Next)
         route.unwrap_or(metrics::UNMATCHED_ROUTE),
     );
     let started = Instant::now();
-    let _in_flight = metrics::global().request_in_flight();
+    let _in_flight = state.metrics.request_in_flight();
     let deadline = Duration::from_millis(state.config.http.request_timeout_ms);
 
     let mut response =
@@ -75,12 +75,18 @@ async fn handle(state: AppState, request_id: Arc<str>, req: Request, next: Next)
             ),
         };
     let status = response.status();
-    metrics::global().observe_request(route, &method, status.as_u16(), started.elapsed());
+    state
+        .metrics
+        .observe_request(route, &method, status.as_u16(), started.elapsed());
     if let Some(cents) = telemetry::billed_cents() {
         if status.is_success() {
-            metrics::global().charged(metrics::BillingKind::ManagementWrite, cents);
+            state
+                .metrics
+                .charged(metrics::BillingKind::ManagementWrite, cents);
         } else if status == StatusCode::PAYMENT_REQUIRED {
-            metrics::global().payment_required(metrics::BillingKind::ManagementWrite);
+            state
+                .metrics
+                .payment_required(metrics::BillingKind::ManagementWrite);
         }
     }
     traces::describe_response(&span, status.as_u16());

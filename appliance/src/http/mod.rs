@@ -10,6 +10,7 @@
 
 pub mod auth;
 pub mod billed;
+pub mod config;
 pub mod dashboard;
 pub mod extract;
 pub mod middleware;

@@ -297,7 +297,7 @@ pub async fn limit(State(state): State<AppState>, req: Request, next: Next) -> R
     match taken {
         Ok(()) => next.run(req).await,
         Err((class, wait)) => {
-            crate::telemetry::metrics::global().rate_limited(class.name());
+            state.metrics.rate_limited(class.name());
             too_many(wait)
         }
     }

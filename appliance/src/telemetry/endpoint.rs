@@ -27,7 +27,7 @@ use hyper_util::rt::{TokioIo, TokioTimer};
 use tokio::net::TcpListener;
 use tokio::sync::Semaphore;
 
-use super::metrics::{self, OutboxGauges};
+use super::metrics::OutboxGauges;
 use crate::config::SecretString;
 use crate::state::AppState;
 use crate::tls::CertResolver;
@@ -140,7 +140,7 @@ async fn answer(shared: &Shared, req: Request<Incoming>) -> Response<Full<Bytes>
     let head = req.method() == Method::HEAD;
     drop(req);
     refresh(shared).await;
-    let text = match metrics::global().encode() {
+    let text = match shared.sources.state.metrics.encode() {
         Ok(text) => text,
         Err(_) => {
             return plain(
@@ -172,8 +172,8 @@ async fn refresh(shared: &Shared) {
     if refreshed.is_some_and(|at| at.elapsed() < MIN_REFRESH) {
         return;
     }
-    let m = metrics::global();
     let state = &shared.sources.state;
+    let m = &state.metrics;
     m.set_pool(state.executor.pool_stats());
     if let Some(expiry) = shared
         .sources

@@ -12,11 +12,13 @@
 //! an atomic or a short lock). Gauges that describe state (the worker pool, the outbox,
 //! the certificate, the process) are read when scraped (`telemetry::endpoint`).
 //!
-//! One registry per process ([`global`]): the appliance is one per process, and the
-//! modules that record (the store, the keyservice client, the worker pool, the accept
-//! loop) need no handle passed to them.
+//! One registry per appliance, made by the composition root (`crate::startup`) and
+//! handed in: to the state handlers reach (`AppState::metrics`), the accept loop, the
+//! keyservice client, the executor, the trace exporter, and to the lower crates through
+//! the telemetry traits they define (`StoreTelemetry`, `ChainTelemetry`,
+//! `PoolTelemetry`, implemented in `crate::telemetry`). Nothing reaches it through a
+//! global, so two appliances in one process (tests) never share counters.
 
-use std::sync::LazyLock;
 use std::time::Duration;
 
 use prometheus_client::collector::Collector;
@@ -179,16 +181,10 @@ pub struct Metrics {
     trace_exports: Family<OutcomeLabel, Counter>,
 }
 
-static GLOBAL: LazyLock<Metrics> = LazyLock::new(Metrics::new);
-
-/// The process's metrics.
-pub fn global() -> &'static Metrics {
-    &GLOBAL
-}
-
 impl Metrics {
-    /// A fresh registry with every metric at zero (tests use their own; the appliance
-    /// uses [`global`]).
+    /// A fresh registry with every metric at zero. The composition root
+    /// (`crate::startup`) makes one per appliance and hands it to everything that
+    /// records.
     pub fn new() -> Self {
         let mut registry = Registry::default();
         registry.register_collector(Box::new(ProcessCollector::new()));

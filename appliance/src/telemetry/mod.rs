@@ -13,6 +13,7 @@
 //!   request id, which every child span of the request carries ([`request_span!`]), and
 //!   the charge of a billed write, counted once the write is answered.
 
+pub mod config;
 pub mod endpoint;
 pub mod metrics;
 pub mod traces;
@@ -82,8 +83,8 @@ pub(crate) use request_span;
 /// The store's spans and timings, as the appliance reports them: a `store.read` or
 /// `store.write` span of the current request, and
 /// `appliance_store_transaction_duration_seconds{kind}`.
-#[derive(Debug, Clone, Copy, Default)]
-pub struct StoreTelemetry;
+#[derive(Clone)]
+pub struct StoreTelemetry(pub Arc<metrics::Metrics>);
 
 impl crate::store::StoreTelemetry for StoreTelemetry {
     fn span(&self, kind: crate::store::TransactionKind) -> tracing::Span {
@@ -94,41 +95,41 @@ impl crate::store::StoreTelemetry for StoreTelemetry {
     }
 
     fn transaction(&self, kind: crate::store::TransactionKind, elapsed: std::time::Duration) {
-        metrics::global().store_transaction(kind.as_str(), elapsed);
+        self.0.store_transaction(kind.as_str(), elapsed);
     }
 }
 
 /// The chain followers' progress, as the appliance reports it: the chain head, indexed
 /// block and lag gauges.
-#[derive(Debug, Clone, Copy, Default)]
-pub struct ChainTelemetry;
+#[derive(Clone)]
+pub struct ChainTelemetry(pub Arc<metrics::Metrics>);
 
 impl appliance_chain::ChainTelemetry for ChainTelemetry {
     fn indexer_progress(&self, head: u64, indexed: u64) {
-        metrics::global().chain_indexer(head, indexed);
+        self.0.chain_indexer(head, indexed);
     }
 }
 
 /// The worker pool's events, as the appliance reports them: workers started, failed to
 /// start and retired, and how long jobs waited.
-#[derive(Debug, Clone, Copy, Default)]
-pub struct PoolTelemetry;
+#[derive(Clone)]
+pub struct PoolTelemetry(pub Arc<metrics::Metrics>);
 
 impl appliance_execution::pool::PoolTelemetry for PoolTelemetry {
     fn worker_start(&self, ok: bool) {
         if ok {
-            metrics::global().worker_started();
+            self.0.worker_started();
         } else {
-            metrics::global().worker_start_failed();
+            self.0.worker_start_failed();
         }
     }
 
     fn worker_retired(&self, reason: &'static str) {
-        metrics::global().worker_retired(reason);
+        self.0.worker_retired(reason);
     }
 
     fn action_waited(&self, wait: std::time::Duration) {
-        metrics::global().action_waited(wait);
+        self.0.action_waited(wait);
     }
 }
 

@@ -22,6 +22,7 @@
 use std::future::Future;
 use std::io::Write as _;
 use std::pin::Pin;
+use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
@@ -44,6 +45,8 @@ use tracing_subscriber::util::SubscriberInitExt as _;
 
 use crate::config::{LogConfig, LogFormat, TracesConfig};
 use crate::log_output::BatchedLog;
+
+use super::metrics::Metrics;
 
 /// Largest answer read from the collector (it says only whether it took the spans).
 const MAX_COLLECTOR_ANSWER: usize = 64 * 1024;
@@ -92,6 +95,7 @@ pub fn install(
     log: &LogConfig,
     traces: &TracesConfig,
     writer: BatchedLog,
+    metrics: Arc<Metrics>,
 ) -> Result<Option<TracesGuard>, TelemetryError> {
     let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new(&log.filter));
     // Colour codes only for a terminal, not in log files and collectors.
@@ -111,7 +115,7 @@ pub fn install(
         return Ok(None);
     };
 
-    let provider = provider(traces, &url)?;
+    let provider = provider(traces, &url, metrics)?;
     let tracer = provider.tracer("appliance");
     let otel = tracing_opentelemetry::layer()
         .with_tracer(tracer)
@@ -154,7 +158,11 @@ fn collector_host(url: &str) -> String {
         .unwrap_or_else(|| "?".to_owned())
 }
 
-fn provider(traces: &TracesConfig, url: &str) -> Result<SdkTracerProvider, TelemetryError> {
+fn provider(
+    traces: &TracesConfig,
+    url: &str,
+    metrics: Arc<Metrics>,
+) -> Result<SdkTracerProvider, TelemetryError> {
     let err = |e: &dyn std::fmt::Display| TelemetryError::Exporter(e.to_string());
     let timeout = Duration::from_millis(traces.export_timeout_ms);
     let runtime = tokio::runtime::Handle::try_current().map_err(|e| err(&e))?;
@@ -171,7 +179,11 @@ fn provider(traces: &TracesConfig, url: &str) -> Result<SdkTracerProvider, Telem
         .with_protocol(Protocol::HttpBinary)
         .with_endpoint(url)
         .with_timeout(timeout)
-        .with_http_client(ExportClient { client, runtime })
+        .with_http_client(ExportClient {
+            client,
+            runtime,
+            metrics,
+        })
         .build()
         .map_err(|e| err(&e))?;
     let batch = BatchConfigBuilder::default()
@@ -224,10 +236,16 @@ pub fn describe_response(span: &tracing::Span, status: u16) {
 /// The exporter's HTTP client: the request is sent by reqwest on the tokio runtime
 /// (the batch processor's own thread only waits for it), and the answer is read up to
 /// [`MAX_COLLECTOR_ANSWER`] bytes.
-#[derive(Debug)]
 struct ExportClient {
     client: reqwest::Client,
     runtime: tokio::runtime::Handle,
+    metrics: Arc<Metrics>,
+}
+
+impl std::fmt::Debug for ExportClient {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ExportClient").finish_non_exhaustive()
+    }
 }
 
 type Exported = Result<http::Response<Bytes>, HttpError>;
@@ -242,6 +260,7 @@ impl HttpClient for ExportClient {
         Self: 'async_trait,
     {
         let client = self.client.clone();
+        let metrics = Arc::clone(&self.metrics);
         let sent = self.runtime.spawn(send(client, request));
         Box::pin(async move {
             let answer = match sent.await {
@@ -249,7 +268,7 @@ impl HttpClient for ExportClient {
                 Err(err) => Err(Box::new(err) as HttpError),
             };
             let ok = answer.as_ref().is_ok_and(|r| r.status().is_success());
-            super::metrics::global().trace_export(ok);
+            metrics.trace_export(ok);
             answer
         })
     }

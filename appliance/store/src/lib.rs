@@ -1,11 +1,13 @@
 //! `appliance-store`: the appliance's durable state, on SQLite (bundled, WAL mode) or
 //! PostgreSQL (replicas; rows sealed by keyservice MACs, `integrity`).
 //!
-//! What it may depend on: `appliance-domain` (the permission model, key hashes),
-//! `keyservice-api` (row MACs, wallet identities), `chain-contracts` (the `AccountConfig`
-//! calls its outbox holds and the events it applies), `typed-data`, and the engines'
-//! client libraries. Never on the HTTP layer, the worker pool or a metrics registry: what
-//! it reports goes through the [`StoreTelemetry`] the composer hands in.
+//! May depend on: `appliance-domain` (the permission model, key hashes), `keyservice-api`
+//! (row MACs, wallet identities), `chain-contracts` (the `AccountConfig` calls its outbox
+//! holds and the events it applies), `typed-data` (the accepted signatures), the engines'
+//! client libraries, and with the `testing` feature (for the tests of the crates above)
+//! `test-support`. Never on `appliance` (the HTTP layer), `appliance-execution` (the
+//! worker pool) or a metrics registry: what it reports goes through the [`StoreTelemetry`]
+//! the composer hands in.
 //!
 //! One writer thread owns the writer connection and commits writes in batches (`writer`:
 //! group commit, each write in its own savepoint, so one failing write keeps nothing and
@@ -42,6 +44,7 @@ pub mod backup;
 mod base;
 mod chain_apply;
 mod chain_secured;
+pub mod config;
 mod execution;
 mod groups;
 mod integrity;
@@ -76,6 +79,7 @@ pub use backlog::OutboxBacklog;
 pub use base::{AccountId, AccountMode, ResolvedKey, UsageKeyId, WalletIdentity};
 pub use chain_apply::{ChainChange, ChainEvent};
 pub use chain_secured::{ChainSecuredAccount, Conversion, MasterKeyAccount};
+pub use config::{StoreConfig, StoreEngine};
 pub use execution::WalletScope;
 pub use groups::{GroupRecord, GroupSpec, Permitted};
 pub use integrity::{IntegrityFailure, IntegrityReport, Rollback, RowAuthenticator};

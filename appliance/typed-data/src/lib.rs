@@ -17,7 +17,11 @@
 //! Replay: [`Verified::digest`] identifies what was signed (not the signature bytes, which
 //! an attacker could re-encode), and [`Verified::remember_until`] says how long the
 //! service must remember it; the store keeps accepted digests (see
-//! `store::signatures`).
+//! `appliance_store::signature_replay`).
+//!
+//! May depend on: no workspace crate (k256 and alloy's primitives for the digest and the
+//! signer); never on `appliance` or `appliance-store`: it is a crate of its own so that its
+//! fuzz target compiles only it.
 
 use alloy_primitives::{Address, B256, U256, keccak256};
 use k256::ecdsa::{RecoveryId, Signature, VerifyingKey};

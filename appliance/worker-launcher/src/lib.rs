@@ -8,6 +8,10 @@
 //! appliance drives the worker exactly as a child of its own; the launcher reports how the
 //! worker ended and kills it when the connection ends. [`client`] is the appliance's side,
 //! [`server`] the launcher's. The crate links no interpreter.
+//!
+//! May depend on: `socket-file` (its socket, removed at exit only while still its own);
+//! never on `action-runtime`: the launcher starts the worker binary and links no
+//! interpreter.
 
 pub mod client;
 pub mod protocol;

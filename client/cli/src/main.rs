@@ -1,5 +1,8 @@
 //! `appliance-cli`: the appliance's command line (see `args.rs` for the commands and the
 //! exit statuses, and the README beside this crate).
+//!
+//! May depend on: `appliance-client` only, so every call goes through the attested,
+//! pinned connection; never on `appliance-api` directly (the client re-exports it).
 
 mod args;
 mod commands;

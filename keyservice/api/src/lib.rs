@@ -6,6 +6,10 @@
 //! connection. See `keyservice/README.md` for the protocol, the derivations and the threat
 //! model.
 //!
+//! May depend on: no workspace crate (the codec, the client on tokio, the derivation
+//! paths); never on `keyservice`: the front end links this crate, never the process that
+//! holds the keys.
+//!
 //! ```no_run
 //! # async fn demo() -> Result<(), keyservice_api::KeyError> {
 //! use keyservice_api::KeyClient;
