@@ -3,7 +3,8 @@
 //! Every non-2xx response the appliance sends has the same body (`ErrorBody`, a wire type
 //! of `appliance_api::error`),
 //! `{"error":{"code":403,"reason":"Forbidden","description":"…"}}`, whatever produced
-//! it: a handler, an extractor, routing, or a middleware (see `http::normalize_errors`).
+//! it: a handler, an extractor, routing, or a middleware
+//! (see `http::middleware::normalize_errors`).
 
 use appliance_api::error::{ErrorBody, ErrorDetail};
 use axum::Json;
@@ -207,16 +208,19 @@ impl From<crate::wallet::NotAWallet> for ApiError {
 }
 
 impl From<crate::execution::ExecError> for ApiError {
-    /// The statuses of `/lit_action`: 400/413 for the job, 404 for unknown code, 403 for
+    /// The statuses of `/lit_action`: 400/413 for the job, 422 for code that does not
+    /// hash to the `ipfs_id` sent with it, 404 for unknown code, 403 for
     /// what the caller may not run or use, 402 for credit, 429/503 for the worker pool.
     fn from(err: crate::execution::ExecError) -> Self {
         use crate::execution::ExecError;
         use crate::execution::code::GatewayError;
         match err {
             ExecError::CodeTooLarge { .. } => Self::PayloadTooLarge(err.to_string()),
-            ExecError::NoCode | ExecError::CidMismatch { .. } | ExecError::InvalidCid(_) => {
-                Self::BadRequest(err.to_string())
-            }
+            ExecError::NoCode | ExecError::InvalidCid(_) => Self::BadRequest(err.to_string()),
+            // Both fields well-formed, the code not hashing to the CID: like the gateway's
+            // wrong content, well-formed but invalid (a schema cannot say it, so a
+            // schema-valid request may get it).
+            ExecError::CidMismatch { .. } => Self::Unprocessable(err.to_string()),
             ExecError::UnknownCid(_) => Self::NotFound(err.to_string()),
             ExecError::StoredCodeNotUtf8(_) => Self::Internal(err.to_string()),
             // Like the gateway's wrong content: code was found, it is not the CID's.
@@ -279,7 +283,7 @@ mod execution_error_tests {
                     computed: "QmA".into(),
                     given: "QmB".into(),
                 },
-                400,
+                422,
                 "the code's CID is QmA, not the given ipfs_id QmB".into(),
             ),
             (

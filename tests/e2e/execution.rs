@@ -124,14 +124,15 @@ async fn runs_by_ipfs_id() {
         .clone();
     let reply = run(&app, &key, json!({"ipfs_id": cid, "js_params": {"n": 7}})).await;
     assert_eq!(reply.assert_ok()["response"], json!("by cid 7"));
-    // Code and a CID that does not match it: 400. An unknown CID: 404.
+    // Code and a CID that does not match it: 422 (both well-formed, the pair invalid).
+    // An unknown CID: 404.
     run(
         &app,
         &key,
         json!({"code": "async function main(){}", "ipfs_id": cid}),
     )
     .await
-    .assert_error(400);
+    .assert_error(422);
     let d = run(
         &app,
         &key,

@@ -5,13 +5,15 @@ use utoipa::ToSchema;
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
 pub struct NewAccountRequest {
-    /// The account's name (1 to 256 bytes).
-    #[schema(example = "my-app")]
+    /// The account's name (1 to 256 bytes once trimmed).
+    #[schema(example = "my-app", schema_with = crate::text::account_name)]
     pub account_name: String,
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(schema_with = crate::text::optional_description)]
     pub account_description: Option<String>,
     /// Forwarded to the payment processor.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(schema_with = crate::text::email)]
     pub email: Option<String>,
 }
 

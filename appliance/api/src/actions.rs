@@ -3,28 +3,32 @@
 use serde::{Deserialize, Serialize};
 use utoipa::{IntoParams, ToSchema};
 
-use crate::{PagingParams, WireU64};
+use crate::{Cid, HashedCid, PagingParams, WireU64};
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
 pub struct AddActionRequest {
     /// The raw IPFS CID of the action's code.
-    pub action_ipfs_cid: String,
+    pub action_ipfs_cid: Cid,
+    #[schema(schema_with = crate::text::name)]
     pub name: String,
     #[serde(default)]
+    #[schema(schema_with = crate::text::description)]
     pub description: String,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
 pub struct HashedCidRequest {
     /// keccak256 of the CID (from list_actions).
-    pub hashed_cid: String,
+    pub hashed_cid: HashedCid,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
 pub struct UpdateActionMetadataRequest {
-    pub hashed_cid: String,
+    pub hashed_cid: HashedCid,
+    #[schema(schema_with = crate::text::name)]
     pub name: String,
     #[serde(default)]
+    #[schema(schema_with = crate::text::description)]
     pub description: String,
 }
 
@@ -43,7 +47,6 @@ pub struct ActionItem {
 #[into_params(parameter_in = Query)]
 pub struct OptionalGroupQuery {
     /// Only the actions this group permits.
-    #[param(value_type = Option<String>)]
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub group_id: Option<WireU64>,
 }

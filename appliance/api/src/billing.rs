@@ -4,6 +4,8 @@
 use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
 
+use crate::PaymentIntentId;
+
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
 pub struct StripeConfigResponse {
     /// Stripe's publishable key, for Stripe.js in the browser.
@@ -22,8 +24,9 @@ pub struct BalanceResponse {
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
 pub struct CreatePaymentIntentRequest {
-    /// US cents, an integer of at least 500.
-    #[schema(minimum = 500, example = 500)]
+    /// US cents, an integer from 500 to 99 999 999 (Stripe's largest USD amount).
+    #[schema(minimum = 500, maximum = 99_999_999, example = 500)]
+    #[serde(deserialize_with = "crate::whole_u64")]
     pub amount_cents: u64,
 }
 
@@ -38,8 +41,7 @@ pub struct CreatePaymentIntentResponse {
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
 pub struct ConfirmPaymentRequest {
-    #[schema(example = "pi_3MtwBwLkdIwHu7ix28a3tqPa")]
-    pub payment_intent_id: String,
+    pub payment_intent_id: PaymentIntentId,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]

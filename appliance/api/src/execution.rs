@@ -3,8 +3,17 @@
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use utoipa::ToSchema;
+use utoipa::openapi::schema::{
+    AllOfBuilder, AnyOfBuilder, ObjectBuilder, OneOfBuilder, Schema, SchemaType, Type,
+};
+use utoipa::openapi::{Ref, RefOr};
 
-#[derive(Debug, Clone, Default, Serialize, Deserialize, ToSchema)]
+use crate::Cid;
+
+/// A run: `code`, or `ipfs_id`, or both (then the code must hash to that CID, else 422),
+/// and the argument of `main`. Its schema says that one of the two is given (a hand-written
+/// [`utoipa::PartialSchema`]: the derive cannot say "at least one of").
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
 pub struct LitActionRequest {
     /// The JavaScript code (defines `main`). Give `code`, or `ipfs_id`, or both (then
     /// the code must hash to that CID).
@@ -13,11 +22,56 @@ pub struct LitActionRequest {
     /// The CID of code the service has seen (from an earlier execution or
     /// `get_lit_action_ipfs_id`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub ipfs_id: Option<String>,
-    /// The argument of `main`.
+    pub ipfs_id: Option<Cid>,
+    /// The argument of `main`: any JSON value.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schema(value_type = Object)]
     pub js_params: Option<Box<serde_json::value::RawValue>>,
+}
+
+impl utoipa::PartialSchema for LitActionRequest {
+    fn schema() -> RefOr<Schema> {
+        let nullable_string = || SchemaType::from_iter([Type::String, Type::Null]);
+        let fields = ObjectBuilder::new()
+            .property(
+                "code",
+                ObjectBuilder::new().schema_type(nullable_string()).description(Some(
+                    "The JavaScript code (defines `main`). Give `code`, or `ipfs_id`, or both (then the code must hash to that CID).",
+                )),
+            )
+            .property(
+                "ipfs_id",
+                OneOfBuilder::new()
+                    .item(ObjectBuilder::new().schema_type(Type::Null))
+                    .item(Ref::from_schema_name(Cid::name()))
+                    .description(Some(
+                        "The CID of code the service has seen (from an earlier execution or `get_lit_action_ipfs_id`).",
+                    )),
+            )
+            .property(
+                "js_params",
+                ObjectBuilder::new()
+                    .schema_type(SchemaType::AnyValue)
+                    .description(Some("The argument of `main`: any JSON value.")),
+            );
+        let given = |field: &str| {
+            ObjectBuilder::new()
+                .property(field, ObjectBuilder::new().schema_type(Type::String))
+                .required(field)
+        };
+        AllOfBuilder::new()
+            .item(fields)
+            .item(AnyOfBuilder::new().item(given("code")).item(given("ipfs_id")))
+            .description(Some(
+                "A run: `code`, or `ipfs_id`, or both (the code must then hash to the CID, else 422), and the argument of `main`.",
+            ))
+            .into()
+    }
+}
+
+impl ToSchema for LitActionRequest {
+    fn schemas(schemas: &mut Vec<(String, RefOr<Schema>)>) {
+        schemas.push((Cid::name().into(), <Cid as utoipa::PartialSchema>::schema()));
+    }
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]

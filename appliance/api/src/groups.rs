@@ -4,20 +4,23 @@
 use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
 
-use crate::{PagingParams, WireU64};
+use crate::{Cid, HashedCid, PagingParams, PermittedCidHash, PkpIdOrAddress, WireU64};
 
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, ToSchema)]
 pub struct AddGroupRequest {
+    #[schema(schema_with = crate::text::group_name)]
     pub group_name: String,
     #[serde(default)]
+    #[schema(schema_with = crate::text::description)]
     pub group_description: String,
     /// pkp_ids (or addresses) of wallets of this account; `0x` + 64 zeros = all wallets.
     #[serde(default)]
-    pub pkp_ids_permitted: Vec<String>,
+    #[schema(max_items = 1000)]
+    pub pkp_ids_permitted: Vec<PkpIdOrAddress>,
     /// Hashed CIDs of actions of this account; `0` = all actions.
     #[serde(default)]
-    #[schema(value_type = Vec<String>)]
-    pub cid_hashes_permitted: Vec<serde_json::Value>,
+    #[schema(max_items = 1000)]
+    pub cid_hashes_permitted: Vec<PermittedCidHash>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
@@ -45,47 +48,45 @@ pub struct GroupItem {
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
 pub struct UpdateGroupRequest {
-    #[schema(value_type = String)]
     pub group_id: WireU64,
+    #[schema(schema_with = crate::text::name)]
     pub name: String,
     #[serde(default)]
+    #[schema(schema_with = crate::text::description)]
     pub description: String,
     /// The complete new set of permitted wallets (replaces the old one; required, so
     /// that a rename cannot empty a group by accident).
-    pub pkp_ids_permitted: Vec<String>,
+    #[schema(max_items = 1000)]
+    pub pkp_ids_permitted: Vec<PkpIdOrAddress>,
     /// The complete new set of permitted actions (replaces the old one; required).
-    #[schema(value_type = Vec<String>)]
-    pub cid_hashes_permitted: Vec<serde_json::Value>,
+    #[schema(max_items = 1000)]
+    pub cid_hashes_permitted: Vec<PermittedCidHash>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
 pub struct GroupIdRequest {
-    #[schema(value_type = String)]
     pub group_id: WireU64,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
 pub struct GroupWalletRequest {
-    #[schema(value_type = String)]
     pub group_id: WireU64,
     /// The wallet's pkp_id or address.
-    pub pkp_id: String,
+    pub pkp_id: PkpIdOrAddress,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
 pub struct AddActionToGroupRequest {
-    #[schema(value_type = String)]
     pub group_id: WireU64,
     /// The raw IPFS CID; the service hashes it.
-    pub action_ipfs_cid: String,
+    pub action_ipfs_cid: Cid,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
 pub struct RemoveActionFromGroupRequest {
-    #[schema(value_type = String)]
     pub group_id: WireU64,
     /// keccak256 of the CID (from list_actions).
-    pub hashed_cid: String,
+    pub hashed_cid: HashedCid,
 }
 
 #[cfg(test)]
@@ -96,8 +97,8 @@ mod tests {
     fn add_group_round_trips_with_a_wildcard() {
         let req = AddGroupRequest {
             group_name: "ops".into(),
-            pkp_ids_permitted: vec![format!("0x{}", "0".repeat(64))],
-            cid_hashes_permitted: vec![serde_json::json!(0)],
+            pkp_ids_permitted: vec![format!("0x{}", "0".repeat(64)).into()],
+            cid_hashes_permitted: vec![PermittedCidHash::all()],
             ..Default::default()
         };
         let text = serde_json::to_string(&req).unwrap();

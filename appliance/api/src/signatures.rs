@@ -4,6 +4,8 @@
 use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
 
+use crate::WalletAddress;
+
 /// A wallet-signed request: the EIP-712 envelope and what `eth_signTypedData_v4` returned.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
 pub struct SignedRequest {
@@ -20,8 +22,7 @@ pub struct SignedRequest {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
 pub struct ConvertRequest {
     /// The wallet that administers the account on chain from now on; must be the signer.
-    #[schema(example = "0x70997970C51812dc3A010C7d01b50e0d17dc79C8")]
-    pub new_admin_wallet_address: String,
+    pub new_admin_wallet_address: WalletAddress,
     #[schema(value_type = Object)]
     pub typed_data: serde_json::Value,
     pub signature: String,

@@ -3,7 +3,7 @@
 use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
 
-use crate::{PagingParams, WireU64};
+use crate::{PagingParams, UsageKeyRef, WireU64};
 
 pub use usage_key_permissions::UsageKeyPermissions;
 
@@ -12,9 +12,10 @@ pub type WirePermissions = UsageKeyPermissions<Vec<WireU64>>;
 
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
 pub struct AddUsageApiKeyRequest {
-    #[schema(example = "ci-runner")]
+    #[schema(example = "ci-runner", schema_with = crate::text::name)]
     pub name: String,
     #[serde(default)]
+    #[schema(schema_with = crate::text::description)]
     pub description: String,
     #[serde(default)]
     pub can_create_groups: bool,
@@ -24,15 +25,19 @@ pub struct AddUsageApiKeyRequest {
     pub can_create_pkps: bool,
     /// Groups where the key may add and remove actions (`0` = all groups).
     #[serde(default)]
+    #[schema(max_items = 1000)]
     pub manage_ipfs_ids_in_groups: Vec<WireU64>,
     /// Groups where the key may add wallets (`0` = all groups).
     #[serde(default)]
+    #[schema(max_items = 1000)]
     pub add_pkp_to_groups: Vec<WireU64>,
     /// Groups where the key may remove wallets (`0` = all groups).
     #[serde(default)]
+    #[schema(max_items = 1000)]
     pub remove_pkp_from_groups: Vec<WireU64>,
     /// Groups where the key may execute actions (`0` = all groups).
     #[serde(default)]
+    #[schema(max_items = 1000)]
     pub execute_in_groups: Vec<WireU64>,
 }
 
@@ -72,12 +77,14 @@ pub struct UsageKeyItem {
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
 pub struct UpdateUsageApiKeyRequest {
     /// The key to update: its value, or its `0x` hash.
-    pub usage_api_key: String,
+    pub usage_api_key: UsageKeyRef,
     /// New name; kept when omitted.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(schema_with = crate::text::optional_name)]
     pub name: Option<String>,
     /// New description; kept when omitted.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(schema_with = crate::text::optional_description)]
     pub description: Option<String>,
     // The complete new permission set: it replaces the old one, and omitted fields
     // are not granted.
@@ -89,31 +96,37 @@ pub struct UpdateUsageApiKeyRequest {
     pub can_create_pkps: bool,
     /// Groups where the key may add and remove actions (`0` = all groups).
     #[serde(default)]
+    #[schema(max_items = 1000)]
     pub manage_ipfs_ids_in_groups: Vec<WireU64>,
     /// Groups where the key may add wallets (`0` = all groups).
     #[serde(default)]
+    #[schema(max_items = 1000)]
     pub add_pkp_to_groups: Vec<WireU64>,
     /// Groups where the key may remove wallets (`0` = all groups).
     #[serde(default)]
+    #[schema(max_items = 1000)]
     pub remove_pkp_from_groups: Vec<WireU64>,
     /// Groups where the key may execute actions (`0` = all groups).
     #[serde(default)]
+    #[schema(max_items = 1000)]
     pub execute_in_groups: Vec<WireU64>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
 pub struct UpdateUsageApiKeyMetadataRequest {
     /// The key: its value, or its `0x` hash.
-    pub usage_api_key: String,
+    pub usage_api_key: UsageKeyRef,
+    #[schema(schema_with = crate::text::name)]
     pub name: String,
     #[serde(default)]
+    #[schema(schema_with = crate::text::description)]
     pub description: String,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
 pub struct RemoveUsageApiKeyRequest {
     /// The key: its value, or its `0x` hash.
-    pub usage_api_key: String,
+    pub usage_api_key: UsageKeyRef,
 }
 
 /// [`WirePermissions`] from and into the seven permission fields, for the three types that

@@ -8,8 +8,10 @@ use crate::{PagingParams, WireU64};
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
 pub struct CreateWalletRequest {
     #[serde(default)]
+    #[schema(schema_with = crate::text::name)]
     pub name: String,
     #[serde(default)]
+    #[schema(schema_with = crate::text::description)]
     pub description: String,
 }
 
@@ -40,8 +42,7 @@ pub type ListWalletsRequest = PagingParams;
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, IntoParams)]
 #[into_params(parameter_in = Query)]
 pub struct GroupQuery {
-    /// The group (number, decimal or 0x hex).
-    #[param(value_type = String)]
+    /// The group (decimal or 0x hex).
     pub group_id: WireU64,
 }
 

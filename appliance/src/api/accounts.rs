@@ -35,27 +35,10 @@ pub async fn new_account(
     StartingCredit(credit): StartingCredit,
     JsonBody(req): JsonBody<NewAccountRequest>,
 ) -> Result<Json<NewAccountResponse>, ApiError> {
-    let name = req.account_name.trim().to_owned();
-    if name.is_empty() {
-        return Err(ApiError::bad_request("`account_name` must not be empty"));
-    }
-    check_text("account_name", &name, MAX_NAME_LEN)?;
+    let name = account_name(&req.account_name)?;
     let description = req.account_description.unwrap_or_default();
     check_text("account_description", &description, MAX_DESCRIPTION_LEN)?;
-    let email = match req
-        .email
-        .map(|e| e.trim().to_owned())
-        .filter(|e| !e.is_empty())
-    {
-        Some(email) => {
-            check_text("email", &email, MAX_EMAIL_LEN)?;
-            if !looks_like_email(&email) {
-                return Err(ApiError::bad_request("`email` is not an email address"));
-            }
-            Some(email)
-        }
-        None => None,
-    };
+    let email = email(req.email)?;
 
     let secret = ApiSecret::generate().map_err(|e| ApiError::Internal(e.to_string()))?;
     let api_key_hash = secret.hash();
@@ -86,6 +69,31 @@ pub async fn new_account(
     }))
 }
 
+/// The account's name as stored: trimmed, not empty, a valid name (the wire schema of
+/// `appliance_api::text::account_name` says the same).
+pub(super) fn account_name(raw: &str) -> Result<String, ApiError> {
+    let name = raw.trim().to_owned();
+    if name.is_empty() {
+        return Err(ApiError::bad_request("`account_name` must not be empty"));
+    }
+    check_text("account_name", &name, MAX_NAME_LEN)?;
+    Ok(name)
+}
+
+/// The email as stored: trimmed, blank is none (`appliance_api::text::email`).
+pub(super) fn email(raw: Option<String>) -> Result<Option<String>, ApiError> {
+    match raw.map(|e| e.trim().to_owned()).filter(|e| !e.is_empty()) {
+        Some(email) => {
+            check_text("email", &email, MAX_EMAIL_LEN)?;
+            if !looks_like_email(&email) {
+                return Err(ApiError::bad_request("`email` is not an email address"));
+            }
+            Ok(Some(email))
+        }
+        None => Ok(None),
+    }
+}
+
 fn looks_like_email(email: &str) -> bool {
     match email.split_once('@') {
         Some((local, domain)) => {
@@ -99,7 +107,9 @@ fn looks_like_email(email: &str) -> bool {
 }
 
 /// Verifies an account key (login): `true` if the presented key is a live account key,
-/// `false` for anything else (a usage key, an unknown key). 401 if no key is sent.
+/// `false` for any other well-formed key (a usage key, an unknown or revoked key: the
+/// reference service's answer, and the question this endpoint exists to answer). 401 if
+/// no key is sent, or something that is not a key (standard base64 of 32 bytes).
 #[utoipa::path(
     get,
     path = "/account_exists",
@@ -107,7 +117,7 @@ fn looks_like_email(email: &str) -> bool {
     security(("bearer" = []), ("api_key" = [])),
     responses(
         (status = 200, description = "Whether the key is a live account key", body = bool, content_type = "application/json"),
-        (status = 401, description = "No key was sent", body = ErrorBody),
+        (status = 401, description = "No key was sent, or the value sent is not a key (standard base64 of 32 bytes)", body = ErrorBody),
         ServerErrors,
     )
 )]

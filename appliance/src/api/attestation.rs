@@ -150,26 +150,58 @@ pub async fn evidences_index(State(state): State<AppState>) -> Html<String> {
     Html(state.attestation.evidence().index_html())
 }
 
+/// The quote of the evidence files, `quote.json`: the one file that takes `?nonce=`, a
+/// quote made for this request over SHA-256(sha256sum.txt) ‖ nonce. (Its own operation,
+/// so that the document says which file takes a nonce; `/evidences/{file}` serves it too.)
+#[utoipa::path(
+    get,
+    path = "/evidences/quote.json",
+    tag = "attestation",
+    params(NonceQuery),
+    responses(
+        super::RateLimited,
+        (status = 200, description = "The quote (with ?nonce, made for this request)", content_type = "application/json"),
+        (status = 400, description = "The nonce is not 64 hex digits", body = ErrorBody),
+        (status = 404, description = "No evidence yet", body = ErrorBody),
+        (status = 503, description = "With ?nonce: the quote provider is unavailable, or no evidence yet", body = ErrorBody),
+    )
+)]
+pub async fn evidence_quote(
+    State(state): State<AppState>,
+    QueryParams(query): QueryParams<NonceQuery>,
+) -> Result<Response, ApiError> {
+    serve_evidence(&state, "quote.json".to_owned(), &query).await
+}
+
 /// One evidence file: `cert-<domain>.pem`, `acme-account.json`, `sha256sum.txt`,
-/// `quote.json`. `quote.json?nonce=` is a quote made for this request over
-/// SHA-256(sha256sum.txt) ‖ nonce (the nonce applies to `quote.json` only).
+/// `quote.json`. Only `quote.json` takes `?nonce=` (see its own operation); a nonce on
+/// another file is 400.
 #[utoipa::path(
     get,
     path = "/evidences/{file}",
     tag = "attestation",
-    params(("file" = String, Path, description = "A name from the listing"), NonceQuery),
+    params(("file" = String, Path, description = "A name from the listing")),
     responses(
         super::RateLimited,
         (status = 200, description = "The file"),
-        (status = 400, description = "The nonce is not 64 hex digits, or was given for a file other than quote.json", body = ErrorBody),
+        (status = 400, description = "A nonce was given for a file other than quote.json, or is not 64 hex digits", body = ErrorBody),
         (status = 404, description = "No such evidence file", body = ErrorBody),
-        (status = 503, description = "With ?nonce: the quote provider is unavailable, or no evidence yet", body = ErrorBody),
+        (status = 503, description = "quote.json with ?nonce: the quote provider is unavailable, or no evidence yet", body = ErrorBody),
     )
 )]
 pub async fn evidence_file(
     State(state): State<AppState>,
     Path(file): Path<String>,
     QueryParams(query): QueryParams<NonceQuery>,
+) -> Result<Response, ApiError> {
+    serve_evidence(&state, file, &query).await
+}
+
+/// `file` of the evidence set, or with a nonce a fresh `quote.json`.
+async fn serve_evidence(
+    state: &AppState,
+    file: String,
+    query: &NonceQuery,
 ) -> Result<Response, ApiError> {
     if let Some(nonce) = query.parsed()? {
         if file != "quote.json" {

@@ -49,7 +49,7 @@ pub async fn stripe_config(
     security(("bearer" = []), ("api_key" = []), ("wallet_auth" = [])),
     responses(
         (status = 200, description = "The balance", body = BalanceResponse),
-        (status = 400, description = "Malformed X-Wallet-Auth", body = ErrorBody),
+        (status = 413, description = "X-Wallet-Auth is larger than 8 KiB", body = ErrorBody),
         (status = 422, description = "X-Wallet-Auth signature refused", body = ErrorBody),
         AuthErrors,
         ServerErrors,

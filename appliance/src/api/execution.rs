@@ -27,6 +27,7 @@ use crate::state::AppState;
         (status = 200, description = "The action ran (check has_error)", body = LitActionResponse),
         (status = 404, description = "Unknown ipfs_id", body = ErrorBody),
         (status = 402, description = "Insufficient credit to run for one second; nothing ran", body = ErrorBody),
+        (status = 422, description = "`code` and `ipfs_id` were both given and the code does not hash to the CID, or code from the IPFS gateway or the store does not hash to its CID", body = ErrorBody),
         BodyErrors,
         AuthErrors,
         ServerErrors,
@@ -39,6 +40,13 @@ pub async fn lit_action(
     auth: Auth,
     JsonBody(req): JsonBody<LitActionRequest, { limit::ACTION }>,
 ) -> Result<Json<LitActionResponse>, ApiError> {
+    // A malformed `ipfs_id` is a malformed field (400) even beside `code`, whose CID it
+    // would otherwise merely fail to match (422).
+    if let Some(cid) = &req.ipfs_id {
+        crate::cid::parse_cid(cid).map_err(|e| {
+            ApiError::bad_request(format!("`ipfs_id` is not a valid IPFS CID: {e}"))
+        })?;
+    }
     let ctx = ExecContext {
         store: &state.store,
         keys: &state.keys,
@@ -52,7 +60,7 @@ pub async fn lit_action(
     };
     let job = Job {
         code: req.code,
-        ipfs_id: req.ipfs_id,
+        ipfs_id: req.ipfs_id.map(appliance_api::Cid::into_string),
         // Measured before any value is built (the whole body is bounded too).
         js_params: extract::bounded_value(
             req.js_params.as_deref(),

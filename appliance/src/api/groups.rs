@@ -7,7 +7,7 @@ use appliance_api::groups::{
     AddActionToGroupRequest, AddGroupRequest, AddGroupResponse, GroupIdRequest, GroupItem,
     GroupWalletRequest, RemoveActionFromGroupRequest, UpdateGroupRequest,
 };
-use appliance_api::{HashedCidResponse, PagingParams, Success};
+use appliance_api::{HashedCidResponse, PagingParams, PermittedCidHash, PkpIdOrAddress, Success};
 use axum::Json;
 use axum::extract::State;
 
@@ -27,8 +27,8 @@ use crate::store::{GroupRecord, GroupSpec};
 fn group_spec(
     name: String,
     description: String,
-    pkp_ids: &[String],
-    cid_hashes: &[serde_json::Value],
+    pkp_ids: &[PkpIdOrAddress],
+    cid_hashes: &[PermittedCidHash],
 ) -> Result<GroupSpec, ApiError> {
     check_text("name", &name, MAX_NAME_LEN)?;
     check_text("description", &description, MAX_DESCRIPTION_LEN)?;
@@ -38,6 +38,15 @@ fn group_spec(
         wallets: parse_permitted_wallets("pkp_ids_permitted", pkp_ids)?,
         actions: parse_permitted_actions("cid_hashes_permitted", cid_hashes)?,
     })
+}
+
+/// A new group's name is not blank (then checked as any name, in [`group_spec`]; the wire
+/// schema of `appliance_api::text::group_name` says both).
+pub(super) fn check_group_name(name: &str) -> Result<(), ApiError> {
+    if name.trim().is_empty() {
+        return Err(ApiError::bad_request("`group_name` must not be empty"));
+    }
+    Ok(())
 }
 
 /// Creates a group (account key, or a usage key with `can_create_groups`).
@@ -62,9 +71,7 @@ pub async fn add_group(
     JsonBody(req): JsonBody<AddGroupRequest, { limit::LISTS }>,
 ) -> Result<Json<AddGroupResponse>, ApiError> {
     authorize(&billed.credential, Operation::CreateGroup)?;
-    if req.group_name.trim().is_empty() {
-        return Err(ApiError::bad_request("`group_name` must not be empty"));
-    }
+    check_group_name(&req.group_name)?;
     let spec = group_spec(
         req.group_name,
         req.group_description,

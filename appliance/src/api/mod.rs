@@ -19,9 +19,11 @@ pub mod signatures;
 pub mod system;
 pub mod usage_keys;
 pub mod wallets;
+#[cfg(test)]
+mod wire_formats;
 
-use appliance_api::Success;
 use appliance_api::error::ErrorBody;
+use appliance_api::{PermittedCidHash, PkpIdOrAddress, Success};
 use axum::Router;
 use utoipa::OpenApi as _;
 use utoipa_axum::router::OpenApiRouter;
@@ -86,6 +88,7 @@ pub fn routes() -> (Router<AppState>, utoipa::openapi::OpenApi) {
         .routes(routes!(attestation::attestation))
         .routes(routes!(attestation::info))
         .routes(routes!(attestation::evidences_index))
+        .routes(routes!(attestation::evidence_quote))
         .routes(routes!(attestation::evidence_file))
         .split_for_parts()
 }
@@ -95,10 +98,11 @@ pub fn success() -> axum::Json<Success> {
     axum::Json(Success { success: true })
 }
 
-/// Largest name, description and email accepted.
-pub const MAX_NAME_LEN: usize = 256;
-pub const MAX_DESCRIPTION_LEN: usize = 4096;
-pub const MAX_EMAIL_LEN: usize = 254;
+/// Largest name, description and email accepted, in bytes (the wire schemas of
+/// `appliance_api::text` state the same limits).
+pub const MAX_NAME_LEN: usize = appliance_api::text::MAX_NAME_BYTES;
+pub const MAX_DESCRIPTION_LEN: usize = appliance_api::text::MAX_DESCRIPTION_BYTES;
+pub const MAX_EMAIL_LEN: usize = appliance_api::text::MAX_EMAIL_BYTES;
 /// Largest number of group ids in one permission array.
 pub const MAX_GROUP_IDS: usize = 1000;
 
@@ -142,7 +146,8 @@ pub enum BodyErrors {
 #[derive(utoipa::IntoResponses)]
 #[allow(dead_code)]
 pub enum AuthErrors {
-    /// No key, or an unknown or revoked one.
+    /// No credential, or one that authenticates nobody: an unknown, revoked or malformed
+    /// key (or `X-Wallet-Auth`).
     #[response(status = 401)]
     Unauthorized(ErrorBody),
     /// The key lacks the permission.
@@ -200,7 +205,7 @@ fn is_zero_wallet(wallet: &WalletRef) -> bool {
 /// A group's `pkp_ids_permitted`: the zero pkp_id or zero address means all wallets.
 pub fn parse_permitted_wallets(
     field: &str,
-    items: &[String],
+    items: &[PkpIdOrAddress],
 ) -> Result<Permitted<WalletRef>, ApiError> {
     check_list_len(field, items.len())?;
     let mut out = Vec::with_capacity(items.len());
@@ -231,16 +236,17 @@ pub fn parse_cid_hash(field: &str, text: &str) -> Result<CidHash, ApiError> {
         .map_err(|_| ApiError::bad_request(format!("`{field}` must be a hashed CID: 0x + 64 hex")))
 }
 
-/// A group's `cid_hashes_permitted`: `0`, `"0"` or 32 zero bytes means all actions.
+/// A group's `cid_hashes_permitted`: `0` (also written `0.0`: JSON Schema's integer
+/// 0), `"0"` or 32 zero bytes means all actions.
 pub fn parse_permitted_actions(
     field: &str,
-    items: &[serde_json::Value],
+    items: &[PermittedCidHash],
 ) -> Result<Permitted<CidHash>, ApiError> {
     check_list_len(field, items.len())?;
     let mut out = Vec::with_capacity(items.len());
-    for item in items {
+    for PermittedCidHash(item) in items {
         let hash = match item {
-            serde_json::Value::Number(n) if n.as_u64() == Some(0) => return Ok(Permitted::All),
+            serde_json::Value::Number(n) if n.as_f64() == Some(0.0) => return Ok(Permitted::All),
             serde_json::Value::String(s) if s.trim() == "0" => return Ok(Permitted::All),
             serde_json::Value::String(s) => parse_cid_hash(field, s)?,
             _ => {
@@ -295,20 +301,26 @@ mod tests {
             vec![zero_addr],
             vec![format!("0x{}", "1".repeat(64)), zero_pkp.clone()],
         ] {
+            let all: Vec<PkpIdOrAddress> = all.into_iter().map(Into::into).collect();
             assert_eq!(parse_permitted_wallets("f", &all).unwrap(), Permitted::All);
         }
         for all in [
             serde_json::json!([0]),
+            serde_json::json!([0.0]),
             serde_json::json!(["0"]),
             serde_json::json!([zero_pkp]),
         ] {
-            assert_eq!(
-                parse_permitted_actions("f", all.as_array().unwrap()).unwrap(),
-                Permitted::All
-            );
+            let all: Vec<PermittedCidHash> = serde_json::from_value(all).unwrap();
+            assert_eq!(parse_permitted_actions("f", &all).unwrap(), Permitted::All);
         }
-        assert!(parse_permitted_actions("f", &[serde_json::json!(1)]).is_err());
-        assert!(parse_permitted_wallets("f", &["0x12".to_owned()]).is_err());
+        for bad in [
+            serde_json::json!(1),
+            serde_json::json!(0.5),
+            serde_json::json!(null),
+        ] {
+            assert!(parse_permitted_actions("f", &[PermittedCidHash(bad)]).is_err());
+        }
+        assert!(parse_permitted_wallets("f", &["0x12".into()]).is_err());
         assert_eq!(wire_actions(&Permitted::All), vec!["0".to_owned()]);
         assert_eq!(wire_wallets(&Permitted::All), vec![zero_pkp]);
     }

@@ -180,13 +180,7 @@ pub async fn convert_to_chain_secured_account(
     ApiModeMasterKey(account): ApiModeMasterKey,
     JsonBody(req): JsonBody<ConvertRequest, { limit::SIGNATURE }>,
 ) -> Result<Json<ConvertResponse>, ApiError> {
-    let new_admin = typed_data::parse_address(req.new_admin_wallet_address.trim())
-        .filter(|a| *a != Address::ZERO)
-        .ok_or_else(|| {
-            ApiError::bad_request(
-                "`new_admin_wallet_address` must be a non-zero address: 0x + 40 hex digits",
-            )
-        })?;
+    let new_admin = new_admin_address(&req.new_admin_wallet_address)?;
     let signed = SignedRequest {
         typed_data: req.typed_data,
         signature: req.signature,
@@ -221,6 +215,17 @@ pub async fn convert_to_chain_secured_account(
         ))),
         Conversion::Replayed => Err(TypedDataError::Replayed.into()),
     }
+}
+
+/// `new_admin_wallet_address`: a non-zero address (`appliance_api::WalletAddress`).
+pub(super) fn new_admin_address(text: &str) -> Result<Address, ApiError> {
+    typed_data::parse_address(text.trim())
+        .filter(|a| *a != Address::ZERO)
+        .ok_or_else(|| {
+            ApiError::bad_request(
+                "`new_admin_wallet_address` must be a non-zero address: 0x + 40 hex digits",
+            )
+        })
 }
 
 #[cfg(test)]

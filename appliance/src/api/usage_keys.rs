@@ -5,7 +5,7 @@ use appliance_api::usage_keys::{
     AddUsageApiKeyRequest, AddUsageApiKeyResponse, RemoveUsageApiKeyRequest,
     UpdateUsageApiKeyMetadataRequest, UpdateUsageApiKeyRequest, UsageKeyItem, WirePermissions,
 };
-use appliance_api::{Success, WireU64};
+use appliance_api::{PagingParams, Success, WireU64};
 use axum::Json;
 use axum::extract::State;
 
@@ -106,10 +106,7 @@ fn usage_key_item(r: UsageKeyRecord) -> UsageKeyItem {
     path = "/list_api_keys",
     tag = "usage keys",
     security(("bearer" = []), ("api_key" = [])),
-    params(
-        ("page_number" = Option<u64>, Query, description = "0-based page, default 0"),
-        ("page_size" = Option<u32>, Query, description = "Items per page, default 100, at most 1000 (larger is clamped)"),
-    ),
+    params(PagingParams),
     responses(
         (status = 200, description = "One page of keys; past the end, an empty array", body = Vec<UsageKeyItem>),
         (status = 400, description = "Malformed paging", body = ErrorBody),

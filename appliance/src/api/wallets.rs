@@ -85,9 +85,10 @@ pub async fn create_wallet_get(
 pub async fn create_wallet_post(
     State(state): State<AppState>,
     billed: Billed,
-    OptionalJsonBody(req): OptionalJsonBody<CreateWalletRequest>,
+    // No body, or `null` (the documented body is `CreateWalletRequest` or null): unnamed.
+    OptionalJsonBody(req): OptionalJsonBody<Option<CreateWalletRequest>>,
 ) -> Result<Json<CreateWalletResponse>, ApiError> {
-    create(state, billed, req.unwrap_or_default()).await
+    create(state, billed, req.flatten().unwrap_or_default()).await
 }
 
 /// A wallet record as listed.

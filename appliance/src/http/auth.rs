@@ -5,7 +5,8 @@
 //!   account key, a usage key, the former account key of a ChainSecured account, or
 //!   nothing. The extractors below decide what each of those means for their endpoints:
 //!   [`Auth`] (any live key), [`ApiModeMasterKey`] (the account key of an API-mode
-//!   account), [`SentKey`] (`account_exists`: a malformed key names no account).
+//!   account), [`SentKey`] (`account_exists`: any well-formed key, live or not).
+//!   A missing or malformed key is 401 everywhere, `account_exists` included.
 //! * `X-Wallet-Auth`: a ChainSecured account's admin wallet signs a `BillingAuth` typed
 //!   data instead of sending a key ([`WalletAuth`]; `docs/compatibility.md`: the header is standard
 //!   base64 of the JSON `{"typed_data":…,"signature":"0x…"}`).
@@ -206,18 +207,19 @@ impl FromRequestParts<AppState> for ApiModeMasterKey {
     }
 }
 
-/// The key a request sent, for a caller that only asks "is this a live account key?":
-/// `Some` hash when well-formed, `None` when a key header holds something that is not
-/// even a key (it names no account); 401 only when no key header was sent.
-pub struct SentKey(pub Option<KeyHash>);
+/// The key a request sent, for a caller that only asks "is this a live account key?"
+/// (`account_exists`): any well-formed key, whether or not it names an account (the
+/// answer is then `false`, as the reference service answers). No key, or something that
+/// is not a key at all (not standard base64 of 32 bytes), is 401 as on every endpoint.
+pub struct SentKey(pub KeyHash);
 
 impl SentKey {
     /// Whether the key is the account key of a live API-mode account.
     pub async fn is_account_key(&self, state: &AppState) -> Result<bool, ApiError> {
-        Ok(match self.0 {
-            Some(hash) => matches!(identify(state, hash).await?, KeyIdentity::AccountKey(_)),
-            None => false,
-        })
+        Ok(matches!(
+            identify(state, self.0).await?,
+            KeyIdentity::AccountKey(_)
+        ))
     }
 }
 
@@ -225,11 +227,7 @@ impl<S: Send + Sync> FromRequestParts<S> for SentKey {
     type Rejection = ApiError;
 
     async fn from_request_parts(parts: &mut Parts, _: &S) -> Result<Self, Self::Rejection> {
-        match presented_key(&parts.headers) {
-            Ok(hash) => Ok(Self(Some(hash))),
-            Err(ApiError::Unauthorized(_)) if key_header_sent(&parts.headers) => Ok(Self(None)),
-            Err(err) => Err(err),
-        }
+        presented_key(&parts.headers).map(Self)
     }
 }
 
@@ -257,14 +255,16 @@ pub enum WalletAuthError {
 }
 
 /// The HTTP status of each wallet-authentication failure (the layer that raises them
-/// maps them, so `error.rs` names nothing of the HTTP layer).
+/// maps them, so `error.rs` names nothing of the HTTP layer). A header that is not even
+/// the encoded envelope is a credential that authenticates nobody: 401, as a malformed
+/// API key is; an envelope whose signature breaks a typed-data rule is 422, as in a
+/// signed body.
 impl From<WalletAuthError> for ApiError {
     fn from(err: WalletAuthError) -> Self {
         match err {
-            WalletAuthError::Missing | WalletAuthError::NoAccount(_) => {
-                Self::Unauthorized(err.to_string())
-            }
-            WalletAuthError::Malformed(_) => Self::BadRequest(err.to_string()),
+            WalletAuthError::Missing
+            | WalletAuthError::Malformed(_)
+            | WalletAuthError::NoAccount(_) => Self::Unauthorized(err.to_string()),
             WalletAuthError::TooLarge => Self::PayloadTooLarge(err.to_string()),
             WalletAuthError::Signature(inner) => inner.into(),
         }
@@ -491,6 +491,19 @@ mod tests {
             verify_wallet_auth(&vec![b'A'; MAX_WALLET_AUTH_BYTES + 1], 31337, 0),
             Err(WalletAuthError::TooLarge)
         );
+    }
+
+    /// Something that is not even an encoded envelope authenticates nobody: 401, as a
+    /// malformed API key is (a refused signature stays 422).
+    #[test]
+    fn a_malformed_wallet_auth_is_401_like_a_malformed_key() {
+        for bad in ["SCHEMATHESIS-INVALID-VALUE", "", "e30="] {
+            let err: ApiError = verify_wallet_auth(bad.as_bytes(), 31337, 0)
+                .unwrap_err()
+                .into();
+            assert_eq!(err.status(), http::StatusCode::UNAUTHORIZED, "{bad:?}");
+            assert!(err.to_string().contains("X-Wallet-Auth must be"), "{err}");
+        }
     }
 
     #[test]

@@ -404,9 +404,9 @@ impl<T: DeserializeOwned, S: Send + Sync> FromRequestParts<S> for QueryParams<T>
     }
 }
 
-/// Default and largest `page_size` (`docs/compatibility.md`: larger values are clamped).
-pub const DEFAULT_PAGE_SIZE: u32 = 100;
-pub const MAX_PAGE_SIZE: u32 = 1000;
+/// Default and largest `page_size` (`docs/compatibility.md`: larger values are clamped,
+/// as the reference service does; the wire schema declares no maximum for that reason).
+pub use appliance_api::{DEFAULT_PAGE_SIZE, MAX_PAGE_SIZE};
 
 #[derive(serde::Deserialize)]
 struct PagingQuery {

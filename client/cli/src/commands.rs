@@ -440,7 +440,7 @@ impl Session {
             }
             KeysCommand::Remove { key } => {
                 let request = RemoveUsageApiKeyRequest {
-                    usage_api_key: key.clone(),
+                    usage_api_key: key.as_str().into(),
                 };
                 let done = self
                     .call(
@@ -466,7 +466,7 @@ impl Session {
                 let request = AddGroupRequest {
                     group_name: name.clone(),
                     group_description: description.clone(),
-                    pkp_ids_permitted: wallets.clone(),
+                    pkp_ids_permitted: wallets.iter().map(|w| w.as_str().into()).collect(),
                     cid_hashes_permitted: actions.iter().map(|a| a.as_str().into()).collect(),
                 };
                 let added = self.call("adding the group", c.add_group(&request)).await?;
@@ -501,7 +501,7 @@ impl Session {
                     group_id: WireU64(*group),
                     name: name.clone(),
                     description: description.clone(),
-                    pkp_ids_permitted: wallets.clone(),
+                    pkp_ids_permitted: wallets.iter().map(|w| w.as_str().into()).collect(),
                     cid_hashes_permitted: actions.iter().map(|a| a.as_str().into()).collect(),
                 };
                 let done = self
@@ -522,7 +522,7 @@ impl Session {
             | GroupsCommand::RemoveWallet { group, pkp_id } => {
                 let request = GroupWalletRequest {
                     group_id: WireU64(*group),
-                    pkp_id: pkp_id.clone(),
+                    pkp_id: pkp_id.as_str().into(),
                 };
                 let done = if matches!(cmd, GroupsCommand::AddWallet { .. }) {
                     self.call("adding the wallet", c.add_pkp_to_group(&request))
@@ -536,7 +536,7 @@ impl Session {
             GroupsCommand::AddAction { group, cid } => {
                 let request = AddActionToGroupRequest {
                     group_id: WireU64(*group),
-                    action_ipfs_cid: cid.clone(),
+                    action_ipfs_cid: cid.as_str().into(),
                 };
                 let added = self
                     .call("adding the action", c.add_action_to_group(&request))
@@ -548,7 +548,7 @@ impl Session {
             GroupsCommand::RemoveAction { group, hashed_cid } => {
                 let request = RemoveActionFromGroupRequest {
                     group_id: WireU64(*group),
-                    hashed_cid: hashed_cid.clone(),
+                    hashed_cid: hashed_cid.as_str().into(),
                 };
                 let done = self
                     .call("removing the action", c.remove_action_from_group(&request))
@@ -619,7 +619,7 @@ impl Session {
                     .call("computing the CID", c.get_lit_action_ipfs_id(&code))
                     .await?;
                 let request = AddActionRequest {
-                    action_ipfs_cid: cid.clone(),
+                    action_ipfs_cid: cid.as_str().into(),
                     name: name.clone(),
                     description: description.clone(),
                 };
@@ -629,7 +629,7 @@ impl Session {
                 if let Some(g) = group {
                     let request = AddActionToGroupRequest {
                         group_id: WireU64(*g),
-                        action_ipfs_cid: cid.clone(),
+                        action_ipfs_cid: cid.as_str().into(),
                     };
                     self.call("adding it to the group", c.add_action_to_group(&request))
                         .await?;
@@ -666,7 +666,7 @@ impl Session {
             }
             ActionsCommand::Remove { hashed_cid } => {
                 let request = HashedCidRequest {
-                    hashed_cid: hashed_cid.clone(),
+                    hashed_cid: hashed_cid.as_str().into(),
                 };
                 let done = self
                     .call("removing the action", c.delete_action(&request))
@@ -687,7 +687,7 @@ impl Session {
                         Some(f) => Some(read_action(f)?),
                         None => None,
                     },
-                    ipfs_id: cid.clone(),
+                    ipfs_id: cid.as_deref().map(Into::into),
                     js_params,
                 };
                 let ran = self
@@ -756,7 +756,7 @@ fn update_request(
     p: &KeyPermissions,
 ) -> UpdateUsageApiKeyRequest {
     UpdateUsageApiKeyRequest {
-        usage_api_key: key.to_owned(),
+        usage_api_key: key.into(),
         name: name.clone(),
         description: description.clone(),
         ..UpdateUsageApiKeyRequest::default()

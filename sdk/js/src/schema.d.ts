@@ -30,7 +30,9 @@ export interface paths {
         };
         /**
          * Verifies an account key (login): `true` if the presented key is a live account key,
-         *     `false` for anything else (a usage key, an unknown key). 401 if no key is sent.
+         *     `false` for any other well-formed key (a usage key, an unknown or revoked key: the
+         *     reference service's answer, and the question this endpoint exists to answer). 401 if
+         *     no key is sent, or something that is not a key (standard base64 of 32 bytes).
          */
         get: operations["account_exists"];
         put?: never;
@@ -763,6 +765,27 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/evidences/quote.json": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * The quote of the evidence files, `quote.json`: the one file that takes `?nonce=`, a
+         *     quote made for this request over SHA-256(sha256sum.txt) ‖ nonce. (Its own operation,
+         *     so that the document says which file takes a nonce; `/evidences/{file}` serves it too.)
+         */
+        get: operations["evidence_quote"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/evidences/{file}": {
         parameters: {
             query?: never;
@@ -772,8 +795,8 @@ export interface paths {
         };
         /**
          * One evidence file: `cert-<domain>.pem`, `acme-account.json`, `sha256sum.txt`,
-         *     `quote.json`. `quote.json?nonce=` is a quote made for this request over
-         *     SHA-256(sha256sum.txt) ‖ nonce (the nonce applies to `quote.json` only).
+         *     `quote.json`. Only `quote.json` takes `?nonce=` (see its own operation); a nonce on
+         *     another file is 400.
          */
         get: operations["evidence_file"];
         put?: never;
@@ -831,22 +854,26 @@ export interface components {
         };
         AddActionRequest: {
             /** @description The raw IPFS CID of the action's code. */
-            action_ipfs_cid: string;
+            action_ipfs_cid: components["schemas"]["Cid"];
+            /** @description At most 256 bytes of UTF-8; no control characters other than newline and tab. */
             name: string;
+            /** @description At most 4096 bytes of UTF-8; no control characters other than newline and tab. */
             description?: string;
         };
         AddActionToGroupRequest: {
-            group_id: string;
+            group_id: components["schemas"]["WireU64"];
             /** @description The raw IPFS CID; the service hashes it. */
-            action_ipfs_cid: string;
+            action_ipfs_cid: components["schemas"]["Cid"];
         };
         AddGroupRequest: {
+            /** @description Not blank; at most 256 bytes of UTF-8; no control characters other than newline and tab. */
             group_name: string;
+            /** @description At most 4096 bytes of UTF-8; no control characters other than newline and tab. */
             group_description?: string;
             /** @description pkp_ids (or addresses) of wallets of this account; `0x` + 64 zeros = all wallets. */
-            pkp_ids_permitted?: string[];
+            pkp_ids_permitted?: components["schemas"]["PkpIdOrAddress"][];
             /** @description Hashed CIDs of actions of this account; `0` = all actions. */
-            cid_hashes_permitted?: string[];
+            cid_hashes_permitted?: components["schemas"]["PermittedCidHash"][];
         };
         AddGroupResponse: {
             success: boolean;
@@ -854,8 +881,9 @@ export interface components {
             group_id: string;
         };
         AddUsageApiKeyRequest: {
-            /** @example ci-runner */
+            /** @description At most 256 bytes of UTF-8; no control characters other than newline and tab. */
             name: string;
+            /** @description At most 4096 bytes of UTF-8; no control characters other than newline and tab. */
             description?: string;
             can_create_groups?: boolean;
             can_delete_groups?: boolean;
@@ -898,6 +926,11 @@ export interface components {
             /** @example $5.00 */
             balance_display: string;
         };
+        /**
+         * @description An IPFS CID, exactly as written: a CIDv0 (Qm…, base58btc of a sha2-256 multihash) or a CIDv1 in lowercase base32 (b…: raw, dag-pb, dag-cbor, libp2p-key or dag-json). The pattern covers every CIDv0 and every sha2-256 CIDv1; a CIDv1 with another multihash (1 to 64 digest bytes) is accepted too.
+         * @example QmZr5qtNmcxBdpXF7K7hSkLbxK2wUVhMhZn29PKzhynvcR
+         */
+        Cid: string;
         /** @description The action limits in force. */
         ClientConfig: {
             /** Format: int64 */
@@ -912,8 +945,7 @@ export interface components {
             max_js_params_length: number;
         };
         ConfirmPaymentRequest: {
-            /** @example pi_3MtwBwLkdIwHu7ix28a3tqPa */
-            payment_intent_id: string;
+            payment_intent_id: components["schemas"]["PaymentIntentId"];
         };
         ConfirmPaymentResponse: {
             success: boolean;
@@ -930,11 +962,8 @@ export interface components {
         };
         /** @description The conversion request: the new admin wallet and its `ConvertAccount` signature. */
         ConvertRequest: {
-            /**
-             * @description The wallet that administers the account on chain from now on; must be the signer.
-             * @example 0x70997970C51812dc3A010C7d01b50e0d17dc79C8
-             */
-            new_admin_wallet_address: string;
+            /** @description The wallet that administers the account on chain from now on; must be the signer. */
+            new_admin_wallet_address: components["schemas"]["WalletAddress"];
             typed_data: Record<string, never>;
             signature: string;
         };
@@ -949,7 +978,7 @@ export interface components {
         CreatePaymentIntentRequest: {
             /**
              * Format: int64
-             * @description US cents, an integer of at least 500.
+             * @description US cents, an integer from 500 to 99 999 999 (Stripe's largest USD amount).
              * @example 500
              */
             amount_cents: number;
@@ -964,7 +993,9 @@ export interface components {
             payment_intent_id: string;
         };
         CreateWalletRequest: {
+            /** @description At most 256 bytes of UTF-8; no control characters other than newline and tab. */
             name?: string;
+            /** @description At most 4096 bytes of UTF-8; no control characters other than newline and tab. */
             description?: string;
         };
         CreateWalletResponse: {
@@ -996,7 +1027,7 @@ export interface components {
             description: string;
         };
         GroupIdRequest: {
-            group_id: string;
+            group_id: components["schemas"]["WireU64"];
         };
         /** @description A group as listed. */
         GroupItem: {
@@ -1010,13 +1041,18 @@ export interface components {
             cid_hashes_permitted: string[];
         };
         GroupWalletRequest: {
-            group_id: string;
+            group_id: components["schemas"]["WireU64"];
             /** @description The wallet's pkp_id or address. */
-            pkp_id: string;
+            pkp_id: components["schemas"]["PkpIdOrAddress"];
         };
+        /**
+         * @description keccak256 of the CID text: 0x + 64 hex digits (the 0x may be 0X or absent; surrounding whitespace is ignored).
+         * @example 0xd81a3989ee7bd419c797813dfc27dd567737973eabdc6fd38b72442a7af0b5b5
+         */
+        HashedCid: string;
         HashedCidRequest: {
             /** @description keccak256 of the CID (from list_actions). */
-            hashed_cid: string;
+            hashed_cid: components["schemas"]["HashedCid"];
         };
         HashedCidResponse: {
             success: boolean;
@@ -1060,20 +1096,19 @@ export interface components {
              */
             tcb_info: Record<string, never>;
         };
+        /** @description A run: `code`, or `ipfs_id`, or both (the code must then hash to the CID, else 422), and the argument of `main`. */
         LitActionRequest: {
-            /**
-             * @description The JavaScript code (defines `main`). Give `code`, or `ipfs_id`, or both (then
-             *     the code must hash to that CID).
-             */
+            /** @description The JavaScript code (defines `main`). Give `code`, or `ipfs_id`, or both (then the code must hash to that CID). */
             code?: string | null;
-            /**
-             * @description The CID of code the service has seen (from an earlier execution or
-             *     `get_lit_action_ipfs_id`).
-             */
-            ipfs_id?: string | null;
-            /** @description The argument of `main`. */
-            js_params?: Record<string, never>;
-        };
+            /** @description The CID of code the service has seen (from an earlier execution or `get_lit_action_ipfs_id`). */
+            ipfs_id?: null | components["schemas"]["Cid"];
+            /** @description The argument of `main`: any JSON value. */
+            js_params?: unknown;
+        } & ({
+            code: string;
+        } | {
+            ipfs_id: string;
+        });
         LitActionResponse: {
             /**
              * @description What the code returned or set with `Lit.Actions.setResponse`: any JSON value
@@ -1086,13 +1121,11 @@ export interface components {
             error?: components["schemas"]["ActionError"] | null;
         };
         NewAccountRequest: {
-            /**
-             * @description The account's name (1 to 256 bytes).
-             * @example my-app
-             */
+            /** @description Surrounding whitespace is removed; what remains is not empty, at most 256 bytes of UTF-8, with no control characters other than newline and tab. */
             account_name: string;
+            /** @description At most 4096 bytes of UTF-8; no control characters other than newline and tab. Omitted or null: unchanged (or empty for a new account). */
             account_description?: string | null;
-            /** @description Forwarded to the payment processor. */
+            /** @description Forwarded to the payment processor. Surrounding whitespace is removed; blank or null means none; otherwise local@domain (the domain holds a dot and does not start with one), without whitespace or control characters, at most 254 bytes. */
             email?: string | null;
         };
         NewAccountResponse: {
@@ -1117,6 +1150,18 @@ export interface components {
             /** @description The `AccountConfig` contract (EIP-55), or null when none is configured. */
             contract_address?: string | null;
         };
+        /**
+         * @description A Stripe payment intent id: pi_ and ASCII letters and digits, 255 characters at most; surrounding whitespace is ignored.
+         * @example pi_3MtwBwLkdIwHu7ix28a3tqPa
+         */
+        PaymentIntentId: string;
+        /** @description A hashed CID (0x + 64 hex digits; the 0x may be 0X or absent, surrounding whitespace is ignored), or 0 (the number or the string) for all actions. */
+        PermittedCidHash: 0 | string;
+        /**
+         * @description A wallet: its pkp_id (0x + 64 hex digits) or its address (0x + 40 hex digits); the 0x may be 0X or absent, surrounding whitespace is ignored.
+         * @example 0x8d6e3f5b1b52e1a1c1d9c4f9d6d6a1b3a0e7d2c4b5a69788f0e1d2c3b4a59687
+         */
+        PkpIdOrAddress: string;
         PricesResponse: {
             /** @description Whether calls are charged (false: billing disabled, everything is free). */
             billing_enabled: boolean;
@@ -1164,13 +1209,13 @@ export interface components {
             at_unix: number;
         };
         RemoveActionFromGroupRequest: {
-            group_id: string;
+            group_id: components["schemas"]["WireU64"];
             /** @description keccak256 of the CID (from list_actions). */
-            hashed_cid: string;
+            hashed_cid: components["schemas"]["HashedCid"];
         };
         RemoveUsageApiKeyRequest: {
             /** @description The key: its value, or its `0x` hash. */
-            usage_api_key: string;
+            usage_api_key: components["schemas"]["UsageKeyRef"];
         };
         /** @description A wallet-signed request: the EIP-712 envelope and what `eth_signTypedData_v4` returned. */
         SignedRequest: {
@@ -1254,34 +1299,40 @@ export interface components {
             success: boolean;
         };
         UpdateActionMetadataRequest: {
-            hashed_cid: string;
+            hashed_cid: components["schemas"]["HashedCid"];
+            /** @description At most 256 bytes of UTF-8; no control characters other than newline and tab. */
             name: string;
+            /** @description At most 4096 bytes of UTF-8; no control characters other than newline and tab. */
             description?: string;
         };
         UpdateGroupRequest: {
-            group_id: string;
+            group_id: components["schemas"]["WireU64"];
+            /** @description At most 256 bytes of UTF-8; no control characters other than newline and tab. */
             name: string;
+            /** @description At most 4096 bytes of UTF-8; no control characters other than newline and tab. */
             description?: string;
             /**
              * @description The complete new set of permitted wallets (replaces the old one; required, so
              *     that a rename cannot empty a group by accident).
              */
-            pkp_ids_permitted: string[];
+            pkp_ids_permitted: components["schemas"]["PkpIdOrAddress"][];
             /** @description The complete new set of permitted actions (replaces the old one; required). */
-            cid_hashes_permitted: string[];
+            cid_hashes_permitted: components["schemas"]["PermittedCidHash"][];
         };
         UpdateUsageApiKeyMetadataRequest: {
             /** @description The key: its value, or its `0x` hash. */
-            usage_api_key: string;
+            usage_api_key: components["schemas"]["UsageKeyRef"];
+            /** @description At most 256 bytes of UTF-8; no control characters other than newline and tab. */
             name: string;
+            /** @description At most 4096 bytes of UTF-8; no control characters other than newline and tab. */
             description?: string;
         };
         UpdateUsageApiKeyRequest: {
             /** @description The key to update: its value, or its `0x` hash. */
-            usage_api_key: string;
-            /** @description New name; kept when omitted. */
+            usage_api_key: components["schemas"]["UsageKeyRef"];
+            /** @description At most 256 bytes of UTF-8; no control characters other than newline and tab. Kept when omitted or null. */
             name?: string | null;
-            /** @description New description; kept when omitted. */
+            /** @description At most 4096 bytes of UTF-8; no control characters other than newline and tab. Omitted or null: unchanged (or empty for a new account). */
             description?: string | null;
             can_create_groups?: boolean;
             can_delete_groups?: boolean;
@@ -1310,6 +1361,11 @@ export interface components {
             remove_pkp_from_groups: string[];
             execute_in_groups: string[];
         };
+        /**
+         * @description The usage key's value (standard padded base64 of 32 bytes, 44 characters) or its 0x + 64-hex hash; surrounding whitespace is ignored.
+         * @example 0x288028dd4d3aab664b95651ac365cb83e98c08fde24ae08dbee9e82051776976
+         */
+        UsageKeyRef: string;
         Version: {
             /** @example appliance */
             name: string;
@@ -1321,6 +1377,11 @@ export interface components {
              */
             api: string;
         };
+        /**
+         * @description A non-zero address: 0x + 40 hex digits (any case; no EIP-55 check); surrounding whitespace is ignored.
+         * @example 0x70997970C51812dc3A010C7d01b50e0d17dc79C8
+         */
+        WalletAddress: string;
         /** @description A wallet as listed. */
         WalletItem: {
             /** @description The wallet's pkp_id (the same as `pkp_id`). */
@@ -1330,7 +1391,7 @@ export interface components {
             name: string;
             description: string;
         };
-        /** @description An unsigned 64-bit id: a JSON number, a decimal string or a 0x hex string on input; a decimal string on output. */
+        /** @description An unsigned 64-bit id: on input a JSON integer (a whole number written as 2.0 is read up to 2^53), a decimal string or a 0x hex string of 1 to 16 digits (surrounding whitespace ignored); a decimal string on output. */
         WireU64: number | string;
     };
     responses: never;
@@ -1448,7 +1509,7 @@ export interface operations {
                     "application/json": boolean;
                 };
             };
-            /** @description No key was sent */
+            /** @description No key was sent, or the value sent is not a key (standard base64 of 32 bytes) */
             401: {
                 headers: {
                     [name: string]: unknown;
@@ -1523,7 +1584,10 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
-            /** @description No key, or an unknown or revoked one. */
+            /**
+             * @description No credential, or one that authenticates nobody: an unknown, revoked or malformed
+             *     key (or `X-Wallet-Auth`).
+             */
             401: {
                 headers: {
                     [name: string]: unknown;
@@ -1611,9 +1675,9 @@ export interface operations {
     list_api_keys: {
         parameters: {
             query?: {
-                /** @description 0-based page, default 0 */
+                /** @description 0-based page, default 0. */
                 page_number?: number;
-                /** @description Items per page, default 100, at most 1000 (larger is clamped) */
+                /** @description Items per page, default 100. A page holds at most 1000 items: a larger value is read as 1000 (as the reference service does), and 0 as 1. */
                 page_size?: number;
             };
             header?: never;
@@ -1640,7 +1704,10 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
-            /** @description No key, or an unknown or revoked one. */
+            /**
+             * @description No credential, or one that authenticates nobody: an unknown, revoked or malformed
+             *     key (or `X-Wallet-Auth`).
+             */
             401: {
                 headers: {
                     [name: string]: unknown;
@@ -1724,7 +1791,10 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
-            /** @description No key, or an unknown or revoked one. */
+            /**
+             * @description No credential, or one that authenticates nobody: an unknown, revoked or malformed
+             *     key (or `X-Wallet-Auth`).
+             */
             401: {
                 headers: {
                     [name: string]: unknown;
@@ -1849,7 +1919,10 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
-            /** @description No key, or an unknown or revoked one. */
+            /**
+             * @description No credential, or one that authenticates nobody: an unknown, revoked or malformed
+             *     key (or `X-Wallet-Auth`).
+             */
             401: {
                 headers: {
                     [name: string]: unknown;
@@ -1974,7 +2047,10 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
-            /** @description No key, or an unknown or revoked one. */
+            /**
+             * @description No credential, or one that authenticates nobody: an unknown, revoked or malformed
+             *     key (or `X-Wallet-Auth`).
+             */
             401: {
                 headers: {
                     [name: string]: unknown;
@@ -2086,7 +2162,10 @@ export interface operations {
                     "application/json": components["schemas"]["CreateWalletResponse"];
                 };
             };
-            /** @description No key, or an unknown or revoked one. */
+            /**
+             * @description No credential, or one that authenticates nobody: an unknown, revoked or malformed
+             *     key (or `X-Wallet-Auth`).
+             */
             401: {
                 headers: {
                     [name: string]: unknown;
@@ -2180,7 +2259,10 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
-            /** @description No key, or an unknown or revoked one. */
+            /**
+             * @description No credential, or one that authenticates nobody: an unknown, revoked or malformed
+             *     key (or `X-Wallet-Auth`).
+             */
             401: {
                 headers: {
                     [name: string]: unknown;
@@ -2270,7 +2352,7 @@ export interface operations {
             query?: {
                 /** @description 0-based page, default 0. */
                 page_number?: number;
-                /** @description Items per page, default 100, at most 1000 (larger is clamped). */
+                /** @description Items per page, default 100. A page holds at most 1000 items: a larger value is read as 1000 (as the reference service does), and 0 as 1. */
                 page_size?: number;
             };
             header?: never;
@@ -2297,7 +2379,10 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
-            /** @description No key, or an unknown or revoked one. */
+            /**
+             * @description No credential, or one that authenticates nobody: an unknown, revoked or malformed
+             *     key (or `X-Wallet-Auth`).
+             */
             401: {
                 headers: {
                     [name: string]: unknown;
@@ -2353,11 +2438,11 @@ export interface operations {
     list_wallets_in_group: {
         parameters: {
             query: {
-                /** @description The group (number, decimal or 0x hex). */
-                group_id: string;
+                /** @description The group (decimal or 0x hex). */
+                group_id: components["schemas"]["WireU64"];
                 /** @description 0-based page, default 0. */
                 page_number?: number;
-                /** @description Items per page, default 100, at most 1000 (larger is clamped). */
+                /** @description Items per page, default 100. A page holds at most 1000 items: a larger value is read as 1000 (as the reference service does), and 0 as 1. */
                 page_size?: number;
             };
             header?: never;
@@ -2384,7 +2469,10 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
-            /** @description No key, or an unknown or revoked one. */
+            /**
+             * @description No credential, or one that authenticates nobody: an unknown, revoked or malformed
+             *     key (or `X-Wallet-Auth`).
+             */
             401: {
                 headers: {
                     [name: string]: unknown;
@@ -2477,7 +2565,10 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
-            /** @description No key, or an unknown or revoked one. */
+            /**
+             * @description No credential, or one that authenticates nobody: an unknown, revoked or malformed
+             *     key (or `X-Wallet-Auth`).
+             */
             401: {
                 headers: {
                     [name: string]: unknown;
@@ -2576,7 +2667,7 @@ export interface operations {
             query?: {
                 /** @description 0-based page, default 0. */
                 page_number?: number;
-                /** @description Items per page, default 100, at most 1000 (larger is clamped). */
+                /** @description Items per page, default 100. A page holds at most 1000 items: a larger value is read as 1000 (as the reference service does), and 0 as 1. */
                 page_size?: number;
             };
             header?: never;
@@ -2603,7 +2694,10 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
-            /** @description No key, or an unknown or revoked one. */
+            /**
+             * @description No credential, or one that authenticates nobody: an unknown, revoked or malformed
+             *     key (or `X-Wallet-Auth`).
+             */
             401: {
                 headers: {
                     [name: string]: unknown;
@@ -2687,7 +2781,10 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
-            /** @description No key, or an unknown or revoked one. */
+            /**
+             * @description No credential, or one that authenticates nobody: an unknown, revoked or malformed
+             *     key (or `X-Wallet-Auth`).
+             */
             401: {
                 headers: {
                     [name: string]: unknown;
@@ -2812,7 +2909,10 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
-            /** @description No key, or an unknown or revoked one. */
+            /**
+             * @description No credential, or one that authenticates nobody: an unknown, revoked or malformed
+             *     key (or `X-Wallet-Auth`).
+             */
             401: {
                 headers: {
                     [name: string]: unknown;
@@ -2937,7 +3037,10 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
-            /** @description No key, or an unknown or revoked one. */
+            /**
+             * @description No credential, or one that authenticates nobody: an unknown, revoked or malformed
+             *     key (or `X-Wallet-Auth`).
+             */
             401: {
                 headers: {
                     [name: string]: unknown;
@@ -3062,7 +3165,10 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
-            /** @description No key, or an unknown or revoked one. */
+            /**
+             * @description No credential, or one that authenticates nobody: an unknown, revoked or malformed
+             *     key (or `X-Wallet-Auth`).
+             */
             401: {
                 headers: {
                     [name: string]: unknown;
@@ -3196,7 +3302,10 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
-            /** @description No key, or an unknown or revoked one. */
+            /**
+             * @description No credential, or one that authenticates nobody: an unknown, revoked or malformed
+             *     key (or `X-Wallet-Auth`).
+             */
             401: {
                 headers: {
                     [name: string]: unknown;
@@ -3321,7 +3430,10 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
-            /** @description No key, or an unknown or revoked one. */
+            /**
+             * @description No credential, or one that authenticates nobody: an unknown, revoked or malformed
+             *     key (or `X-Wallet-Auth`).
+             */
             401: {
                 headers: {
                     [name: string]: unknown;
@@ -3455,7 +3567,10 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
-            /** @description No key, or an unknown or revoked one. */
+            /**
+             * @description No credential, or one that authenticates nobody: an unknown, revoked or malformed
+             *     key (or `X-Wallet-Auth`).
+             */
             401: {
                 headers: {
                     [name: string]: unknown;
@@ -3580,7 +3695,10 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
-            /** @description No key, or an unknown or revoked one. */
+            /**
+             * @description No credential, or one that authenticates nobody: an unknown, revoked or malformed
+             *     key (or `X-Wallet-Auth`).
+             */
             401: {
                 headers: {
                     [name: string]: unknown;
@@ -3705,7 +3823,10 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
-            /** @description No key, or an unknown or revoked one. */
+            /**
+             * @description No credential, or one that authenticates nobody: an unknown, revoked or malformed
+             *     key (or `X-Wallet-Auth`).
+             */
             401: {
                 headers: {
                     [name: string]: unknown;
@@ -3803,10 +3924,10 @@ export interface operations {
         parameters: {
             query?: {
                 /** @description Only the actions this group permits. */
-                group_id?: string;
+                group_id?: components["schemas"]["WireU64"];
                 /** @description 0-based page, default 0. */
                 page_number?: number;
-                /** @description Items per page, default 100, at most 1000 (larger is clamped). */
+                /** @description Items per page, default 100. A page holds at most 1000 items: a larger value is read as 1000 (as the reference service does), and 0 as 1. */
                 page_size?: number;
             };
             header?: never;
@@ -3833,7 +3954,10 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
-            /** @description No key, or an unknown or revoked one. */
+            /**
+             * @description No credential, or one that authenticates nobody: an unknown, revoked or malformed
+             *     key (or `X-Wallet-Auth`).
+             */
             401: {
                 headers: {
                     [name: string]: unknown;
@@ -4044,7 +4168,10 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
-            /** @description No key, or an unknown or revoked one. */
+            /**
+             * @description No credential, or one that authenticates nobody: an unknown, revoked or malformed
+             *     key (or `X-Wallet-Auth`).
+             */
             401: {
                 headers: {
                     [name: string]: unknown;
@@ -4096,6 +4223,15 @@ export interface operations {
             };
             /** @description The body is not `application/json`. */
             415: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description `code` and `ipfs_id` were both given and the code does not hash to the CID, or code from the IPFS gateway or the store does not hash to its CID */
+            422: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -4332,16 +4468,10 @@ export interface operations {
                     "application/json": components["schemas"]["BalanceResponse"];
                 };
             };
-            /** @description Malformed X-Wallet-Auth */
-            400: {
-                headers: {
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["ErrorBody"];
-                };
-            };
-            /** @description No key, or an unknown or revoked one. */
+            /**
+             * @description No credential, or one that authenticates nobody: an unknown, revoked or malformed
+             *     key (or `X-Wallet-Auth`).
+             */
             401: {
                 headers: {
                     [name: string]: unknown;
@@ -4352,6 +4482,15 @@ export interface operations {
             };
             /** @description The key lacks the permission. */
             403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description X-Wallet-Auth is larger than 8 KiB */
+            413: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -4434,7 +4573,10 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
-            /** @description No key, or an unknown or revoked one. */
+            /**
+             * @description No credential, or one that authenticates nobody: an unknown, revoked or malformed
+             *     key (or `X-Wallet-Auth`).
+             */
             401: {
                 headers: {
                     [name: string]: unknown;
@@ -4535,7 +4677,10 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
-            /** @description No key, or an unknown or revoked one. */
+            /**
+             * @description No credential, or one that authenticates nobody: an unknown, revoked or malformed
+             *     key (or `X-Wallet-Auth`).
+             */
             401: {
                 headers: {
                     [name: string]: unknown;
@@ -5145,7 +5290,7 @@ export interface operations {
             };
         };
     };
-    evidence_file: {
+    evidence_quote: {
         parameters: {
             query?: {
                 /**
@@ -5155,6 +5300,64 @@ export interface operations {
                  */
                 nonce?: string;
             };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The quote (with ?nonce, made for this request) */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": unknown;
+                };
+            };
+            /** @description The nonce is not 64 hex digits */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description No evidence yet */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Too many requests from this client address; retry after `Retry-After` seconds. */
+            429: {
+                headers: {
+                    /** @description Whole seconds until the client may retry */
+                    "Retry-After"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description With ?nonce: the quote provider is unavailable, or no evidence yet */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
+    evidence_file: {
+        parameters: {
+            query?: never;
             header?: never;
             path: {
                 /** @description A name from the listing */
@@ -5171,7 +5374,7 @@ export interface operations {
                 };
                 content?: never;
             };
-            /** @description The nonce is not 64 hex digits, or was given for a file other than quote.json */
+            /** @description A nonce was given for a file other than quote.json, or is not 64 hex digits */
             400: {
                 headers: {
                     [name: string]: unknown;
@@ -5200,7 +5403,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
-            /** @description With ?nonce: the quote provider is unavailable, or no evidence yet */
+            /** @description quote.json with ?nonce: the quote provider is unavailable, or no evidence yet */
             503: {
                 headers: {
                     [name: string]: unknown;
