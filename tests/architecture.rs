@@ -476,3 +476,386 @@ fn the_architecture_page_names_only_real_crates_and_binaries() {
         ]
     );
 }
+
+// ---------------------------------------------------------------------------------------
+// Inside the crates: no import circle among the modules of any level of any crate.
+//
+// The crate graph is held by the compiler; what it cannot hold is the order of modules
+// inside one crate. At every level of every workspace crate (the crate root's modules,
+// then each folder module's), the modules form a graph — module `a` → module `b` when a
+// file of `a` names `b` through `crate::…`, `super::…` or `self::…` (directly, or through an
+// item the level's root re-exports with `pub use`) — and that graph must have no circle,
+// so every level reads as layers. The level's root file (`lib.rs`, `main.rs`, `mod.rs`) is
+// the shared base and is not part of its graph. Code under `#[cfg(test)]` is not counted.
+// Paths are resolved syntactically, as a reader follows them.
+
+mod module_graph {
+    use std::collections::{BTreeMap, BTreeSet};
+    use std::path::{Path, PathBuf};
+
+    use syn::visit::Visit;
+
+    pub type Graph = BTreeMap<String, BTreeSet<String>>;
+
+    fn parse(path: &Path) -> syn::File {
+        let text = std::fs::read_to_string(path)
+            .unwrap_or_else(|e| panic!("cannot read {}: {e}", path.display()));
+        syn::parse_file(&text).unwrap_or_else(|e| panic!("cannot parse {}: {e}", path.display()))
+    }
+
+    fn is_test_only(attrs: &[syn::Attribute]) -> bool {
+        attrs.iter().any(|a| {
+            a.path().is_ident("cfg")
+                && a.meta
+                    .require_list()
+                    .is_ok_and(|l| l.tokens.to_string().replace(' ', "") == "test")
+        })
+    }
+
+    fn flatten_use(tree: &syn::UseTree, prefix: &mut Vec<String>, out: &mut Vec<Vec<String>>) {
+        match tree {
+            syn::UseTree::Path(p) => {
+                prefix.push(p.ident.to_string());
+                flatten_use(&p.tree, prefix, out);
+                prefix.pop();
+            }
+            syn::UseTree::Name(n) => {
+                out.push([prefix.as_slice(), &[n.ident.to_string()]].concat());
+            }
+            syn::UseTree::Rename(r) => {
+                out.push([prefix.as_slice(), &[r.ident.to_string()]].concat());
+            }
+            syn::UseTree::Glob(_) => out.push(prefix.clone()),
+            syn::UseTree::Group(g) => {
+                for item in &g.items {
+                    flatten_use(item, prefix, out);
+                }
+            }
+        }
+    }
+
+    /// Every path a file names outside test-only code.
+    #[derive(Default)]
+    struct Paths(Vec<Vec<String>>);
+
+    impl<'ast> Visit<'ast> for Paths {
+        fn visit_item(&mut self, item: &'ast syn::Item) {
+            let attrs: &[syn::Attribute] = match item {
+                syn::Item::Mod(m) => &m.attrs,
+                syn::Item::Fn(f) => &f.attrs,
+                syn::Item::Impl(i) => &i.attrs,
+                syn::Item::Use(u) => &u.attrs,
+                syn::Item::Struct(s) => &s.attrs,
+                syn::Item::Enum(e) => &e.attrs,
+                syn::Item::Const(c) => &c.attrs,
+                syn::Item::Static(s) => &s.attrs,
+                _ => &[],
+            };
+            if is_test_only(attrs) {
+                return;
+            }
+            if let syn::Item::Use(u) = item {
+                flatten_use(&u.tree, &mut Vec::new(), &mut self.0);
+                return;
+            }
+            syn::visit::visit_item(self, item);
+        }
+
+        fn visit_path(&mut self, path: &'ast syn::Path) {
+            self.0
+                .push(path.segments.iter().map(|s| s.ident.to_string()).collect());
+            syn::visit::visit_path(self, path);
+        }
+    }
+
+    /// A module and where its children live.
+    struct Module {
+        /// From the crate root (`[]` for the root itself).
+        path: Vec<String>,
+        /// Its own file (the crate root, a flat module's file, or a folder's mod.rs).
+        file: PathBuf,
+        /// Where its children's files are (the root's folder, or the module's own folder).
+        dir: PathBuf,
+    }
+
+    /// The out-of-line child modules `module`'s file declares (test-only ones skipped),
+    /// each as a module of its own.
+    fn children(module: &Module) -> Vec<Module> {
+        let mut out = Vec::new();
+        for item in parse(&module.file).items {
+            let syn::Item::Mod(m) = item else { continue };
+            if m.content.is_some() || is_test_only(&m.attrs) {
+                continue;
+            }
+            let name = m.ident.to_string();
+            let flat = module.dir.join(format!("{name}.rs"));
+            let folder = module.dir.join(&name);
+            let file = if flat.exists() {
+                flat
+            } else {
+                folder.join("mod.rs")
+            };
+            assert!(file.exists(), "module {name} of {}", module.file.display());
+            out.push(Module {
+                path: [module.path.as_slice(), &[name]].concat(),
+                file,
+                dir: folder,
+            });
+        }
+        out
+    }
+
+    /// The module's file and those of every module below it, each with its module path.
+    fn files_below(module: &Module, out: &mut Vec<(Vec<String>, PathBuf)>) {
+        out.push((module.path.clone(), module.file.clone()));
+        for child in children(module) {
+            files_below(&child, out);
+        }
+    }
+
+    /// The absolute module path `path` points into, when it names something of this
+    /// crate (`crate::…`, `super::…`, `self::…`), from a file whose module is `from`.
+    fn absolute(path: &[String], from: &[String]) -> Option<Vec<String>> {
+        match path.first().map(String::as_str) {
+            Some("crate") => Some(path[1..].to_vec()),
+            Some("super" | "self") => {
+                let mut at = from.to_vec();
+                let mut rest = path;
+                while let Some(first) = rest.first() {
+                    match first.as_str() {
+                        "super" => {
+                            at.pop()?;
+                        }
+                        "self" => {}
+                        _ => break,
+                    }
+                    rest = &rest[1..];
+                }
+                Some([at.as_slice(), rest].concat())
+            }
+            _ => None,
+        }
+    }
+
+    /// `pub use child::…::Item` in a level's root: item → the child that defines it.
+    fn reexports(root: &Module, children: &BTreeSet<String>) -> BTreeMap<String, String> {
+        let mut out = BTreeMap::new();
+        for item in parse(&root.file).items {
+            let syn::Item::Use(u) = item else { continue };
+            if matches!(u.vis, syn::Visibility::Inherited) {
+                continue;
+            }
+            let mut paths = Vec::new();
+            flatten_use(&u.tree, &mut Vec::new(), &mut paths);
+            for path in paths {
+                let path = absolute(&path, &root.path)
+                    .and_then(|p| p.strip_prefix(root.path.as_slice()).map(<[_]>::to_vec))
+                    .unwrap_or(path);
+                if let (Some(first), Some(last)) = (path.first(), path.last())
+                    && path.len() > 1
+                    && children.contains(first)
+                {
+                    out.insert(last.clone(), first.clone());
+                }
+            }
+        }
+        out
+    }
+
+    /// The graph among `level`'s children.
+    fn level_graph(level: &Module) -> Graph {
+        let kids = children(level);
+        let names: BTreeSet<String> = kids
+            .iter()
+            .map(|k| k.path.last().unwrap().clone())
+            .collect();
+        let reexported = reexports(level, &names);
+        let mut graph = Graph::new();
+        for kid in &kids {
+            let name = kid.path.last().unwrap().clone();
+            let mut files = Vec::new();
+            files_below(kid, &mut files);
+            let mut deps = BTreeSet::new();
+            for (module, file) in files {
+                let mut paths = Paths::default();
+                paths.visit_file(&parse(&file));
+                for path in paths.0 {
+                    let Some(abs) = absolute(&path, &module) else {
+                        continue;
+                    };
+                    let Some(rest) = abs.strip_prefix(level.path.as_slice()) else {
+                        continue;
+                    };
+                    let target = match rest.first() {
+                        Some(first) if names.contains(first) => Some(first.clone()),
+                        Some(first) => reexported.get(first).cloned(),
+                        None => None,
+                    };
+                    if let Some(target) = target
+                        && target != name
+                    {
+                        deps.insert(target);
+                    }
+                }
+            }
+            graph.insert(name, deps);
+        }
+        graph
+    }
+
+    /// One circle of `graph`, if it has any (as `a → b → a`).
+    pub fn find_cycle(graph: &Graph) -> Option<Vec<String>> {
+        fn visit(
+            node: &str,
+            graph: &Graph,
+            stack: &mut Vec<String>,
+            done: &mut BTreeSet<String>,
+        ) -> Option<Vec<String>> {
+            if let Some(at) = stack.iter().position(|n| n == node) {
+                return Some([&stack[at..], &[node.to_owned()]].concat());
+            }
+            if done.contains(node) {
+                return None;
+            }
+            stack.push(node.to_owned());
+            for next in graph.get(node).into_iter().flatten() {
+                if let Some(cycle) = visit(next, graph, stack, done) {
+                    return Some(cycle);
+                }
+            }
+            stack.pop();
+            done.insert(node.to_owned());
+            None
+        }
+        let mut done = BTreeSet::new();
+        graph
+            .keys()
+            .find_map(|node| visit(node, graph, &mut Vec::new(), &mut done))
+    }
+
+    /// Every level (a crate root or folder module with children) below the crate root
+    /// `root_file`, named `crate` or `crate::a::b`, with its graph.
+    pub fn levels(root_file: &Path) -> Vec<(String, Graph)> {
+        let root = Module {
+            path: Vec::new(),
+            file: root_file.to_owned(),
+            dir: root_file.parent().unwrap().to_owned(),
+        };
+        let mut out = Vec::new();
+        let mut stack = vec![root];
+        while let Some(level) = stack.pop() {
+            let kids = children(&level);
+            if kids.is_empty() {
+                continue;
+            }
+            let name = ["crate".to_owned()]
+                .into_iter()
+                .chain(level.path.iter().cloned())
+                .collect::<Vec<_>>()
+                .join("::");
+            out.push((name, level_graph(&level)));
+            stack.extend(kids);
+        }
+        out
+    }
+}
+
+/// The library and binary roots of every workspace crate.
+fn crate_roots() -> Vec<(String, std::path::PathBuf)> {
+    let metadata = metadata();
+    let mut out = Vec::new();
+    for package in metadata["packages"].as_array().unwrap() {
+        for target in package["targets"].as_array().unwrap() {
+            let kinds: Vec<&str> = target["kind"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .filter_map(|k| k.as_str())
+                .collect();
+            if kinds
+                .iter()
+                .any(|k| matches!(*k, "lib" | "rlib" | "bin" | "proc-macro"))
+            {
+                out.push((
+                    format!(
+                        "{} ({})",
+                        package["name"].as_str().unwrap(),
+                        target["name"].as_str().unwrap()
+                    ),
+                    target["src_path"].as_str().unwrap().into(),
+                ));
+            }
+        }
+    }
+    out
+}
+
+#[test]
+fn no_module_of_any_crate_imports_its_own_importer_in_a_circle() {
+    let mut levels = 0;
+    let mut edges = 0;
+    let mut circles = Vec::new();
+    for (name, root) in crate_roots() {
+        for (level, graph) in module_graph::levels(&root) {
+            levels += 1;
+            edges += graph.values().map(BTreeSet::len).sum::<usize>();
+            if let Some(cycle) = module_graph::find_cycle(&graph) {
+                circles.push(format!("{name}, {level}: {}", cycle.join(" → ")));
+            }
+        }
+    }
+    // Guards the reader itself: seeing nothing would pass vacuously.
+    assert!(
+        levels >= 30 && edges >= 100,
+        "too little seen: {levels} levels, {edges} edges"
+    );
+    assert!(
+        circles.is_empty(),
+        "modules that import each other in a circle (make one of them the lower layer: move \
+         what both need below them, or into the level's root):\n{}",
+        circles.join("\n")
+    );
+}
+
+#[test]
+fn the_module_reader_sees_circles_and_layers() {
+    let dir = tempfile::tempdir().unwrap();
+    let write = |rel: &str, text: &str| {
+        let path = dir.path().join(rel);
+        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+        std::fs::write(path, text).unwrap();
+    };
+    write(
+        "lib.rs",
+        "mod a; mod b; mod c; pub use b::Thing; #[cfg(test)] mod tests;",
+    );
+    write("a.rs", "use crate::Thing; pub fn f() {}");
+    write("b/mod.rs", "mod inner; pub struct Thing;");
+    write("b/inner.rs", "fn g() { super::super::c::h() }");
+    write(
+        "c.rs",
+        "pub fn h() {} #[cfg(test)] mod t { use crate::a::f; }",
+    );
+    let levels = module_graph::levels(&dir.path().join("lib.rs"));
+    let (_, root) = levels.iter().find(|(n, _)| n == "crate").unwrap();
+    assert_eq!(
+        root["a"],
+        BTreeSet::from(["b".to_owned()]),
+        "through the re-export"
+    );
+    assert_eq!(
+        root["b"],
+        BTreeSet::from(["c".to_owned()]),
+        "from a nested file"
+    );
+    assert!(root["c"].is_empty(), "test-only code is not counted");
+    assert_eq!(module_graph::find_cycle(root), None);
+
+    write("c.rs", "pub fn h() { crate::a::f() }");
+    let levels = module_graph::levels(&dir.path().join("lib.rs"));
+    let (_, root) = levels.iter().find(|(n, _)| n == "crate").unwrap();
+    assert_eq!(
+        module_graph::find_cycle(root),
+        Some(vec!["a".into(), "b".into(), "c".into(), "a".into()])
+    );
+}

@@ -14,7 +14,7 @@
 //!   credit), `attest` (quotes and evidence files), `shared_root` (one root for every
 //!   replica);
 //! * keys: `keyservice_client` (the connection to the keyservice process);
-//! * operation: `config`, `telemetry` (metrics, traces, the metrics listener),
+//! * operation: `config`, `telemetry` (metrics, traces), `metrics_listener`,
 //!   `log_output`, `commands` (the operator commands: `appliance deploy`,
 //!   `backup`/`restore`, `root export`/`import`), `dev` (development mode only: the
 //!   keyservice and worker-launcher children, the local chain, the child guard).
@@ -45,6 +45,7 @@ pub mod execution;
 pub mod http;
 pub mod keyservice_client;
 pub mod log_output;
+pub mod metrics_listener;
 pub mod openapi;
 pub mod proxy_protocol;
 pub mod server;

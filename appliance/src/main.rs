@@ -248,7 +248,7 @@ async fn run(mut config: Config, mode: Mode) -> ExitCode {
         let _ = writeln!(
             out,
             "metrics: {}",
-            appliance::telemetry::endpoint::describe(addr)
+            appliance::metrics_listener::describe(addr)
         );
     }
     if let Some(pem) = &running.self_signed_pem {

@@ -19,8 +19,8 @@ use crate::config::{Config, TlsMode};
 use crate::store::Store;
 use crate::telemetry::metrics::Metrics;
 use crate::{
-    acme, api, attest, billing, chain, commands, config, dev, execution, http, keyservice_client,
-    server, shared_root, state, store, telemetry, tls,
+    acme, api, attest, billing, chain, config, dev, execution, http, keyservice_client,
+    metrics_listener, server, shared_root, state, store, telemetry, tls,
 };
 
 #[derive(Debug, thiserror::Error)]
@@ -324,9 +324,7 @@ async fn start_with(
     let followers = start_chain_followers(&config, &store, &keys, &metrics)?;
     let limits = config.http.clone();
     let billing = Arc::new(billing::Billing::new(&config.billing)?);
-    let rate_limiter = Arc::new(http::rate_limit::RateLimiter::new(&config.rate_limits));
     let state = state::AppState::new(state::Services {
-        rate_limiter,
         singletons: followers
             .as_ref()
             .map(|f| f.leadership.clone())
@@ -345,12 +343,12 @@ async fn start_with(
     });
     let (metrics_addr, metrics_task) = match metrics_listener {
         Some((listener, addr)) => {
-            let sources = telemetry::endpoint::Sources {
+            let sources = metrics_listener::Sources {
                 state: state.clone(),
                 certs: Arc::clone(&certs),
             };
             let token = state.config.metrics.bearer_token.clone();
-            let task = tokio::spawn(telemetry::endpoint::serve(listener, token, sources));
+            let task = tokio::spawn(metrics_listener::serve(listener, token, sources));
             tracing::info!(%addr, "serving metrics at /metrics");
             (Some(addr), Some(AbortOnDrop(task)))
         }
@@ -410,7 +408,7 @@ async fn open_store(config: &Config) -> Result<Store, StartError> {
             Ok(Store::open_postgres(options).await?)
         }
         None => Ok(Store::open(
-            &config.data_dir.join(commands::backup::DATABASE_FILE),
+            &config.data_dir.join(store::config::SQLITE_FILE),
         )?),
     }
 }

@@ -40,11 +40,9 @@ pub struct Services {
     pub acme: Option<crate::acme::AcmeHandle>,
     /// The quote provider and the current evidence files.
     pub attestation: crate::attest::Attestation,
-    /// Per-client-IP buckets of the unauthenticated endpoints.
-    pub rate_limiter: Arc<crate::http::rate_limit::RateLimiter>,
     /// The singletons (chain relayer, indexer) and whether this replica leads each.
     pub singletons: Vec<crate::store::Leadership>,
     /// This appliance's metrics registry (made by `crate::startup`, scraped by
-    /// `crate::telemetry::endpoint`).
+    /// `crate::metrics_listener`).
     pub metrics: Arc<crate::telemetry::metrics::Metrics>,
 }

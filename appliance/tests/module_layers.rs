@@ -1,9 +1,7 @@
-//! The appliance's module layering, read from its own source:
+//! What the appliance's layering needs beyond what crates and module order express (no
+//! import circle among the modules of any level of any crate is `tests/architecture.rs`,
+//! for the whole workspace), read from its own source:
 //!
-//! * no import circle among the modules of the store (the `appliance-store` crate), nor
-//!   among those of `api` (the base — a folder module's `mod.rs`, a crate's `lib.rs` — is
-//!   the shared base layer and is not part of the graph; its `pub use` re-exports are
-//!   followed to the module that defines the item);
 //! * the action worker pool never reaches into `api` and never builds an `ApiError`:
 //!   `error.rs` is the one place where errors become HTTP responses;
 //! * no module names a quote provider (`evidence::{DstackProvider, TsmProvider,
@@ -15,7 +13,7 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 
 use syn::visit::Visit;
@@ -51,29 +49,6 @@ fn rust_files(dir: &Path) -> Vec<PathBuf> {
         }
     }
     out.sort();
-    out
-}
-
-/// The child modules of a folder module: name → the files that make it up
-/// (`<name>.rs` and everything below `<name>/`).
-fn child_modules(dir: &Path) -> BTreeMap<String, Vec<PathBuf>> {
-    let mut out: BTreeMap<String, Vec<PathBuf>> = BTreeMap::new();
-    for path in rust_files(dir) {
-        let Ok(rel) = path.strip_prefix(dir) else {
-            continue;
-        };
-        let mut parts = rel.components();
-        let Some(first) = parts.next() else {
-            continue;
-        };
-        let first = first.as_os_str().to_string_lossy().into_owned();
-        let name = match first.strip_suffix(".rs") {
-            Some("mod") => continue,
-            Some(stem) => stem.to_owned(),
-            None => first,
-        };
-        out.entry(name).or_default().push(path);
-    }
     out
 }
 
@@ -156,186 +131,6 @@ fn names_in(path: &Path) -> Names {
     let mut names = Names::default();
     names.visit_file(&parse(path));
     names
-}
-
-/// `pub use child::{A, B}` in a parent's `mod.rs`: item name → the child defining it.
-fn reexports(mod_rs: &Path, children: &BTreeSet<String>) -> BTreeMap<String, String> {
-    let mut out = BTreeMap::new();
-    for item in parse(mod_rs).items {
-        let syn::Item::Use(u) = item else { continue };
-        if matches!(u.vis, syn::Visibility::Inherited) {
-            continue;
-        }
-        let mut paths = Vec::new();
-        use_paths(&u.tree, &mut Vec::new(), &mut paths);
-        for path in paths {
-            let path: Vec<&str> = path
-                .iter()
-                .map(String::as_str)
-                .skip_while(|s| *s == "self")
-                .collect();
-            if let (Some(first), Some(last)) = (path.first(), path.last())
-                && children.contains(*first)
-                && path.len() > 1
-            {
-                out.insert((*last).to_owned(), (*first).to_owned());
-            }
-        }
-    }
-    out
-}
-
-/// Where a layer's modules live: its folder (relative to this crate), the file of the
-/// shared base (`mod.rs` of a folder module, `lib.rs` of a crate), and the path prefix
-/// that names a sibling from anywhere (`crate::api::x`, or `crate::x` in a crate).
-struct Layer {
-    dir: &'static str,
-    base: &'static str,
-    prefix: &'static [&'static str],
-}
-
-/// `api`: a folder module of this crate.
-const API: Layer = Layer {
-    dir: "src/api",
-    base: "mod.rs",
-    prefix: &["crate", "api"],
-};
-
-/// The store: the `appliance-store` crate beside this one.
-const STORE: Layer = Layer {
-    dir: "store/src",
-    base: "lib.rs",
-    prefix: &["crate"],
-};
-
-/// The module dependency graph among the children of `layer`: child → the siblings it
-/// names.
-fn sibling_graph(layer: &Layer) -> BTreeMap<String, BTreeSet<String>> {
-    let dir = src_dir(layer.dir);
-    let mut children = child_modules(&dir);
-    children.remove(layer.base.trim_end_matches(".rs"));
-    let names: BTreeSet<String> = children.keys().cloned().collect();
-    let reexported = reexports(&dir.join(layer.base), &names);
-    let resolve = |rest: &[String]| -> Option<String> {
-        let first = rest.first()?;
-        if names.contains(first) {
-            return Some(first.clone());
-        }
-        reexported.get(first).cloned()
-    };
-    let prefixed = |path: &[String]| {
-        path.len() > layer.prefix.len() && path.iter().zip(layer.prefix).all(|(a, b)| a == b)
-    };
-    let mut graph = BTreeMap::new();
-    for (child, files) in &children {
-        let mut deps = BTreeSet::new();
-        for file in files {
-            let top_level = file.parent() == Some(dir.as_path());
-            for path in names_in(file).paths {
-                let target = match path.first().map(String::as_str) {
-                    Some("super") if top_level => resolve(&path[1..]),
-                    _ if prefixed(&path) => resolve(&path[layer.prefix.len()..]),
-                    _ => None,
-                };
-                if let Some(target) = target
-                    && &target != child
-                {
-                    deps.insert(target);
-                }
-            }
-        }
-        graph.insert(child.clone(), deps);
-    }
-    graph
-}
-
-/// One import circle, if the graph has any (as `a → b → a`).
-fn find_cycle(graph: &BTreeMap<String, BTreeSet<String>>) -> Option<Vec<String>> {
-    fn visit(
-        node: &str,
-        graph: &BTreeMap<String, BTreeSet<String>>,
-        stack: &mut Vec<String>,
-        done: &mut BTreeSet<String>,
-    ) -> Option<Vec<String>> {
-        if let Some(at) = stack.iter().position(|n| n == node) {
-            let mut cycle = stack[at..].to_vec();
-            cycle.push(node.to_owned());
-            return Some(cycle);
-        }
-        if done.contains(node) {
-            return None;
-        }
-        stack.push(node.to_owned());
-        for next in graph.get(node).into_iter().flatten() {
-            if let Some(cycle) = visit(next, graph, stack, done) {
-                return Some(cycle);
-            }
-        }
-        stack.pop();
-        done.insert(node.to_owned());
-        None
-    }
-    let mut done = BTreeSet::new();
-    graph
-        .keys()
-        .find_map(|node| visit(node, graph, &mut Vec::new(), &mut done))
-}
-
-#[test]
-fn the_cycle_finder_finds_cycles() {
-    let graph: BTreeMap<String, BTreeSet<String>> = [
-        ("a", vec!["b"]),
-        ("b", vec!["c"]),
-        ("c", vec!["a"]),
-        ("d", vec![]),
-    ]
-    .into_iter()
-    .map(|(k, v)| (k.to_owned(), v.into_iter().map(str::to_owned).collect()))
-    .collect();
-    assert_eq!(
-        find_cycle(&graph),
-        Some(vec!["a".into(), "b".into(), "c".into(), "a".into()])
-    );
-    let mut acyclic = graph;
-    acyclic.insert("c".into(), BTreeSet::new());
-    assert_eq!(find_cycle(&acyclic), None);
-}
-
-#[test]
-fn the_graph_sees_the_store_modules_and_their_edges() {
-    // Guards the reader itself: if it saw nothing it would pass vacuously.
-    let graph = sibling_graph(&STORE);
-    for module in ["accounts", "groups", "wallets", "migrations"] {
-        assert!(
-            graph.contains_key(module),
-            "no store module {module}: {graph:?}"
-        );
-    }
-    let edges: usize = graph.values().map(BTreeSet::len).sum();
-    assert!(edges >= 5, "too few edges among store modules: {graph:?}");
-}
-
-#[test]
-fn no_import_circle_among_store_modules() {
-    let graph = sibling_graph(&STORE);
-    if let Some(cycle) = find_cycle(&graph) {
-        panic!(
-            "store modules import each other in a circle: {}\n(graph: {graph:#?})",
-            cycle.join(" → ")
-        );
-    }
-}
-
-#[test]
-fn no_import_circle_among_api_modules() {
-    let graph = sibling_graph(&API);
-    assert!(graph.len() >= 5, "too few api modules seen: {graph:?}");
-    if let Some(cycle) = find_cycle(&graph) {
-        panic!(
-            "api modules import each other in a circle: {}\n(graph: {graph:#?})",
-            cycle.join(" → ")
-        );
-    }
 }
 
 #[test]

@@ -19,7 +19,7 @@ use ring::rand::SystemRandom;
 use ring::signature::{ECDSA_P256_SHA256_FIXED_SIGNING, EcdsaKeyPair, KeyPair};
 
 use crate::derive::{KeyDeriver, LABEL_ACME_ACCOUNT_KEY};
-use crate::ops::OpError;
+use crate::op_error::OpError;
 use crate::tls_keys::derive_p256;
 
 /// The derived ACME account key pair (signing with fixed-size `r ‖ s` signatures).

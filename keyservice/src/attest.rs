@@ -25,7 +25,7 @@ use keyservice_api::protocol::{HEADER_LEN, MAX_FRAME_LEN, Request, Response};
 use keyservice_api::{DeploymentInfo, QuoteBundle, QuoteSource};
 use tokio::sync::Semaphore;
 
-use crate::ops::OpError;
+use crate::op_error::OpError;
 
 /// Quote requests that may wait while one runs; more are answered `QuoteUnavailable`.
 pub const MAX_QUOTES_WAITING: usize = 16;

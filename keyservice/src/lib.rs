@@ -17,6 +17,7 @@
 pub mod acme_key;
 pub mod attest;
 pub mod derive;
+pub mod op_error;
 pub mod ops;
 pub mod payer_policy;
 pub mod platform;

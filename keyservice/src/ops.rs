@@ -5,8 +5,7 @@
 //! quote provider behind the three quote operations ([`crate::attest`]).
 
 use keyservice_api::protocol::{
-    ErrorCode, MAX_RANDOM_BYTES, MAX_ROW_MAC_ITEMS, NONCE_LEN, ROW_MAC_LEN, Request, Response,
-    TAG_LEN,
+    MAX_RANDOM_BYTES, MAX_ROW_MAC_ITEMS, NONCE_LEN, ROW_MAC_LEN, Request, Response, TAG_LEN,
 };
 use keyservice_api::{
     ComposeHash, DerivationPath, PROTOCOL_VERSION, Payer, PayerList, PlatformKind, RootId,
@@ -18,61 +17,14 @@ use ring::rand::SystemRandom;
 use zeroize::Zeroizing;
 
 use crate::acme_key::AcmeAccountKey;
-use crate::derive::{self, DeriveError, KeyDeriver, SecretScalar};
+use crate::derive::{self, KeyDeriver, SecretScalar};
+pub use crate::op_error::OpError;
 use crate::payer_policy::{PayerPolicy, PayerPolicyConfig, PolicyError, STATE_FILE};
 use crate::secret::{RootSecret, fill_random};
 use crate::tls_keys::TlsKeys;
 
 /// Largest number of API payers a keyservice will hold.
 pub const MAX_API_PAYERS: u32 = 1024;
-
-/// Why an operation failed. Messages are fixed strings: never key material.
-#[derive(Debug, thiserror::Error)]
-#[non_exhaustive]
-pub enum OpError {
-    #[error("{0}")]
-    InvalidArgument(&'static str),
-    #[error("decryption failed")]
-    DecryptFailed,
-    #[error("{0}")]
-    Internal(&'static str),
-    #[error("{0}")]
-    Refused(&'static str),
-    /// The quote provider failed or is saturated (no key material: provider messages).
-    #[error("{0}")]
-    QuoteUnavailable(String),
-    /// Shared-root mode: no root adopted yet.
-    #[error("{0}")]
-    NoRoot(&'static str),
-    /// Shared-root mode: the sealed root handed over does not open here (the reason names
-    /// no key material: lengths, compose hashes, "failed authentication").
-    #[error("{0}")]
-    RootRefused(String),
-}
-
-impl OpError {
-    pub fn code(&self) -> ErrorCode {
-        match self {
-            Self::InvalidArgument(_) => ErrorCode::InvalidArgument,
-            Self::DecryptFailed => ErrorCode::DecryptFailed,
-            Self::Internal(_) => ErrorCode::Internal,
-            Self::Refused(_) => ErrorCode::Refused,
-            Self::QuoteUnavailable(_) => ErrorCode::QuoteUnavailable,
-            Self::NoRoot(_) => ErrorCode::NoRoot,
-            Self::RootRefused(_) => ErrorCode::Refused,
-        }
-    }
-}
-
-impl From<DeriveError> for OpError {
-    fn from(e: DeriveError) -> Self {
-        Self::Internal(match e {
-            DeriveError::Sign => "signing failed",
-            DeriveError::Encoding => "public key encoding failed",
-            _ => "key derivation failed",
-        })
-    }
-}
 
 impl From<PolicyError> for OpError {
     fn from(e: PolicyError) -> Self {

@@ -30,7 +30,7 @@ use sha2::{Digest, Sha256};
 use zeroize::Zeroize;
 
 use crate::derive::{KeyDeriver, LABEL_TLS_KEY, MAX_COUNTER};
-use crate::ops::OpError;
+use crate::op_error::OpError;
 
 /// Certificate chains remembered for evidence quotes (oldest forgotten first).
 pub const MAX_REGISTERED: usize = 16;

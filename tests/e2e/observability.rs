@@ -635,7 +635,7 @@ async fn idle_scrape_connections_are_bounded_and_the_endpoint_recovers() {
     use tokio::io::AsyncReadExt as _;
     let (app, addr) = start(&[]).await;
     // 16 connections that never send a request hold every place (the bound is
-    // MAX_CONNECTIONS = 16 in appliance/src/telemetry/endpoint.rs).
+    // MAX_CONNECTIONS = 16 in appliance/src/metrics_listener.rs).
     let mut held = Vec::new();
     for _ in 0..16 {
         held.push(tokio::net::TcpStream::connect(addr).await.unwrap());

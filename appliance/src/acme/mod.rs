@@ -21,7 +21,6 @@
 //! the same leaf, which its own evidence binds to its own quote, and a client pinned to
 //! that leaf reaches any replica.
 
-pub mod config;
 mod http;
 mod jws;
 mod rollover;

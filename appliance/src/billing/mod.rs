@@ -20,7 +20,6 @@
 //! Without Stripe keys billing is disabled: nothing is charged, and the billing endpoints
 //! other than `balance` answer 503.
 
-pub mod config;
 pub mod stripe;
 
 use std::collections::HashMap;

@@ -8,9 +8,6 @@ use std::path::{Path, PathBuf};
 use crate::config::{Config, ConfigError, StoreEngine};
 use crate::store::backup::{self, BackupError, BackupSummary, RestoreSummary};
 
-/// The database file in a data directory.
-pub const DATABASE_FILE: &str = "state.db";
-
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum BackupCmdError {
@@ -48,7 +45,9 @@ pub fn database(
     if config.store.engine == StoreEngine::Postgres {
         return Err(BackupCmdError::Postgres(command));
     }
-    Ok(data_dir.unwrap_or(config.data_dir).join(DATABASE_FILE))
+    Ok(data_dir
+        .unwrap_or(config.data_dir)
+        .join(crate::store::config::SQLITE_FILE))
 }
 
 /// `appliance backup`: a consistent copy of the live database in `out`.

@@ -10,7 +10,6 @@
 
 pub mod auth;
 pub mod billed;
-pub mod config;
 pub mod dashboard;
 pub mod extract;
 pub mod middleware;
@@ -49,7 +48,10 @@ pub fn app(state: AppState, routes: (Router<AppState>, utoipa::openapi::OpenApi)
         })
         .layer(CatchPanicLayer::custom(middleware::panic_response))
         .layer(axum::middleware::from_fn_with_state(
-            state.clone(),
+            std::sync::Arc::new(rate_limit::Limits {
+                limiter: rate_limit::RateLimiter::new(&state.config.rate_limits),
+                metrics: std::sync::Arc::clone(&state.metrics),
+            }),
             rate_limit::limit,
         ))
         .layer(axum::middleware::from_fn(middleware::normalize_errors))

@@ -32,7 +32,7 @@ use http::{HeaderValue, Method, header};
 use super::{API_PREFIX, ClientAddr};
 use crate::config::RateLimitsConfig;
 use crate::error::ApiError;
-use crate::state::AppState;
+use crate::telemetry::metrics::Metrics;
 
 /// The endpoint classes, each with its own rate and burst.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -272,8 +272,19 @@ impl RateLimiter {
     }
 }
 
+/// What the rate-limit layer holds: the buckets, and the registry refusals are counted
+/// in. Built by `http::app` from the configuration; nothing else reaches the buckets.
+pub struct Limits {
+    pub limiter: RateLimiter,
+    pub metrics: std::sync::Arc<Metrics>,
+}
+
 /// The middleware: 429 with `Retry-After` for a client over its bucket.
-pub async fn limit(State(state): State<AppState>, req: Request, next: Next) -> Response {
+pub async fn limit(
+    State(limits): State<std::sync::Arc<Limits>>,
+    req: Request,
+    next: Next,
+) -> Response {
     let Some(class) = Class::of(req.method(), req.uri().path()) else {
         return next.run(req).await;
     };
@@ -284,20 +295,20 @@ pub async fn limit(State(state): State<AppState>, req: Request, next: Next) -> R
     };
     let client = ClientKey::of(peer.ip());
     let now = Instant::now();
-    let mut taken = state
-        .rate_limiter
+    let mut taken = limits
+        .limiter
         .check(class, client, now)
         .map_err(|w| (class, w));
     if taken.is_ok() && Class::is_fresh_quote(req.method(), req.uri().path(), req.uri().query()) {
-        taken = state
-            .rate_limiter
+        taken = limits
+            .limiter
             .check(Class::FreshQuote, client, now)
             .map_err(|w| (Class::FreshQuote, w));
     }
     match taken {
         Ok(()) => next.run(req).await,
         Err((class, wait)) => {
-            state.metrics.rate_limited(class.name());
+            limits.metrics.rate_limited(class.name());
             too_many(wait)
         }
     }

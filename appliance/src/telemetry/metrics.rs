@@ -10,7 +10,7 @@
 //!
 //! Most metrics are recorded where the event happens (a counter or histogram update is
 //! an atomic or a short lock). Gauges that describe state (the worker pool, the outbox,
-//! the certificate, the process) are read when scraped (`telemetry::endpoint`).
+//! the certificate, the process) are read when scraped (`crate::metrics_listener`).
 //!
 //! One registry per appliance, made by the composition root (`crate::startup`) and
 //! handed in: to the state handlers reach (`AppState::metrics`), the accept loop, the

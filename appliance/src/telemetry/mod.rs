@@ -3,18 +3,16 @@
 //!
 //! * `metrics`: every Prometheus metric the appliance exports, in one registry, and the
 //!   calls the rest of the code records through;
-//! * `endpoint`: the metrics listener (`GET /metrics`, plain HTTP on an address of its
-//!   own, loopback by default, a bearer token required anywhere else), which also reads
-//!   the gauges that describe state (worker pool, outbox, certificate, keyservice) when
-//!   scraped;
 //! * `traces`: the `tracing` subscriber, with the OpenTelemetry (OTLP/HTTP) export when
 //!   configured;
 //! * here: the request scope. The request middleware runs every request inside it: the
 //!   request id, which every child span of the request carries ([`request_span!`]), and
 //!   the charge of a billed write, counted once the write is answered.
+//!
+//! This module sits below everything that records (the keyservice client, the executor,
+//! the HTTP layer); the listener that serves the registry reads the whole state, so it
+//! is a module of its own above them (`crate::metrics_listener`).
 
-pub mod config;
-pub mod endpoint;
 pub mod metrics;
 pub mod traces;
 

@@ -1,4 +1,4 @@
-//! What the metrics endpoint reads of the store when scraped (`telemetry::endpoint`):
+//! What the metrics endpoint reads of the store when scraped (the appliance's `metrics_listener`):
 //! read-only aggregates over indexed ranges, never a scan of the whole history.
 
 use super::Store;

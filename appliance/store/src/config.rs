@@ -10,6 +10,9 @@ use serde::{Deserialize, Serialize};
 
 use crate::PgOptions;
 
+/// The SQLite database's file in the data directory (serving, backup and restore).
+pub const SQLITE_FILE: &str = "state.db";
+
 /// Which database holds the appliance's state.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]

@@ -2,7 +2,7 @@
 
 use std::path::{Path, PathBuf};
 
-/// The appliance's default `actions.memory_limit_mb` (`appliance/src/config.rs`), used
+/// The appliance's default `actions.memory_limit_mb` (`appliance/execution/src/config.rs`), used
 /// when the file does not set it.
 pub const DEFAULT_MEMORY_LIMIT_MB: u64 = 128;
 

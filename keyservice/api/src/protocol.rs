@@ -69,6 +69,7 @@ use std::fmt;
 
 use zeroize::Zeroizing;
 
+pub use crate::types::SEALED_ROOT_LEN;
 use crate::types::{
     Address, ComposeHash, DeploymentInfo, DerivationPath, NewSealedRoot, Payer, PayerList,
     PlatformKind, PublicKey, QuoteBundle, QuoteSource, RootId, RootStatus, SecretBytes,
@@ -98,8 +99,6 @@ pub const MAX_CID_LEN: usize = 512;
 /// Largest `sha256sum.txt` an `EvidenceQuote` request can carry (a line per evidence file,
 /// about 100 bytes each).
 pub const MAX_EVIDENCE_SUMS_LEN: usize = 8192;
-/// Size of a sealed root (`CreateSealedRoot`, `AdoptRoot`): the keyservice's root-file format.
-pub const SEALED_ROOT_LEN: usize = 101;
 /// Most items one `RowMac` request may carry.
 pub const MAX_ROW_MAC_ITEMS: usize = 1024;
 /// Largest single `RowMac` item: alone in a request, `n:u16 ‖ len:u16 ‖ bytes` fills a frame.

@@ -9,6 +9,9 @@ use std::str::FromStr;
 use sha3::{Digest, Keccak256};
 use zeroize::{Zeroize, Zeroizing};
 
+/// Size of a sealed root (`CreateSealedRoot`, `AdoptRoot`): the keyservice's root-file format.
+pub const SEALED_ROOT_LEN: usize = 101;
+
 /// Failure to parse one of the hex identifiers below.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[non_exhaustive]
@@ -514,7 +517,7 @@ impl RootStatus {
 /// fingerprint the root will have once adopted.
 #[derive(Clone, Copy, PartialEq, Eq)]
 pub struct NewSealedRoot {
-    pub sealed: [u8; crate::protocol::SEALED_ROOT_LEN],
+    pub sealed: [u8; SEALED_ROOT_LEN],
     pub root_id: RootId,
 }
 

@@ -124,7 +124,7 @@ impl Formatter {
                     let n = if d == 'f' { n } else { n.trunc() };
                     self.number(n, ctx)?;
                 }
-                'j' => match super::outcome::json_stringify(arg, ctx) {
+                'j' => match super::state::json_stringify(arg, ctx) {
                     Ok(Some(json)) => self.out.push_str(&json),
                     Ok(None) => self.out.push_str("undefined"),
                     Err(_) => self.out.push_str("[Circular]"),

@@ -6,7 +6,7 @@ use std::cell::RefCell;
 use boa_engine::builtins::error::Error as ErrorData;
 use boa_engine::error::RuntimeLimitError;
 use boa_engine::object::JsObject;
-use boa_engine::{Context, JsError, JsResult, JsValue, js_string};
+use boa_engine::{Context, JsError, JsValue, js_string};
 use serde_json::Value;
 
 use super::inspect;
@@ -37,21 +37,13 @@ pub(crate) enum ResponseError {
     Js(JsError),
 }
 
-/// `JSON.stringify(value)` with the built-in captured before user code ran; `None` when the
-/// result is `undefined` (functions, symbols, `undefined`).
-pub(crate) fn json_stringify(value: &JsValue, ctx: &mut Context) -> JsResult<Option<String>> {
-    let stringify = state::pristine(ctx)?.json_stringify;
-    let text = stringify.call(&JsValue::undefined(), std::slice::from_ref(value), ctx)?;
-    Ok(text.as_string().map(|s| s.to_std_string_escaped()))
-}
-
 /// The response value as JSON, refusing encodings longer than `max` bytes.
 pub(crate) fn response_json(
     value: &JsValue,
     max: usize,
     ctx: &mut Context,
 ) -> Result<Value, ResponseError> {
-    let Some(text) = json_stringify(value, ctx).map_err(ResponseError::Js)? else {
+    let Some(text) = state::json_stringify(value, ctx).map_err(ResponseError::Js)? else {
         return Ok(Value::Null);
     };
     if text.len() > max {

@@ -165,3 +165,11 @@ pub(crate) fn floor_char_boundary(s: &str, at: usize) -> usize {
 pub(crate) fn is_uncatchable(err: &JsError) -> bool {
     err.as_engine().is_some()
 }
+
+/// `JSON.stringify(value)` with the built-in captured before user code ran; `None` when the
+/// result is `undefined` (functions, symbols, `undefined`).
+pub(crate) fn json_stringify(value: &JsValue, ctx: &mut Context) -> JsResult<Option<String>> {
+    let stringify = pristine(ctx)?.json_stringify;
+    let text = stringify.call(&JsValue::undefined(), std::slice::from_ref(value), ctx)?;
+    Ok(text.as_string().map(|s| s.to_std_string_escaped()))
+}

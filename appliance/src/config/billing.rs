@@ -1,5 +1,5 @@
 //! Billing's section of the configuration (`[billing]`): the Stripe keys and endpoint,
-//! prices and starting credit. Composed by `crate::config`.
+//! prices and starting credit. Read by `crate::billing`.
 
 use appliance_domain::settings::{InvalidSetting, SecretString};
 use serde::{Deserialize, Serialize};

@@ -1,5 +1,5 @@
 //! ACME's section of the configuration (`[acme]`): the CA, the domains, the challenge
-//! and the renewal schedule. Composed by `crate::config`.
+//! and the renewal schedule. Read by `crate::acme`.
 
 use std::net::SocketAddr;
 use std::path::PathBuf;

@@ -1,6 +1,6 @@
 //! The HTTP layer's sections of the configuration: `[http]` (bodies, connections,
 //! timeouts, the PROXY protocol) and `[rate_limits]` (the per-client buckets of the
-//! endpoints that need no credential). Composed by `crate::config`.
+//! endpoints that need no credential). Read by `crate::server` and `crate::http`.
 
 use appliance_domain::settings::InvalidSetting;
 use serde::{Deserialize, Serialize};

@@ -1,5 +1,5 @@
 //! Telemetry's sections of the configuration: `[log]`, `[metrics]` (the Prometheus
-//! endpoint) and `[traces]` (the OTLP exporter). Composed by `crate::config`.
+//! endpoint) and `[traces]` (the OTLP exporter). Read by `crate::telemetry`.
 
 use std::net::SocketAddr;
 

@@ -27,9 +27,9 @@ use hyper_util::rt::{TokioIo, TokioTimer};
 use tokio::net::TcpListener;
 use tokio::sync::Semaphore;
 
-use super::metrics::OutboxGauges;
 use crate::config::SecretString;
 use crate::state::AppState;
+use crate::telemetry::metrics::OutboxGauges;
 use crate::tls::CertResolver;
 
 /// Connections served at once; more are closed at accept.

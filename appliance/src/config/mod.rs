@@ -1,11 +1,13 @@
-//! The appliance's configuration: one typed struct, loaded once at start, composed of
-//! sections that live with their subsystems (`[store]` in `appliance-store`, `[chain]`
-//! in `appliance-chain`, `[actions]` in `appliance-execution`, `[http]` and
-//! `[rate_limits]` in `crate::http::config`, `[acme]` in `crate::acme::config`,
-//! `[billing]` in `crate::billing::config`, `[log]`/`[metrics]`/`[traces]` in
-//! `crate::telemetry::config`, `[tls]`, `[attestation]` and `[keyservice]` beside the
-//! code that uses them). Each section owns its keys, defaults and checks; this module
-//! loads, layers the environment, and checks what crosses sections.
+//! The appliance's configuration: one typed struct, loaded once at start, composed of one
+//! section per subsystem. The sections of the crates below the front end live with them
+//! (`[store]` in `appliance-store`, `[chain]` in `appliance-chain`, `[actions]` in
+//! `appliance-execution`); the front end's own (`[http]`, `[rate_limits]`, `[acme]`,
+//! `[billing]`, `[log]`, `[metrics]`, `[traces]`, `[tls]`, `[attestation]`,
+//! `[keyservice]`) are the submodules here, one file per subsystem, because the
+//! subsystems that read them sit above the state that holds the whole configuration
+//! (`tests/architecture.rs` holds every crate's modules free of import circles). Each
+//! section owns its keys, defaults and checks; this module loads the file, layers the
+//! environment, and checks what crosses sections.
 //!
 //! Sources, later ones winning: built-in defaults, the TOML file given to
 //! `appliance serve --config FILE`, then environment variables. Every key can be set
@@ -21,20 +23,28 @@ use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
-pub use crate::acme::config::{AcmeChallenge, AcmeConfig};
-pub use crate::attest::{AttestationConfig, QuoteProviderKind};
-pub use crate::billing::config::BillingConfig;
-pub use crate::http::config::{HttpConfig, RateLimitsConfig};
-pub use crate::keyservice_client::KeyserviceConfig;
-pub use crate::telemetry::config::{
-    LogConfig, LogFormat, MAX_TRACE_QUEUE_SPANS, MIN_METRICS_TOKEN_CHARS, MetricsConfig,
-    TracesConfig,
-};
-pub use crate::tls::{TlsConfig, TlsMode};
+mod acme;
+mod attestation;
+mod billing;
+mod http;
+mod keyservice;
+mod telemetry;
+mod tls;
+
+pub use acme::{AcmeChallenge, AcmeConfig};
 pub use appliance_chain::config::ChainConfig;
 pub use appliance_domain::settings::{InvalidSetting, SecretString};
 pub use appliance_execution::config::ActionsConfig;
 pub use appliance_store::config::{StoreConfig, StoreEngine};
+pub use attestation::{AttestationConfig, QuoteProviderKind};
+pub use billing::BillingConfig;
+pub use http::{HttpConfig, RateLimitsConfig};
+pub use keyservice::KeyserviceConfig;
+pub use telemetry::{
+    LogConfig, LogFormat, MAX_TRACE_QUEUE_SPANS, MIN_METRICS_TOKEN_CHARS, MetricsConfig,
+    TracesConfig,
+};
+pub use tls::{TlsConfig, TlsMode};
 
 /// The prefix of environment overrides.
 pub const ENV_PREFIX: &str = "APPLIANCE_";
