@@ -493,80 +493,9 @@ mod module_graph {
     use std::collections::{BTreeMap, BTreeSet};
     use std::path::{Path, PathBuf};
 
-    use syn::visit::Visit;
+    use test_support::rust_source::{flatten_use, is_test_only, names_in, parse};
 
     pub type Graph = BTreeMap<String, BTreeSet<String>>;
-
-    fn parse(path: &Path) -> syn::File {
-        let text = std::fs::read_to_string(path)
-            .unwrap_or_else(|e| panic!("cannot read {}: {e}", path.display()));
-        syn::parse_file(&text).unwrap_or_else(|e| panic!("cannot parse {}: {e}", path.display()))
-    }
-
-    fn is_test_only(attrs: &[syn::Attribute]) -> bool {
-        attrs.iter().any(|a| {
-            a.path().is_ident("cfg")
-                && a.meta
-                    .require_list()
-                    .is_ok_and(|l| l.tokens.to_string().replace(' ', "") == "test")
-        })
-    }
-
-    fn flatten_use(tree: &syn::UseTree, prefix: &mut Vec<String>, out: &mut Vec<Vec<String>>) {
-        match tree {
-            syn::UseTree::Path(p) => {
-                prefix.push(p.ident.to_string());
-                flatten_use(&p.tree, prefix, out);
-                prefix.pop();
-            }
-            syn::UseTree::Name(n) => {
-                out.push([prefix.as_slice(), &[n.ident.to_string()]].concat());
-            }
-            syn::UseTree::Rename(r) => {
-                out.push([prefix.as_slice(), &[r.ident.to_string()]].concat());
-            }
-            syn::UseTree::Glob(_) => out.push(prefix.clone()),
-            syn::UseTree::Group(g) => {
-                for item in &g.items {
-                    flatten_use(item, prefix, out);
-                }
-            }
-        }
-    }
-
-    /// Every path a file names outside test-only code.
-    #[derive(Default)]
-    struct Paths(Vec<Vec<String>>);
-
-    impl<'ast> Visit<'ast> for Paths {
-        fn visit_item(&mut self, item: &'ast syn::Item) {
-            let attrs: &[syn::Attribute] = match item {
-                syn::Item::Mod(m) => &m.attrs,
-                syn::Item::Fn(f) => &f.attrs,
-                syn::Item::Impl(i) => &i.attrs,
-                syn::Item::Use(u) => &u.attrs,
-                syn::Item::Struct(s) => &s.attrs,
-                syn::Item::Enum(e) => &e.attrs,
-                syn::Item::Const(c) => &c.attrs,
-                syn::Item::Static(s) => &s.attrs,
-                _ => &[],
-            };
-            if is_test_only(attrs) {
-                return;
-            }
-            if let syn::Item::Use(u) = item {
-                flatten_use(&u.tree, &mut Vec::new(), &mut self.0);
-                return;
-            }
-            syn::visit::visit_item(self, item);
-        }
-
-        fn visit_path(&mut self, path: &'ast syn::Path) {
-            self.0
-                .push(path.segments.iter().map(|s| s.ident.to_string()).collect());
-            syn::visit::visit_path(self, path);
-        }
-    }
 
     /// A module and where its children live.
     struct Module {
@@ -677,9 +606,7 @@ mod module_graph {
             files_below(kid, &mut files);
             let mut deps = BTreeSet::new();
             for (module, file) in files {
-                let mut paths = Paths::default();
-                paths.visit_file(&parse(&file));
-                for path in paths.0 {
+                for path in names_in(&file).paths {
                     let Some(abs) = absolute(&path, &module) else {
                         continue;
                     };

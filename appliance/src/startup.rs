@@ -558,6 +558,7 @@ pub(crate) async fn start_keyservice(
             source,
         }
     })?;
+    let (app_id, account_configs) = keyservice_chain_args(config);
     let spec = dev::keyservice_child::ChildSpec {
         binary: binary.clone(),
         socket: ks.socket.clone(),
@@ -569,8 +570,8 @@ pub(crate) async fn start_keyservice(
         chain_id: config.chain.chain_id,
         quote_provider: config.attestation.provider.as_str(),
         tsm_dir: config.attestation.tsm_dir.clone(),
-        app_id: keyservice_chain_args(config).0,
-        account_configs: keyservice_chain_args(config).1,
+        app_id,
+        account_configs,
         shared_root: config.store.engine == config::StoreEngine::Postgres,
         dev_secret: ks.dev_secret.clone(),
     };

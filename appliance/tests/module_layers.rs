@@ -13,10 +13,9 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 
-use syn::visit::Visit;
+use test_support::rust_source::{Names, names_in, names_in_text};
 
 /// The action execution's source folders: the appliance's `execution` module (who may
 /// run what, billing) and the `appliance-execution` crate (the pool, host calls).
@@ -24,12 +23,6 @@ const EXECUTION_DIRS: [&str; 2] = ["src/execution", "execution/src"];
 
 fn src_dir(rel: &str) -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join(rel)
-}
-
-fn parse(path: &Path) -> syn::File {
-    let text = std::fs::read_to_string(path)
-        .unwrap_or_else(|e| panic!("cannot read {}: {e}", path.display()));
-    syn::parse_file(&text).unwrap_or_else(|e| panic!("cannot parse {}: {e}", path.display()))
 }
 
 /// Every `.rs` file below `dir`, recursively.
@@ -50,87 +43,6 @@ fn rust_files(dir: &Path) -> Vec<PathBuf> {
     }
     out.sort();
     out
-}
-
-fn has_cfg_test(attrs: &[syn::Attribute]) -> bool {
-    attrs.iter().any(|a| {
-        a.path().is_ident("cfg")
-            && a.meta
-                .require_list()
-                .is_ok_and(|l| l.tokens.to_string().replace(' ', "").contains("test"))
-    })
-}
-
-/// Flattens a `use` tree into paths of identifiers (`self` kept as a segment).
-fn use_paths(tree: &syn::UseTree, prefix: &mut Vec<String>, out: &mut Vec<Vec<String>>) {
-    match tree {
-        syn::UseTree::Path(p) => {
-            prefix.push(p.ident.to_string());
-            use_paths(&p.tree, prefix, out);
-            prefix.pop();
-        }
-        syn::UseTree::Name(n) => {
-            let mut path = prefix.clone();
-            path.push(n.ident.to_string());
-            out.push(path);
-        }
-        syn::UseTree::Rename(r) => {
-            let mut path = prefix.clone();
-            path.push(r.ident.to_string());
-            out.push(path);
-        }
-        syn::UseTree::Glob(_) => out.push(prefix.clone()),
-        syn::UseTree::Group(g) => {
-            for item in &g.items {
-                use_paths(item, prefix, out);
-            }
-        }
-    }
-}
-
-/// Every path a file names outside `#[cfg(test)]` code, plus every identifier it uses.
-#[derive(Default)]
-struct Names {
-    paths: Vec<Vec<String>>,
-    idents: BTreeSet<String>,
-}
-
-impl<'ast> Visit<'ast> for Names {
-    fn visit_item(&mut self, item: &'ast syn::Item) {
-        let attrs: &[syn::Attribute] = match item {
-            syn::Item::Mod(m) => &m.attrs,
-            syn::Item::Fn(f) => &f.attrs,
-            syn::Item::Impl(i) => &i.attrs,
-            syn::Item::Use(u) => &u.attrs,
-            _ => &[],
-        };
-        if has_cfg_test(attrs) {
-            return;
-        }
-        if let syn::Item::Use(u) = item {
-            use_paths(&u.tree, &mut Vec::new(), &mut self.paths);
-            for path in &self.paths {
-                if let Some(last) = path.last() {
-                    self.idents.insert(last.clone());
-                }
-            }
-            return;
-        }
-        syn::visit::visit_item(self, item);
-    }
-
-    fn visit_path(&mut self, path: &'ast syn::Path) {
-        let segments: Vec<String> = path.segments.iter().map(|s| s.ident.to_string()).collect();
-        self.idents.extend(segments.iter().cloned());
-        self.paths.push(segments);
-        syn::visit::visit_path(self, path);
-    }
-}
-
-fn names_in(path: &Path) -> Names {
-    let mut names = Names::default();
-    names.visit_file(&parse(path));
-    names
 }
 
 #[test]
@@ -192,9 +104,10 @@ fn the_front_end_names_no_quote_provider() {
         "use evidence::DstackProvider;",
         "fn f() { let _ = evidence::provider::TsmProvider::DEFAULT_DIR; }",
     ] {
-        let mut names = Names::default();
-        names.visit_file(&syn::parse_file(snippet).unwrap());
-        assert!(names_a_quote_provider(&names).is_some(), "{snippet}");
+        assert!(
+            names_a_quote_provider(&names_in_text(snippet)).is_some(),
+            "{snippet}"
+        );
     }
     // The front end's crates: this one and those it is built from.
     let files: Vec<PathBuf> = [

@@ -2,17 +2,9 @@
 //! `evidence`), found next to this test executable and refused when older than their
 //! sources.
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
-pub use test_support::binaries::bin_dir;
-
-/// The workspace root.
-pub fn workspace_root() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .parent()
-        .expect("workspace root")
-        .to_owned()
-}
+pub use test_support::binaries::{bin_dir, workspace_root};
 
 /// `appliance`, to run with arguments, without this process's `APPLIANCE_*` variables
 /// (a developer's environment never leaks into a test's configuration).
@@ -30,29 +22,5 @@ pub fn appliance_command() -> std::process::Command {
 /// (`cargo test -p e2e` alone does not rebuild other packages' binaries, so a binary
 /// older than its sources is refused rather than silently tested).
 pub fn binary(name: &str) -> PathBuf {
-    let package = match name {
-        "action-worker" => "appliance/runtime",
-        "worker-launcher" => "appliance/worker-launcher",
-        "appliance-cli" => "client/cli",
-        other => other,
-    };
-    let root = workspace_root();
-    let mut sources = vec![root.join(package).join("src")];
-    if name == "appliance" {
-        // The crates the appliance is made of beside its own `src`.
-        for lower in [
-            "appliance/store",
-            "appliance/domain",
-            "appliance/chain",
-            "appliance/execution",
-        ] {
-            sources.push(root.join(lower).join("src"));
-        }
-    }
-    let sources: Vec<&Path> = sources.iter().map(PathBuf::as_path).collect();
-    test_support::binaries::fresh_binary_of(
-        name,
-        &sources,
-        "run the tests with `cargo test --workspace` (or `scripts/test`)",
-    )
+    test_support::binaries::workspace_binary(name)
 }

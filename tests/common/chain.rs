@@ -5,34 +5,19 @@ use std::path::Path;
 
 use alloy::node_bindings::AnvilInstance;
 use alloy::primitives::{Address, U256, keccak256};
-use alloy::providers::{DynProvider, Provider, ProviderBuilder};
-use alloy::signers::local::PrivateKeySigner;
+use alloy::providers::{Provider, ProviderBuilder};
 use base64::Engine as _;
 use chain_contracts::IAccountConfig;
 use serde_json::Value;
 
 use crate::{Appliance, Launch};
 
+pub use test_support::chain::wallet;
 pub use test_support::tools::anvil_binary;
 
 /// A fresh anvil on a free loopback port, stopped when dropped.
 pub fn anvil() -> AnvilInstance {
     test_support::anvil::spawn()
-}
-
-/// A provider signing with anvil dev account `i`.
-pub fn wallet(anvil: &AnvilInstance, i: usize) -> DynProvider {
-    ProviderBuilder::new()
-        .disable_recommended_fillers()
-        .with_gas_estimation()
-        .with_simple_nonce_management()
-        .fetch_chain_id()
-        .wallet(PrivateKeySigner::from(anvil.keys()[i].clone()))
-        .connect_reqwest(
-            chain_contracts::rpc::http_client().unwrap(),
-            anvil.endpoint_url(),
-        )
-        .erased()
 }
 
 /// Every event `contract` emitted, decoded, oldest first.

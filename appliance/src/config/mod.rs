@@ -204,15 +204,9 @@ impl Config {
         self,
         env: impl IntoIterator<Item = (String, String)>,
     ) -> Result<Self, ConfigError> {
-        let mut table =
+        let table =
             toml::Table::try_from(&self).map_err(|e| ConfigError::Invalid(e.to_string()))?;
-        apply_env(&mut table, env)?;
-        refuse_retired_keys(&table)?;
-        let config: Config = toml::Value::Table(table)
-            .try_into()
-            .map_err(|e: toml::de::Error| ConfigError::Invalid(e.message().to_owned()))?;
-        config.validate()?;
-        Ok(config)
+        Self::from_table(table, env)
     }
 
     /// Loads `path` (if given) and applies the process environment.
@@ -225,7 +219,7 @@ impl Config {
         path: Option<&Path>,
         env: impl IntoIterator<Item = (String, String)>,
     ) -> Result<Self, ConfigError> {
-        let mut table = match path {
+        let table = match path {
             Some(path) => {
                 let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Read {
                     path: path.to_owned(),
@@ -239,6 +233,16 @@ impl Config {
             }
             None => toml::Table::new(),
         };
+        Self::from_table(table, env)
+    }
+
+    /// `table` with the `APPLIANCE_*` overrides of `env` applied, read and checked: the
+    /// one path from keys to a configuration, for a file and for `appliance dev`'s
+    /// defaults alike.
+    fn from_table(
+        mut table: toml::Table,
+        env: impl IntoIterator<Item = (String, String)>,
+    ) -> Result<Self, ConfigError> {
         apply_env(&mut table, env)?;
         refuse_retired_keys(&table)?;
         let config: Config = toml::Value::Table(table)

@@ -67,17 +67,35 @@ pub fn workspace_root() -> PathBuf {
         .to_owned()
 }
 
-/// A workspace binary other than the appliance's (`keyservice`, `action-worker`,
-/// `worker-launcher`, `compose-pin`), checked fresh against the sources it is built from:
-/// its package's and, for `keyservice`, its protocol crate's.
-pub fn workspace_binary(name: &str) -> PathBuf {
-    let (package, folders): (&str, &[&str]) = match name {
+/// The package of each workspace binary a test starts, and the source folders it is
+/// built from (its package's, and the workspace crates it is made of).
+fn package_of(name: &str) -> (&'static str, &'static [&'static str]) {
+    match name {
+        "appliance" => (
+            "appliance",
+            &[
+                "appliance/src",
+                "appliance/store/src",
+                "appliance/domain/src",
+                "appliance/chain/src",
+                "appliance/execution/src",
+            ],
+        ),
         "keyservice" => ("keyservice", &["keyservice/src", "keyservice/api/src"]),
         "action-worker" => ("action-runtime", &["appliance/runtime/src"]),
         "worker-launcher" => ("worker-launcher", &["appliance/worker-launcher/src"]),
         "compose-pin" => ("compose-pin", &["compose/src"]),
+        "appliance-cli" => ("appliance-cli", &["client/cli/src", "client/src"]),
+        "evidence" => ("evidence", &["evidence/src"]),
         other => panic!("{other} is not a binary test-support knows"),
-    };
+    }
+}
+
+/// A workspace binary (`appliance`, `keyservice`, `action-worker`, `worker-launcher`,
+/// `compose-pin`, `appliance-cli`, `evidence`), checked fresh against the sources it is
+/// built from; the panic names the command that builds it.
+pub fn workspace_binary(name: &str) -> PathBuf {
+    let (package, folders) = package_of(name);
     let root = workspace_root();
     let sources: Vec<PathBuf> = folders.iter().map(|f| root.join(f)).collect();
     let sources: Vec<&Path> = sources.iter().map(PathBuf::as_path).collect();
@@ -85,7 +103,7 @@ pub fn workspace_binary(name: &str) -> PathBuf {
         name,
         &sources,
         &format!(
-            "build it first: cargo build -p {package} --bin {name} (`cargo test --workspace` does)"
+            "build it first: cargo build -p {package} --bin {name} (`cargo test --workspace` and `scripts/test` do)"
         ),
     )
 }

@@ -40,6 +40,8 @@ pub mod keyservice;
 pub mod metrics;
 pub mod node;
 pub mod postgres;
+#[cfg(feature = "rust-source")]
+pub mod rust_source;
 #[cfg(feature = "tls")]
 pub mod tls;
 pub mod tools;
