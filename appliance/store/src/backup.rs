@@ -90,9 +90,13 @@ pub enum BackupError {
     )]
     TargetNewer { db: PathBuf, reasons: String },
     #[error(
-        "cannot read the database {db} to compare it with the backup ({reason}); pass --force to restore over it anyway (it is kept as {db}.before-restore-<time>)"
+        "cannot read the database {db} to compare it with the backup ({source}); pass --force to restore over it anyway (it is kept as {db}.before-restore-<time>)"
     )]
-    TargetUnreadable { db: PathBuf, reason: String },
+    TargetUnreadable {
+        db: PathBuf,
+        #[source]
+        source: rusqlite::Error,
+    },
     #[error(
         "the backup's schema version {found} is newer than this build understands ({known}); restore it with the build that wrote it, or a newer one"
     )]
@@ -499,12 +503,12 @@ pub fn restore(db: &Path, from: &Path, force: bool) -> Result<RestoreSummary, Ba
     let mut forced_over = Vec::new();
     if existed {
         let reasons = match release_target(db)? {
-            Ok(marks) => marks.newer_than(&meta.marks),
-            Err(reason) if force => vec![format!("unreadable: {reason}")],
-            Err(reason) => {
+            Target::Readable(marks) => marks.newer_than(&meta.marks),
+            Target::Unreadable(source) if force => vec![format!("unreadable: {source}")],
+            Target::Unreadable(source) => {
                 return Err(BackupError::TargetUnreadable {
                     db: db.to_owned(),
-                    reason,
+                    source,
                 });
             }
         };
@@ -662,17 +666,24 @@ fn check_backup(from: &Path) -> Result<BackupMeta, BackupError> {
     Ok(meta)
 }
 
+/// What a restore found at the database it replaces.
+enum Target {
+    /// A database this build reads, with its marks.
+    Readable(Marks),
+    /// Not readable as the appliance's database (why): `--force` restores over it anyway.
+    Unreadable(rusqlite::Error),
+}
+
 /// Takes SQLite's exclusive lock on the database a restore replaces (refusing if any
 /// process has it open), reads its marks, folds its WAL into the file and closes it.
-/// The inner error: the file cannot be read as a database (why).
-fn release_target(db: &Path) -> Result<Result<Marks, String>, BackupError> {
+fn release_target(db: &Path) -> Result<Target, BackupError> {
     let conn = match Connection::open_with_flags(
         db,
         OpenFlags::SQLITE_OPEN_READ_WRITE | OpenFlags::SQLITE_OPEN_NO_MUTEX,
     ) {
         Ok(conn) => conn,
         Err(e) if is_busy(&e) => return Err(BackupError::InUse(db.to_owned())),
-        Err(e) => return Ok(Err(e.to_string())),
+        Err(e) => return Ok(Target::Unreadable(e)),
     };
     let read = (|| {
         conn.busy_timeout(IN_USE_WAIT)?;
@@ -691,10 +702,10 @@ fn release_target(db: &Path) -> Result<Result<Marks, String>, BackupError> {
                 path: db.to_owned(),
                 source,
             })?;
-            Ok(Ok(marks))
+            Ok(Target::Readable(marks))
         }
         Err(e) if is_busy(&e) => Err(BackupError::InUse(db.to_owned())),
-        Err(e) => Ok(Err(e.to_string())),
+        Err(e) => Ok(Target::Unreadable(e)),
     }
 }
 
@@ -1170,6 +1181,47 @@ mod tests {
         let again = restore(&live.db(), &out, false).unwrap();
         assert_ne!(again.kept.as_ref(), Some(&kept));
         assert_eq!(accounts(&kept), 3);
+    }
+
+    #[test]
+    fn an_unreadable_database_is_replaced_only_with_force_and_kept() {
+        let live = Live::new();
+        live.add_accounts(2);
+        let out_dir = tempfile::tempdir().unwrap();
+        let out = out_dir.path().join("b.db");
+        backup(&live.db(), &out, false).unwrap();
+        // Not the live directory: the store's connections close on their own threads.
+        let data = tempfile::tempdir().unwrap();
+        let db = data.path().join("state.db");
+        let garbage = b"not a database at all, but somebody's precious file".repeat(200);
+        std::fs::write(&db, &garbage).unwrap();
+
+        let err = restore(&db, &out, false).unwrap_err();
+        assert!(matches!(err, BackupError::TargetUnreadable { .. }), "{err}");
+        assert!(err.is_refusal());
+        let message = err.to_string();
+        assert!(message.contains("--force"), "{message}");
+        assert!(
+            std::error::Error::source(&err).is_some(),
+            "SQLite's own error is kept as the source"
+        );
+        assert!(std::fs::read(&db).unwrap() == garbage, "nothing changed");
+
+        let restored = restore(&db, &out, true).unwrap();
+        assert!(
+            restored
+                .forced_over
+                .iter()
+                .any(|r| r.starts_with("unreadable: ")),
+            "{:?}",
+            restored.forced_over
+        );
+        assert_eq!(accounts(&db), 2);
+        let kept = restored.kept.unwrap();
+        assert!(
+            std::fs::read(kept).unwrap() == garbage,
+            "the replaced file is kept whole"
+        );
     }
 
     #[test]
