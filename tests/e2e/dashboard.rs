@@ -2,8 +2,12 @@
 //! nosniff, content types, validators, 404s), its in-browser evidence checks on the real
 //! dstack vectors (`tests/browser/evidence.test.mjs`, node) and a real browser session:
 //! Debian's chromium driven by playwright-core (`tests/browser/dashboard.mjs`) against a dev
-//! appliance with billing on against a localstripe, whose evidence verdicts are then compared
-//! with the Rust verifier's (`evidence verify`) on the same appliance.
+//! appliance with billing on against a localstripe and its own chain (anvil, both contracts
+//! deployed), with a browser wallet injected into the page (EIP-1193, answered by a viem
+//! local account); its evidence verdicts are then compared with the Rust verifier's
+//! (`evidence verify`) on the same appliance. The dashboard's Ethereum code (keccak256, the
+//! AccountConfig calldata, the EIP-712 envelope) is checked against viem and the contract's
+//! ABI by `tests/browser/chain.test.mjs`.
 //!
 //! Screenshots and the browser's logs go to `<target>/test-artifacts/dashboard/`.
 
@@ -157,6 +161,37 @@ async fn headers_are_strict_on_every_dashboard_response() {
 }
 
 #[test]
+fn the_dashboards_ethereum_code_matches_viem_and_the_contract_abi() {
+    let viem = test_support::tools::node_package("viem", "2.57.20");
+    let out = Command::new("node")
+        .arg("--test")
+        .arg(browser_dir().join("chain.test.mjs"))
+        .current_dir(e2e::binaries::workspace_root())
+        .env("NODE_PATH", viem.parent().unwrap())
+        .output()
+        .unwrap_or_else(|err| panic!("cannot run node ({err}): install Node.js"));
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "node --test chain.test.mjs failed:\n{stdout}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(stdout.contains("# fail 0"), "{stdout}");
+}
+
+/// The dev chain's RPC URL, from the appliance's log.
+fn dev_rpc(app: &Appliance) -> String {
+    let log = app.log();
+    let line = log
+        .lines()
+        .rev()
+        .find(|l| l.contains("dev chain: anvil started"))
+        .unwrap_or_else(|| panic!("no dev chain in the log:\n{log}"));
+    let start = line.find("http://127.0.0.1:").unwrap();
+    line[start..].split_whitespace().next().unwrap().to_owned()
+}
+
+#[test]
 fn evidence_checks_pass_on_the_real_vectors_and_fail_on_a_flipped_byte() {
     let out = Command::new("node")
         .arg("--test")
@@ -230,6 +265,8 @@ async fn the_dashboard_works_in_chromium_with_billing_on_localstripe() {
         chromium.display()
     );
     let playwright = test_support::tools::node_package("playwright-core", "1.65.1");
+    // The page's wallet signs with viem, and the test checks calldata with it.
+    test_support::tools::node_package("viem", "2.57.20");
     let stripe = LocalStripe::start();
     let dir = tempfile::tempdir().unwrap();
     let mut env = stripe.env(1000);
@@ -237,7 +274,17 @@ async fn the_dashboard_works_in_chromium_with_billing_on_localstripe() {
         "APPLIANCE_BILLING__STRIPE_JS_URL".to_owned(),
         format!("{}/js.stripe.com/v3/", stripe.base_url),
     ));
+    // Its own chain: the admin wallet sends AccountConfig calls there.
+    env.push((
+        "APPLIANCE_CHAIN__DEV_ANVIL".to_owned(),
+        test_support::tools::anvil_binary().display().to_string(),
+    ));
+    env.push((
+        "APPLIANCE_CHAIN__POLL_INTERVAL_MS".to_owned(),
+        "100".to_owned(),
+    ));
     let app = Appliance::launch(dir.path(), Launch::DevWith { env }).await;
+    let rpc = dev_rpc(&app);
 
     // With billing on, the policy admits the Stripe.js origin, and only there.
     let r = app.client.get(app.url("/dashboard")).send().await.unwrap();
@@ -261,7 +308,8 @@ async fn the_dashboard_works_in_chromium_with_billing_on_localstripe() {
         .unwrap();
     assert_eq!(config["billing_enabled"], true, "{config}");
 
-    let pem = std::fs::read(app.data_dir.join("tls").join("self-signed.pem")).unwrap();
+    let pem_path = app.data_dir.join("tls").join("self-signed.pem");
+    let pem = std::fs::read(&pem_path).unwrap();
     let artifacts = artifacts_dir();
     let node_modules = playwright.parent().unwrap().to_owned();
     let out = tokio::process::Command::new("node")
@@ -271,6 +319,9 @@ async fn the_dashboard_works_in_chromium_with_billing_on_localstripe() {
         .arg(&artifacts)
         .args(["--localstripe", &stripe.base_url])
         .args(["--stripe-secret", e2e::localstripe::SECRET_KEY])
+        .args(["--rpc", &rpc])
+        // The script's own API calls trust the appliance's certificate.
+        .env("NODE_EXTRA_CA_CERTS", &pem_path)
         .arg("--chromium")
         .arg(chromium)
         .arg("--node-modules")

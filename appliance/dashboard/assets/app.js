@@ -1,30 +1,56 @@
 // The dashboard's shell: the session (the API key in memory, or in this tab's
-// sessionStorage when the user asks; never in a URL, never in localStorage), the theme,
-// the navigation (hash routes, so nothing about the page reaches the server) and the page
-// dispatch. Every API call goes through the SDK bundle (appliance-sdk.js).
+// sessionStorage when the user asks; never in a URL, never in localStorage; or, for a
+// ChainSecured account, a browser wallet that signs every billing request, its address
+// in memory only), the theme, the navigation (hash routes, so nothing about the page
+// reaches the server) and the page dispatch. Every API call goes through the SDK bundle
+// (appliance-sdk.js).
 
 import { createClient } from './appliance-sdk.js';
 import { h, replace, errorBox } from './dom.js';
 import { signInPage, keysPage, groupsPage, walletsPage, actionsPage, runnerPage } from './pages.js';
 import { billingPage } from './billing.js';
 import { evidencePage } from './evidence-page.js';
+import { chainSecuredPage } from './chainsecured.js';
+import { usagePage } from './usage.js';
 
 const SESSION_KEY = 'appliance-dashboard.key';
 const THEME_KEY = 'appliance-dashboard.theme';
 
+// `auth`: 'key' (the account key), 'any' (the key or a ChainSecured admin wallet), or
+// false (no sign-in needed).
 const ROUTES = [
-  { path: 'keys', title: 'Usage keys', page: keysPage, auth: true },
-  { path: 'groups', title: 'Groups', page: groupsPage, auth: true },
-  { path: 'wallets', title: 'Wallets', page: walletsPage, auth: true },
-  { path: 'actions', title: 'Actions', page: actionsPage, auth: true },
-  { path: 'run', title: 'Run', page: runnerPage, auth: true },
-  { path: 'billing', title: 'Billing', page: billingPage, auth: true },
+  { path: 'keys', title: 'Usage keys', page: keysPage, auth: 'key' },
+  { path: 'groups', title: 'Groups', page: groupsPage, auth: 'key' },
+  { path: 'wallets', title: 'Wallets', page: walletsPage, auth: 'key' },
+  { path: 'actions', title: 'Actions', page: actionsPage, auth: 'key' },
+  { path: 'run', title: 'Run', page: runnerPage, auth: 'key' },
+  { path: 'chainsecured', title: 'ChainSecured', page: chainSecuredPage, auth: 'any' },
+  { path: 'billing', title: 'Billing', page: billingPage, auth: 'any' },
+  { path: 'usage', title: 'Usage', page: usagePage, auth: 'any' },
   { path: 'evidence', title: 'Evidence', page: evidencePage, auth: false },
   { path: 'signin', title: 'Sign in', page: signInPage, auth: false, hidden: true },
 ];
 
+function allowed(route) {
+  if (!route.auth) return true;
+  if (route.auth === 'key') return Boolean(state.key);
+  return Boolean(state.key || state.wallet);
+}
+
+function signedIn() {
+  return Boolean(state.key || state.wallet);
+}
+
+/** Where a signed-in user lands. */
+function home() {
+  return state.wallet ? 'chainsecured' : 'keys';
+}
+
 const state = {
   key: null,
+  // A WalletSession (wallet.js) while a ChainSecured account's admin wallet is signed in.
+  wallet: null,
+  stopWatchingWallet: null,
   config: { billing_enabled: false, stripe_js_url: null, api_base: '/core/v1' },
   publicClient: null,
   client: null,
@@ -42,6 +68,7 @@ function readStoredKey() {
 
 /** Signs in with `key`; `remember` keeps it in this tab's sessionStorage. */
 function signIn(key, remember) {
+  forgetWallet();
   state.key = key;
   state.client = state.publicClient.withApiKey(key);
   try {
@@ -53,15 +80,45 @@ function signIn(key, remember) {
   renderChrome();
 }
 
-function signOut() {
+function forgetKey() {
   state.key = null;
   state.client = null;
-  state.handoff = {};
   try {
     sessionStorage.removeItem(SESSION_KEY);
   } catch {
     // Nothing stored.
   }
+}
+
+function forgetWallet() {
+  if (state.stopWatchingWallet) state.stopWatchingWallet();
+  state.stopWatchingWallet = null;
+  state.wallet = null;
+}
+
+/**
+ * Signs in a ChainSecured account's admin wallet (a WalletSession whose BillingAuth
+ * signature the appliance accepted). The account key, if any, is forgotten: after a
+ * conversion it no longer works.
+ */
+function signInWallet(session) {
+  forgetKey();
+  forgetWallet();
+  state.wallet = session;
+  state.stopWatchingWallet = session.onChange(() => {
+    // Another account (or none) in the wallet: this session is not that wallet's.
+    if (state.wallet === session) {
+      signOut('The wallet switched account or disconnected: you were signed out. Sign in again with the wallet that administers the account.');
+    }
+  });
+  renderChrome();
+}
+
+/** Signs out; `notice` (a sentence) is shown on the sign-in page. */
+function signOut(notice) {
+  forgetKey();
+  forgetWallet();
+  state.handoff = typeof notice === 'string' ? { signinNotice: notice } : {};
   renderChrome();
   navigate('signin');
 }
@@ -110,24 +167,24 @@ function cycleTheme() {
 function renderChrome() {
   const nav = document.getElementById('nav');
   const path = currentPath();
-  const visible = ROUTES.filter((r) => !r.hidden && (state.key || !r.auth));
+  const visible = ROUTES.filter((r) => !r.hidden && allowed(r));
   const items = visible.map((r) =>
     h('li', {}, h('a', { href: `#/${r.path}`, 'aria-current': r.path === path ? 'page' : false }, r.title)),
   );
-  if (!state.key) {
+  if (!signedIn()) {
     items.unshift(
       h('li', {}, h('a', { href: '#/signin', 'aria-current': path === 'signin' ? 'page' : false }, 'Sign in')),
     );
   }
   replace(nav, h('ul', {}, items));
-  document.getElementById('signout').hidden = !state.key;
+  document.getElementById('signout').hidden = !signedIn();
 }
 
 async function route() {
   let path = currentPath();
   let entry = ROUTES.find((r) => r.path === path);
-  if (!entry || (entry.auth && !state.key)) {
-    path = state.key ? 'keys' : 'signin';
+  if (!entry || !allowed(entry)) {
+    path = signedIn() ? home() : 'signin';
     if (location.hash !== `#/${path}`) {
       history.replaceState(null, '', `#/${path}`);
     }
@@ -143,6 +200,19 @@ async function route() {
     get client() {
       return state.client;
     },
+    get wallet() {
+      return state.wallet;
+    },
+    /**
+     * The client for one billing request: the account key's, or (signed in with a
+     * wallet) one carrying a fresh X-Wallet-Auth (the wallet signs BillingAuth; each
+     * signature is good for one request).
+     */
+    async billingClient() {
+      if (state.wallet) return state.publicClient.withWalletAuth(await state.wallet.authHeader());
+      return state.client;
+    },
+    signInWallet,
     publicClient: state.publicClient,
     config: state.config,
     handoff: state.handoff,

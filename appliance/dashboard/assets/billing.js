@@ -5,7 +5,9 @@
 // origin and no other). The flow: create_payment_intent → stripe.confirmCardPayment
 // (the card goes from Stripe's element to Stripe, never through the appliance) →
 // confirm_payment (the appliance asks Stripe and credits a succeeded payment once) →
-// the new balance.
+// the new balance. Signed in with a ChainSecured account's admin wallet, every billing
+// request carries its own X-Wallet-Auth: the wallet signs once per request (the balance,
+// then the payment intent and its crediting).
 
 import { h, replace, field, errorBox, notice, busy, section, dollars } from './dom.js';
 
@@ -45,13 +47,18 @@ export async function billingPage(body, ctx) {
   const pricesOut = h('div', {}, h('p', { class: 'empty' }, 'Loading…'));
   const topUpOut = h('div', {});
 
+  function drawBalance(cents, display) {
+    replace(
+      balanceOut,
+      h('p', { class: 'balance' }, h('strong', { 'data-testid': 'balance-value', 'data-cents': String(cents) }, display || dollars(cents))),
+      ctx.wallet ? h('p', { class: 'hint' }, `Read with a BillingAuth signature of ${ctx.wallet.address}.`) : null,
+    );
+  }
+
   async function showBalance() {
     try {
-      const b = await ctx.client.balance();
-      replace(
-        balanceOut,
-        h('p', { class: 'balance' }, h('strong', { 'data-testid': 'balance-value', 'data-cents': String(b.balance_cents) }, b.balance_display)),
-      );
+      const b = await (await ctx.billingClient()).balance();
+      drawBalance(b.balance_cents, b.balance_display);
       return b;
     } catch (err) {
       replace(balanceOut, errorBox('Reading the balance', err));
@@ -142,7 +149,7 @@ export async function billingPage(body, ctx) {
         });
         pay.addEventListener('click', () =>
           busy(pay, out, 'The card payment', async () => {
-            const intent = await ctx.client.createPaymentIntent({ amount_cents: cents });
+            const intent = await (await ctx.billingClient()).createPaymentIntent({ amount_cents: cents });
             const result = await stripe.confirmCardPayment(intent.client_secret, { payment_method: { card } });
             if (result.error) {
               const message = result.error.message || 'the payment was declined or not authenticated';
@@ -155,15 +162,15 @@ export async function billingPage(body, ctx) {
             }
             let confirmed;
             try {
-              confirmed = await ctx.client.confirmPayment({ payment_intent_id: intent.payment_intent_id });
+              confirmed = await (await ctx.billingClient()).confirmPayment({ payment_intent_id: intent.payment_intent_id });
             } catch (err) {
               // The card was charged; crediting is idempotent, so asking again is safe.
               const retry = h('button', { type: 'button', 'data-testid': 'topup-retry' }, 'Credit the payment again');
               retry.addEventListener('click', () =>
                 busy(retry, out, 'Crediting the payment', async () => {
-                  const again = await ctx.client.confirmPayment({ payment_intent_id: intent.payment_intent_id });
+                  const again = await (await ctx.billingClient()).confirmPayment({ payment_intent_id: intent.payment_intent_id });
                   replace(out, notice(`Paid: your balance is now ${dollars(again.balance_cents)}.`));
-                  await showBalance();
+                  drawBalance(again.balance_cents);
                 }),
               );
               replace(out, errorBox('Crediting the payment (your card was charged)', err), h('p', {}, `Payment ${intent.payment_intent_id} succeeded at Stripe; it is credited exactly once however often you ask.`), retry);
@@ -174,12 +181,20 @@ export async function billingPage(body, ctx) {
             amount.input.disabled = false;
             start.hidden = false;
             replace(out, notice(`Paid: ${dollars(confirmed.credited_cents)} credited. Your balance is now ${dollars(confirmed.balance_cents)}.`));
-            await showBalance();
+            // confirm_payment answers the new balance: no further request (nor signature).
+            drawBalance(confirmed.balance_cents);
           }),
         );
       }),
     );
-    replace(topUpOut, amount.wrap, h('div', { class: 'row' }, start), cardHolder, out);
+    replace(
+      topUpOut,
+      amount.wrap,
+      ctx.wallet ? h('p', { class: 'hint' }, 'Your wallet signs twice: once to start the payment, once to credit it.') : null,
+      h('div', { class: 'row' }, start),
+      cardHolder,
+      out,
+    );
   }
 
   replace(

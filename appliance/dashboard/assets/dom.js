@@ -122,6 +122,7 @@ export function secretOnce(title, value, note) {
 
 /** What to do next after an error, by HTTP status. */
 export function nextStep(err) {
+  if (err && typeof err.next === 'string') return err.next;
   const status = err && typeof err.status === 'number' ? err.status : undefined;
   switch (status) {
     case 0:
@@ -130,7 +131,7 @@ export function nextStep(err) {
     case 422:
       return 'Correct the values named above and submit again.';
     case 401:
-      return 'The key was not accepted: sign out and sign in again with a valid account key.';
+      return 'The key or wallet signature was not accepted: sign out and sign in again (with a valid account key, or the wallet that administers the account).';
     case 402:
       return 'Your balance is too low: top up on the Billing page, then try again.';
     case 403:

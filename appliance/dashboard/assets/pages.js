@@ -17,6 +17,7 @@ import {
   section,
   dollars,
 } from './dom.js';
+import { walletSignInSection } from './chainsecured.js';
 
 /** Every item of a paged list (pages of 100; at most 5000 items shown). */
 async function listAll(fetchPage) {
@@ -142,14 +143,18 @@ export async function signInPage(body, ctx) {
     createOut,
   );
 
+  const signinNotice = ctx.handoff.signinNotice;
+  delete ctx.handoff.signinNotice;
   replace(
     body,
+    signinNotice ? notice(signinNotice, 'warn') : null,
     h(
       'div',
       { class: 'grid2' },
       section('Sign in with an account key', signInForm),
       section('Create an account', createForm),
     ),
+    walletSignInSection(ctx),
     h(
       'p',
       { class: 'empty' },
