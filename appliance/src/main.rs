@@ -91,6 +91,11 @@ enum Command {
         #[arg(long)]
         force: bool,
     },
+    /// Reports of the credit ledger (docs/operators.md, "Billing report").
+    Billing {
+        #[command(subcommand)]
+        action: BillingAction,
+    },
     /// The shared sealed root of replicas on PostgreSQL (upgrades: export, reseal with
     /// `keyservice reseal`, import; docs/operators.md "Replicas").
     Root {
@@ -217,6 +222,7 @@ async fn run(mut config: Config, mode: Mode) -> ExitCode {
     } else {
         None
     };
+    let dev_chain_id = config.chain.chain_id;
     let started = if dev {
         let anvil = if config.chain.rpc_url.is_some() {
             tracing::info!("chain.rpc_url is set: no local chain");
@@ -249,6 +255,12 @@ async fn run(mut config: Config, mode: Mode) -> ExitCode {
             out,
             "metrics: {}",
             appliance::metrics_listener::describe(addr)
+        );
+    }
+    if let Some(rpc) = running.dev_rpc_url() {
+        let _ = writeln!(
+            out,
+            "dev chain for actions (chain {dev_chain_id}): new ethers.providers.JsonRpcProvider(\"{rpc}\")"
         );
     }
     if let Some(pem) = &running.self_signed_pem {
@@ -412,6 +424,75 @@ fn block_on<F: std::future::Future<Output = ExitCode>>(future: F) -> ExitCode {
 }
 
 #[derive(Subcommand)]
+enum BillingAction {
+    /// Print every account's credits and charges written from --from up to (not
+    /// including) --to as CSV: one line per ledger row, then a `total` line per account
+    /// (columns: docs/operators.md, "Billing report"). Reads DATA_DIR/state.db read-only,
+    /// while the appliance serves. Exit status 3: refused (the store is PostgreSQL, FILE
+    /// exists, or the database is missing or of another schema version).
+    Report {
+        /// The configuration `appliance serve` runs with (it names the data directory).
+        #[arg(long)]
+        config: Option<PathBuf>,
+        /// The data directory (default: data_dir of the configuration).
+        #[arg(long)]
+        data_dir: Option<PathBuf>,
+        /// The start, inclusive: Unix seconds, a UTC date (2025-12-01) or a UTC time
+        /// (2025-12-01T12:00:00Z).
+        #[arg(long, value_parser = appliance::commands::billing::parse_time)]
+        from: i64,
+        /// The end, exclusive (same forms as --from).
+        #[arg(long, value_parser = appliance::commands::billing::parse_time)]
+        to: i64,
+        /// Only this account (its id, as the report's account_id column shows it).
+        #[arg(long)]
+        account: Option<i64>,
+        /// Write the CSV to FILE (it must not exist) instead of standard output.
+        #[arg(long, value_name = "FILE")]
+        out: Option<PathBuf>,
+        /// Replace FILE if it exists.
+        #[arg(long, requires = "out")]
+        force: bool,
+    },
+}
+
+/// `appliance billing report`: the CSV on standard output or in FILE (then a one-line
+/// summary on standard output), or the error on standard error with its exit status.
+fn billing(action: BillingAction) -> ExitCode {
+    let BillingAction::Report {
+        config,
+        data_dir,
+        from,
+        to,
+        account,
+        out,
+        force,
+    } = action;
+    let args = appliance::commands::billing::ReportArgs {
+        config,
+        data_dir,
+        from,
+        to,
+        account,
+        out,
+        force,
+    };
+    let mut stdout = std::io::stdout().lock();
+    match appliance::commands::billing::run(&args, &mut stdout) {
+        Ok(summary) => {
+            if let Some(out) = &args.out {
+                let _ = writeln!(stdout, "{}", summary.line(out));
+            }
+            ExitCode::SUCCESS
+        }
+        Err(err) => {
+            let _ = writeln!(std::io::stderr(), "appliance billing report: {err}");
+            ExitCode::from(err.exit_code())
+        }
+    }
+}
+
+#[derive(Subcommand)]
 enum RootAction {
     /// Write the database's sealed root (default: the one recorded last) to a new file.
     Export {
@@ -479,6 +560,7 @@ fn main() -> ExitCode {
         Command::Root { action } => {
             return block_on(root(action));
         }
+        Command::Billing { action } => return billing(action),
         Command::Deploy {
             rpc,
             config,

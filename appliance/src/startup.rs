@@ -227,6 +227,16 @@ async fn start_with(
         ),
         None => None,
     };
+    // Actions reach the dev chain through the appliance, by its id or its URL, although
+    // it is on loopback: it goes on `[actions.rpc]`'s list (unless that id is there).
+    if let Some(chain) = &dev_chain {
+        config
+            .actions
+            .rpc
+            .chains
+            .entry(config.chain.chain_id.to_string())
+            .or_insert_with(|| crate::config::SecretString::new(chain.rpc_url.clone()));
+    }
     // The dev chain has just deployed (or found) the contracts: a spawned keyservice that
     // was started without them is restarted, so that `/info` names the governance
     // contract as the app id and the payers may call this AccountConfig.

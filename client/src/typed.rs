@@ -121,6 +121,7 @@ typed_methods! {
 
     stripe_config() => StripeConfig;
     balance() => Balance;
+    usage(request) => Usage;
     create_payment_intent(request) => CreatePaymentIntent;
     confirm_payment(request) => ConfirmPayment;
     prices() => Prices;

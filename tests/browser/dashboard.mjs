@@ -572,24 +572,6 @@ try {
   await page.click('button:has-text("Sign in")');
   await page.waitForSelector('.page[data-page="keys"]');
   await go('usage');
-  // GET /core/v1/billing/usage is another change's: until the appliance serves it, the
-  // page is checked against a stand-in answer of the agreed shape (said in the log).
-  const usageServed = (await api('GET', '/billing/usage?page_size=1', { key: apiKey })).status !== 404;
-  if (!usageServed) {
-    console.log('NOTE GET /core/v1/billing/usage is not served (404): the usage page is checked against a stand-in answer');
-    await page.route('**/core/v1/billing/usage?**', (route) =>
-      route.fulfill({
-        status: 200,
-        contentType: 'application/json',
-        body: JSON.stringify([
-          { id: '3', at_unix: 1700000300, kind: 'top_up', operation: 'card payment', action_cid: null, amount_cents: 1234, balance_after_cents: 2230, request_id: null, payment_intent_id: 'pi_standin' },
-          { id: '2', at_unix: 1700000200, kind: 'charge', operation: 'lit_action', action_cid: null, amount_cents: -1, balance_after_cents: 996, request_id: 'req-standin', payment_intent_id: null },
-          { id: '1', at_unix: 1700000100, kind: 'initial', operation: 'initial credit', action_cid: null, amount_cents: 1000, balance_after_cents: 1000, request_id: null, payment_intent_id: null },
-        ]),
-      }),
-    );
-    await page.click('[data-testid="usage-apply"]');
-  }
   await page.waitForSelector('[data-testid="usage-list"] tbody tr');
   const usageRows = await page.$$eval('[data-testid="usage-list"] tbody tr', (rows) =>
     rows.map((r) => ({
@@ -601,12 +583,8 @@ try {
   check(usageRows.some((r) => r.kind === 'top_up' && r.cents === 1234 && /\+\$12\.34/.test(r.text)), `the $12.34 top-up is listed: ${JSON.stringify(usageRows.slice(0, 5))}`);
   check(usageRows.some((r) => r.kind === 'charge' && r.cents < 0 && /−\$/.test(r.text)), 'charges are listed as negative amounts');
   check(/Page 1/.test(await page.textContent('[data-testid="usage-page"]')), 'the page number is shown');
-  if (usageServed) {
-    const served = (await api('GET', '/billing/usage?page_number=0&page_size=50', { key: apiKey })).json;
-    check(served.length === usageRows.length, `the page lists what the API answers: ${usageRows.length} rows, ${served.length} entries`);
-  } else {
-    await page.unroute('**/core/v1/billing/usage?**');
-  }
+  const served = (await api('GET', '/billing/usage?page_number=0&page_size=50', { key: apiKey })).json;
+  check(served.length === usageRows.length, `the page lists what the API answers: ${usageRows.length} rows, ${served.length} entries`);
   await shot('17-usage');
 
   step('ChainSecured: convert the account with the browser wallet');
@@ -738,14 +716,10 @@ try {
   step('usage history with the wallet');
   await go('usage');
   await page.waitForSelector('[data-testid="usage-list"] tbody tr, [data-testid="usage-list"] .notice.error');
-  if (usageServed) {
-    const walletRows = await page.$$eval('[data-testid="usage-list"] [data-kind="top_up"]', (els) => els.map((e) => e.closest('tr').textContent));
-    check(walletRows.some((t) => /\+\$7\.89/.test(t)), `the wallet's top-up is listed: ${walletRows.length} top-ups`);
-    const usageRequest = requests.filter((r) => r.url.includes('/core/v1/billing/usage')).pop();
-    check(Boolean(usageRequest && usageRequest.walletAuth && !usageRequest.bearer), 'the usage history was read with X-Wallet-Auth');
-  } else {
-    console.log('NOTE usage history with the wallet: not checked (GET /core/v1/billing/usage is not served)');
-  }
+  const walletRows = await page.$$eval('[data-testid="usage-list"] [data-kind="top_up"]', (els) => els.map((e) => e.closest('tr').textContent));
+  check(walletRows.some((t) => /\+\$7\.89/.test(t)), `the wallet's top-up is listed: ${walletRows.length} top-ups`);
+  const usageRequest = requests.filter((r) => r.url.includes('/core/v1/billing/usage')).pop();
+  check(Boolean(usageRequest && usageRequest.walletAuth && !usageRequest.bearer), 'the usage history was read with X-Wallet-Auth');
   await shot('23-wallet-usage');
 
   step('sign in with the wallet');

@@ -867,3 +867,217 @@ async fn a_run_cut_by_the_request_timeout_is_stopped_and_charged() {
     assert_eq!(charges.len(), 1, "not charged soon after the timeout");
     b.assert_ledger(&[STOPPED_CHARGE]).await;
 }
+
+// ---- The usage history (`/billing/usage`) and the operator's report. ----
+
+/// The `X-Request-Id` a reply carried.
+fn request_id(reply: &e2e::Reply) -> String {
+    reply
+        .headers
+        .get("x-request-id")
+        .and_then(|v| v.to_str().ok())
+        .expect("every reply carries X-Request-Id")
+        .to_owned()
+}
+
+/// `GET /billing/usage` + `query` with `key`.
+async fn usage(app: &Appliance, query: &str, key: &str) -> e2e::Reply {
+    app.get(&format!("/billing/usage{query}"), Some(key)).await
+}
+
+/// Every charge is in the account's usage history with the request id its response
+/// carried (and, for a run, the action's CID), newest first and paged; another account,
+/// and a usage key of the same one, cannot read it; `appliance billing report` lists the
+/// same rows from the database file.
+#[tokio::test]
+async fn the_usage_history_names_each_charge_and_the_request_behind_it() {
+    let b = Billed::start(&[]).await;
+    let app = &b.app;
+    let created = app
+        .post("/new_account", None, json!({ "account_name": "historian" }))
+        .await;
+    let key = created.assert_ok()["api_key"].as_str().unwrap().to_owned();
+    let created_id = request_id(&created);
+
+    // A billed management write, and an action run.
+    let write = app
+        .post(
+            "/add_group",
+            Some(&key),
+            json!({"group_name": "g", "group_description": "", "pkp_ids_permitted": [], "cid_hashes_permitted": []}),
+        )
+        .await;
+    write.assert_ok();
+    let write_id = request_id(&write);
+    let code = "async function main() { return 6 * 7; }";
+    let cid = app
+        .post("/get_lit_action_ipfs_id", None, json!(code))
+        .await
+        .assert_ok()
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let run = app
+        .post("/lit_action", Some(&key), json!({ "code": code }))
+        .await;
+    assert_eq!(run.assert_ok()["response"], json!(42));
+    let run_id = request_id(&run);
+    assert!(created_id != write_id && write_id != run_id);
+
+    let reply = usage(app, "", &key).await;
+    let items = reply.assert_ok().as_array().unwrap().clone();
+    let seen: Vec<(&str, i64, u64, &str, &Value, &Value)> = items
+        .iter()
+        .map(|i| {
+            (
+                i["kind"].as_str().unwrap(),
+                i["amount_cents"].as_i64().unwrap(),
+                i["balance_after_cents"].as_u64().unwrap(),
+                i["operation"].as_str().unwrap(),
+                &i["request_id"],
+                &i["action_cid"],
+            )
+        })
+        .collect();
+    let start = START_CREDIT;
+    assert_eq!(
+        seen,
+        vec![
+            (
+                "charge",
+                -1,
+                start - 2,
+                "lit_action",
+                &json!(run_id),
+                &json!(cid)
+            ),
+            (
+                "charge",
+                -1,
+                start - 1,
+                "add_group",
+                &json!(write_id),
+                &Value::Null
+            ),
+            (
+                "initial",
+                start as i64,
+                start,
+                "initial credit",
+                &json!(created_id),
+                &Value::Null
+            ),
+        ]
+    );
+    assert_eq!(balance(app, &key).await, start - 2);
+    // Times both ways, ids decreasing, no payment intent on these.
+    for item in &items {
+        let at = item["at_unix"].as_i64().unwrap();
+        let now = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap()
+            .as_secs() as i64;
+        assert!((now - 120..=now + 5).contains(&at), "{item}");
+        // RFC 3339 in UTC, the same instant (its time of day checked here; the date's
+        // arithmetic is the store's unit tests').
+        let of_day = at % 86_400;
+        let clock = format!(
+            "T{:02}:{:02}:{:02}Z",
+            of_day / 3600,
+            of_day % 3600 / 60,
+            of_day % 60
+        );
+        let text = item["at"].as_str().unwrap();
+        assert!(text.len() == 20 && text.ends_with(&clock), "{item}");
+        assert_eq!(item["payment_intent_id"], Value::Null);
+    }
+    let ids: Vec<u64> = items
+        .iter()
+        .map(|i| i["id"].as_str().unwrap().parse().unwrap())
+        .collect();
+    assert!(ids.windows(2).all(|w| w[0] > w[1]), "{ids:?}");
+
+    // Paging: one entry per page, newest first, then an empty page.
+    for (page, item) in items.iter().enumerate() {
+        let one = usage(app, &format!("?page_number={page}&page_size=1"), &key).await;
+        assert_eq!(one.assert_ok(), &json!([item]), "page {page}");
+    }
+    let past_the_end = usage(app, "?page_number=3&page_size=1", &key).await;
+    assert_eq!(past_the_end.assert_ok(), &json!([]));
+    // The time range: `from` inclusive, `to` exclusive.
+    let newest = items[0]["at_unix"].as_i64().unwrap();
+    let later = usage(app, &format!("?from={}", newest + 3600), &key).await;
+    assert_eq!(later.assert_ok(), &json!([]));
+    let until_now = usage(app, &format!("?from=0&to={}", newest + 1), &key).await;
+    assert_eq!(until_now.assert_ok(), &json!(items));
+    usage(app, "?from=yesterday", &key).await.assert_error(400);
+    // An empty range (`from` after `to`) is an empty answer.
+    let empty = usage(app, "?from=20&to=10", &key).await;
+    assert_eq!(empty.assert_ok(), &json!([]));
+
+    // Another account sees only its own history; a usage key sees none; no key, 401.
+    let other = usage(app, "", &b.key).await;
+    let theirs = other.assert_ok().as_array().unwrap();
+    assert_eq!(theirs.len(), 1, "{theirs:?}");
+    assert_eq!(theirs[0]["kind"], json!("initial"));
+    let text = other.body.to_string();
+    for id in [&created_id, &write_id, &run_id] {
+        assert!(!text.contains(id.as_str()), "{text}");
+    }
+    let (usage_key, _) = app.add_usage_key(&key, json!({})).await;
+    usage(app, "", &usage_key).await.assert_error(403);
+    app.get("/billing/usage", None).await.assert_error(401);
+
+    // The operator's report of the same database: both charges, with their request
+    // ids and the action, and the account's totals.
+    let out = e2e::appliance_command()
+        .args(["billing", "report", "--data-dir"])
+        .arg(&app.data_dir)
+        .args(["--from", "1970-01-01", "--to", "2100-01-01"])
+        .output()
+        .unwrap();
+    let csv = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert!(
+        out.status.success(),
+        "{csv}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let lines: Vec<&str> = csv.lines().collect();
+    assert!(
+        lines[0].starts_with("record,account_id,account_name,"),
+        "{csv}"
+    );
+    let mine: Vec<&str> = lines
+        .iter()
+        .copied()
+        .filter(|l| l.split(',').nth(2) == Some("historian"))
+        .collect();
+    // Its three charges: the write, the run, and the usage key made above (billed too).
+    assert_eq!(mine.len(), 5, "{csv}");
+    assert!(
+        mine[0].starts_with("entry,") && mine[0].contains(&created_id),
+        "{csv}"
+    );
+    assert!(
+        mine[1].contains(&format!(",add_group,,{write_id},,0,1,{}", start - 1)),
+        "{csv}"
+    );
+    assert!(
+        mine[2].contains(&format!(",lit_action,{cid},{run_id},,0,1,{}", start - 2)),
+        "{csv}"
+    );
+    assert!(mine[3].contains(",add_usage_api_key,"), "{csv}");
+    assert!(
+        mine[4].starts_with("total,") && mine[4].ends_with(&format!(",{start},3,{}", start - 3)),
+        "{csv}"
+    );
+    // A range that ends before the first entry: the header alone.
+    let out = e2e::appliance_command()
+        .args(["billing", "report", "--data-dir"])
+        .arg(&app.data_dir)
+        .args(["--from", "0", "--to", "1000"])
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    assert_eq!(String::from_utf8_lossy(&out.stdout).lines().count(), 1);
+}

@@ -5,7 +5,9 @@
 //! statuses for a deployment that does not verify, a refused request, a failing action
 //! and an unsafe profile file; `--os-measurements` and `--allow-unpinned-os` (flags and
 //! profile settings) decide the `os-image` check of a real dstack quote (the near-mpc
-//! deployment's, served through a relay) and leave the simulated dev stack's N/A.
+//! deployment's, served through a relay) and leave the simulated dev stack's N/A. One
+//! shell holds the CLI's `APPLIANCE_CLI_*` variables and runs the appliance too: the
+//! server starts with them set, and the CLI works from that same environment.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
@@ -16,6 +18,7 @@ use std::sync::Arc;
 
 use e2e::attested::{AttestedStack, CAA_DOMAIN, DOMAIN};
 use e2e::relay::{Relay, Tamper};
+use e2e::{Appliance, Launch};
 use serde_json::{Value, json};
 
 /// The CLI, with its own config directory and none of the caller's variables.
@@ -284,6 +287,147 @@ async fn an_operator_session_from_profile_to_action() {
     let err = cli.fails(6, &["groups", "list"]);
     assert!(err.contains("chmod 600"), "{err}");
     assert!(!err.contains(&key), "the error printed the key");
+}
+
+/// An API key of the right shape that no appliance issued (one from another deployment).
+const STALE_KEY: &str = "BwcHBwcHBwcHBwcHBwcHBwcHBwcHBwcHBwcHBwcHBwc=";
+
+/// A user who set up `appliance-cli` as its README says (`APPLIANCE_CLI_URL`,
+/// `APPLIANCE_CLI_API_KEY`, `APPLIANCE_CLI_PROFILE`, `APPLIANCE_CLI_CONFIG_DIR` exported)
+/// starts a dev appliance from the same shell: it starts (it skips the CLI's variables),
+/// and the CLI, run with exactly that environment, verifies it, is refused with the
+/// stale key the environment holds, creates an account, and works once the environment
+/// holds the new key. The CLI's former names stop the server with the rename to make.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn one_shell_holds_the_clis_variables_and_runs_the_appliance() {
+    let config = tempfile::tempdir().unwrap();
+    let data = tempfile::tempdir().unwrap();
+    let port = e2e::pebble::free_port();
+    let config_dir = config.path().join("appliance-cli").display().to_string();
+    let mut shell: Vec<(String, String)> = [
+        ("APPLIANCE_CLI_URL", format!("https://localhost:{port}")),
+        ("APPLIANCE_CLI_API_KEY", STALE_KEY.to_owned()),
+        ("APPLIANCE_CLI_PROFILE", "dev".to_owned()),
+        ("APPLIANCE_CLI_CONFIG_DIR", config_dir.clone()),
+        // Where scripts/dev would listen, as an operator sets it.
+        ("APPLIANCE_LISTEN", format!("127.0.0.1:{port}")),
+    ]
+    .into_iter()
+    .map(|(k, v)| (k.to_owned(), v))
+    .collect();
+
+    // The server, as `scripts/dev` runs it (`appliance dev`), in that environment.
+    let app = Appliance::launch(data.path(), Launch::DevWith { env: shell.clone() }).await;
+    assert!(app.base_url.contains(&port.to_string()), "{}", app.base_url);
+
+    // The CLI, in the same environment (and nothing else of this process's).
+    let cli = |shell: &[(String, String)], args: &[&str]| -> Output {
+        Command::new(e2e::binary("appliance-cli"))
+            .args(args)
+            .env_clear()
+            .env("PATH", std::env::var_os("PATH").unwrap_or_default())
+            .envs(shell.iter().map(|(k, v)| (k.as_str(), v.as_str())))
+            .output()
+            .unwrap()
+    };
+    let ok = |out: Output| -> Value {
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(
+            out.status.success(),
+            "{:?}\nstdout: {}\nstderr: {stderr}\nappliance log:\n{}",
+            out.status,
+            String::from_utf8_lossy(&out.stdout),
+            app.log()
+        );
+        assert!(!stderr.contains("warning"), "{stderr}");
+        serde_json::from_slice(&out.stdout).unwrap()
+    };
+    let pem = app.data_dir.join("tls").join("self-signed.pem");
+    let pem = pem.display().to_string();
+    // The profile named by APPLIANCE_CLI_PROFILE, with the URL of APPLIANCE_CLI_URL, in
+    // the directory of APPLIANCE_CLI_CONFIG_DIR.
+    let shown = ok(cli(
+        &shell,
+        &[
+            "--json",
+            "profile",
+            "set",
+            "--ca-file",
+            &pem,
+            "--allow-simulated",
+            "true",
+            "--skip",
+            "governance",
+        ],
+    ));
+    assert_eq!(shown["profile"], "dev", "{shown}");
+    assert_eq!(
+        shown["settings"]["url"],
+        format!("https://localhost:{port}")
+    );
+    assert!(Path::new(&config_dir).join("profiles.toml").exists());
+
+    let report = ok(cli(&shell, &["--json", "verify"]));
+    assert_eq!(report["report"]["ok"], Value::Bool(true), "{report}");
+
+    // The stale key from the environment is what the CLI sends: refused (exit 4).
+    let refused = cli(&shell, &["--json", "groups", "list"]);
+    assert_eq!(refused.status.code(), Some(4), "{refused:?}");
+
+    let account = ok(cli(
+        &shell,
+        &["--json", "account", "new", "--name", "shell"],
+    ));
+    let key = account["api_key"].as_str().unwrap().to_owned();
+    for (k, v) in &mut shell {
+        if k == "APPLIANCE_CLI_API_KEY" {
+            v.clone_from(&key);
+        }
+    }
+    let wallet = ok(cli(&shell, &["--json", "wallets", "new", "--name", "w"]));
+    let listed = ok(cli(&shell, &["--json", "wallets", "list"]));
+    assert!(
+        listed
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|w| w["pkp_id"] == wallet["pkp_id"]),
+        "{listed}"
+    );
+    // `profile set` stored the key the environment held then (as documented); the new
+    // key reached the CLI through the environment alone.
+    let stored = std::fs::read_to_string(Path::new(&config_dir).join("profiles.toml")).unwrap();
+    assert!(stored.contains(STALE_KEY) && !stored.contains(&key));
+
+    // The CLI's former names: the server refuses to start and says what to rename.
+    for (old, new) in [
+        ("APPLIANCE_URL", "APPLIANCE_CLI_URL"),
+        ("APPLIANCE_API_KEY", "APPLIANCE_CLI_API_KEY"),
+    ] {
+        let out = e2e::appliance_command()
+            .arg("print-config")
+            .envs(shell.iter().map(|(k, v)| (k.as_str(), v.as_str())))
+            .env(old, "x")
+            .output()
+            .unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(!out.status.success(), "{old}: {stderr}");
+        assert!(
+            stderr.contains(&format!("rename it {new}")),
+            "{old}: {stderr}"
+        );
+    }
+    let out = e2e::appliance_command()
+        .arg("print-config")
+        .envs(shell.iter().map(|(k, v)| (k.as_str(), v.as_str())))
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    drop(app);
 }
 
 /// A long wait shows progress on a terminal (here a pseudo-terminal from util-linux's

@@ -45,6 +45,7 @@ const ROUTES: &[(&str, &str)] = &[
     ("post", "/core/v1/convert_to_chain_secured_account"),
     ("get", "/core/v1/billing/stripe_config"),
     ("get", "/core/v1/billing/balance"),
+    ("get", "/core/v1/billing/usage"),
     ("post", "/core/v1/billing/create_payment_intent"),
     ("post", "/core/v1/billing/confirm_payment"),
     ("get", "/core/v1/billing/prices"),

@@ -77,7 +77,7 @@ fn run_live_tests(
         .current_dir(sdk)
         .env_remove("NODE_OPTIONS")
         .env_remove("NODE_PATH")
-        .env("APPLIANCE_URL", base_url)
+        .env("APPLIANCE_CLI_URL", base_url)
         .env("NODE_EXTRA_CA_CERTS", cert)
         .env("LOCALSTRIPE_URL", stripe_url)
         .env("LOCALSTRIPE_SECRET_KEY", e2e::localstripe::SECRET_KEY)

@@ -20,7 +20,7 @@ use crate::actions::{
 };
 use crate::billing::{
     BalanceResponse, ConfirmPaymentRequest, ConfirmPaymentResponse, CreatePaymentIntentRequest,
-    CreatePaymentIntentResponse, PricesResponse, StripeConfigResponse,
+    CreatePaymentIntentResponse, PricesResponse, StripeConfigResponse, UsageItem, UsageRequest,
 };
 use crate::chain::NodeChainConfig;
 use crate::execution::{ClientConfig, LitActionRequest, LitActionResponse};
@@ -198,6 +198,9 @@ endpoints! {
     // billing
     StripeConfig: Get "/billing/stripe_config", None, None, () => StripeConfigResponse;
     Balance: Get "/billing/balance", ApiKeyOrWalletAuth, None, () => BalanceResponse;
+    /// The account's credits and charges, newest first (the account key, or
+    /// `X-Wallet-Auth`; not a usage key).
+    Usage: Get "/billing/usage", ApiKeyOrWalletAuth, Query, UsageRequest => Vec<UsageItem>;
     CreatePaymentIntent: Post "/billing/create_payment_intent", ApiKeyOrWalletAuth, Json, CreatePaymentIntentRequest => CreatePaymentIntentResponse;
     ConfirmPayment: Post "/billing/confirm_payment", ApiKeyOrWalletAuth, Json, ConfirmPaymentRequest => ConfirmPaymentResponse;
     Prices: Get "/billing/prices", None, None, () => PricesResponse;

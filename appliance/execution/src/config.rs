@@ -3,10 +3,13 @@
 //! module composes it with the other sections; this crate owns its keys, defaults and
 //! checks (the appliance's code resolution reads the code-cache keys from it too).
 
+use std::collections::BTreeMap;
 use std::path::PathBuf;
 
-use appliance_domain::settings::InvalidSetting;
+use appliance_domain::settings::{InvalidSetting, SecretString};
 use serde::{Deserialize, Serialize};
+
+pub use super::imports::ImportsConfig;
 
 /// Action execution: code limits, the sandbox's limits and the worker pool.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -91,6 +94,99 @@ pub struct ActionsConfig {
     /// An IPFS HTTP gateway (e.g. `https://ipfs.io`) from which unknown CIDs are
     /// fetched for execution; the content is accepted only if its CID matches.
     pub ipfs_gateway: Option<String>,
+    /// JSON-RPC for `ethers.providers` in actions (`[actions.rpc]`).
+    pub rpc: RpcConfig,
+    /// Module imports (`[actions.imports]`): the ESM CDN and the bounds.
+    pub imports: ImportsConfig,
+}
+
+/// `[actions.rpc]`: the chains actions reach through the appliance, and the bounds of
+/// their JSON-RPC traffic. Every request also counts as one of the action's
+/// `max_fetches`.
+///
+/// An action names a configured chain by id (`new ethers.providers.JsonRpcProvider(
+/// undefined, 31337)` or the URL `chain:31337`) without ever seeing its URL, or by
+/// writing exactly that URL. Configured URLs may be loopback or private addresses (the
+/// operator chose them); any other URL an action gives is held to the rules of `fetch`
+/// (globally reachable addresses only, unless `fetch_allow_private`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct RpcConfig {
+    /// Chain id → JSON-RPC URL (`chains = { 31337 = "http://127.0.0.1:8545" }`). The
+    /// URLs may carry credentials: they are never shown to actions or logged.
+    pub chains: BTreeMap<String, SecretString>,
+    /// Time limit of one request, in ms.
+    pub request_timeout_ms: u64,
+    /// Largest request body, in bytes.
+    pub max_request_bytes: usize,
+    /// Largest response body, in bytes (at most 3 MiB: it travels to the worker in one
+    /// frame).
+    pub max_response_bytes: usize,
+    /// Request and response bytes one action may move in all.
+    pub max_bytes_per_action: u64,
+    /// Time one action may spend waiting for JSON-RPC answers in all, in ms.
+    pub max_time_per_action_ms: u64,
+}
+
+impl Default for RpcConfig {
+    fn default() -> Self {
+        Self {
+            chains: BTreeMap::new(),
+            request_timeout_ms: 10_000,
+            max_request_bytes: 128 * 1024,
+            max_response_bytes: 2 * 1024 * 1024,
+            max_bytes_per_action: 16 * 1024 * 1024,
+            max_time_per_action_ms: 20_000,
+        }
+    }
+}
+
+/// The largest `max_response_bytes` (the reply, escaped as JSON, must fit one frame).
+pub const MAX_RPC_RESPONSE_BYTES: usize = 3 * 1024 * 1024;
+
+impl RpcConfig {
+    /// The configured chains with their ids parsed.
+    pub fn chain_urls(&self) -> Result<BTreeMap<u64, &SecretString>, InvalidSetting> {
+        self.chains
+            .iter()
+            .map(|(id, url)| {
+                id.parse::<u64>().map(|id| (id, url)).map_err(|_| {
+                    InvalidSetting(format!(
+                        "actions.rpc.chains: {id:?} is not a chain id (a decimal integer)"
+                    ))
+                })
+            })
+            .collect()
+    }
+
+    /// Checks the chain ids, their URLs and the bounds.
+    pub fn validate(&self) -> Result<(), InvalidSetting> {
+        for (id, url) in self.chain_urls()? {
+            let scheme_ok =
+                url.expose().starts_with("http://") || url.expose().starts_with("https://");
+            if !scheme_ok {
+                return Err(InvalidSetting(format!(
+                    "actions.rpc.chains.{id} must be an http:// or https:// URL"
+                )));
+            }
+        }
+        if self.request_timeout_ms == 0 || self.max_time_per_action_ms == 0 {
+            return Err(InvalidSetting::new(
+                "actions.rpc.request_timeout_ms and actions.rpc.max_time_per_action_ms must be positive",
+            ));
+        }
+        if self.max_request_bytes == 0 || self.max_bytes_per_action == 0 {
+            return Err(InvalidSetting::new(
+                "actions.rpc.max_request_bytes and actions.rpc.max_bytes_per_action must be positive",
+            ));
+        }
+        if self.max_response_bytes == 0 || self.max_response_bytes > MAX_RPC_RESPONSE_BYTES {
+            return Err(InvalidSetting(format!(
+                "actions.rpc.max_response_bytes must be between 1 and {MAX_RPC_RESPONSE_BYTES}"
+            )));
+        }
+        Ok(())
+    }
 }
 
 impl Default for ActionsConfig {
@@ -121,6 +217,8 @@ impl Default for ActionsConfig {
             spawn_worker_launcher: false,
             worker_launcher_binary: None,
             ipfs_gateway: None,
+            rpc: RpcConfig::default(),
+            imports: ImportsConfig::default(),
         }
     }
 }
@@ -158,6 +256,8 @@ impl ActionsConfig {
                 "actions.worker_bound_idle_ms must be at least 1",
             ));
         }
+        self.rpc.validate()?;
+        self.imports.validate()?;
         if self.worker_retire_heap_mb >= self.memory_limit_mb {
             return Err(InvalidSetting(format!(
                 "actions.worker_retire_heap_mb ({}) must be below actions.memory_limit_mb ({}); 0 = a quarter of it",

@@ -37,8 +37,8 @@ pub fn is_private(ip: IpAddr) -> bool {
 }
 
 /// Resolves names, refusing private answers unless allowed.
-struct GuardedResolver {
-    allow_private: bool,
+pub(crate) struct GuardedResolver {
+    pub(crate) allow_private: bool,
 }
 
 impl Resolve for GuardedResolver {
@@ -167,7 +167,7 @@ impl Fetcher {
 
 /// The error's message and its causes, without the URL (which may carry secrets in
 /// its query); e.g. "error sending request: <url>: x resolves to no address …".
-fn without_url(err: &reqwest::Error) -> String {
+pub(crate) fn without_url(err: &reqwest::Error) -> String {
     if err.is_timeout() {
         return "the request timed out".to_owned();
     }

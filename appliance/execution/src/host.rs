@@ -1,14 +1,16 @@
-//! Host calls: what a running action asks the appliance to do (key operations and
-//! fetch). The worker process runs untrusted code, so it is treated as untrusted too:
+//! Host calls: what a running action asks the appliance to do (key operations, fetch
+//! and JSON-RPC). The worker process runs untrusted code, so it is treated as untrusted too:
 //! every rule is enforced here, whatever the worker sends: a wallet must be in the
 //! execution's scope, an action may obtain only its own action key, and the number of
-//! fetches is counted here as well as in the worker.
+//! fetches (JSON-RPC requests included) is counted here as well as in the worker.
 
 use action_runtime::protocol::HostRequest;
 use keyservice_api::{DerivationPath, KeyError};
 use serde_json::Value;
 
 use super::fetch::Fetcher;
+use super::imports::{ImportError, JobImports, ModuleImports};
+use super::rpc::{RpcBudget, RpcClient};
 use appliance_store::wallet::parse_wallet_ref;
 use appliance_store::{AccountId, Store, WalletRef, WalletScope};
 use keyservice_api::KeyClient;
@@ -24,6 +26,11 @@ pub struct HostContext {
     pub action_cid: String,
     pub max_fetches: u32,
     fetches: u32,
+    /// JSON-RPC for `ethers.providers` (`None`: every request fails).
+    rpc: Option<RpcClient>,
+    rpc_budget: RpcBudget,
+    /// The job's module imports (disabled unless [`HostContext::with_imports`]).
+    imports: JobImports,
 }
 
 /// A wallet the action may not use. A wallet outside the scope and one that does not
@@ -92,7 +99,36 @@ impl HostContext {
             action_cid,
             max_fetches,
             fetches: 0,
+            rpc: None,
+            rpc_budget: RpcBudget::default(),
+            imports: JobImports::disabled(),
         }
+    }
+
+    /// With module imports through `imports` (`None`: every import is refused).
+    pub fn with_imports(mut self, imports: Option<&ModuleImports>) -> Self {
+        self.imports = imports.map_or_else(JobImports::disabled, ModuleImports::for_job);
+        self
+    }
+
+    /// With JSON-RPC through `rpc`.
+    pub fn with_rpc(mut self, rpc: RpcClient) -> Self {
+        self.rpc = Some(rpc);
+        self
+    }
+
+    /// What this execution has used of its JSON-RPC budget.
+    pub fn rpc_budget(&self) -> RpcBudget {
+        self.rpc_budget
+    }
+
+    /// Counts one fetch (or JSON-RPC request) against the execution's limit.
+    fn count_fetch(&mut self) -> Result<(), HostError> {
+        self.fetches += 1;
+        if self.fetches > self.max_fetches {
+            return Err(format!("an action may fetch at most {} times", self.max_fetches).into());
+        }
+        Ok(())
     }
 
     /// Answers one host call: `Ok` is the JSON result, `Err` what the action sees as a
@@ -167,14 +203,27 @@ impl HostContext {
                 Ok(Value::String(id.address.to_checksum()))
             }
             HostRequest::Fetch(req) => {
-                self.fetches += 1;
-                if self.fetches > self.max_fetches {
-                    return Err(
-                        format!("an action may fetch at most {} times", self.max_fetches).into(),
-                    );
-                }
+                self.count_fetch()?;
                 let resp = self.fetcher.fetch(req).await?;
                 serde_json::to_value(resp).map_err(|e| e.to_string().into())
+            }
+            HostRequest::Rpc(req) => {
+                self.count_fetch()?;
+                let reply = match &self.rpc {
+                    Some(rpc) => rpc.call(&mut self.rpc_budget, req).await,
+                    None => action_runtime::protocol::RpcReply::Failed {
+                        message: "JSON-RPC is not available to actions here".to_owned(),
+                    },
+                };
+                serde_json::to_value(reply).map_err(|e| e.to_string().into())
+            }
+            HostRequest::Import(req) => {
+                let module = self
+                    .imports
+                    .import(&self.store, &req)
+                    .await
+                    .map_err(|e: ImportError| format!("import `{}`: {e}", req.specifier))?;
+                Ok(super::imports::reply(module))
             }
         }
     }

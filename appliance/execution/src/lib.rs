@@ -8,7 +8,11 @@
 //! * `host`: the answers to a job's host calls (its wallets' keys and signatures through
 //!   keyservice, within the scope the caller was granted; fetches);
 //! * `fetch` and `routable`: an action's HTTP fetches, bounded, to globally routable
-//!   addresses only.
+//!   addresses only;
+//! * `rpc`: an action's JSON-RPC requests (`ethers.providers`), to the operator's chains
+//!   (`[actions.rpc]`) or, under the rules of `fetch`, to URLs the action gives;
+//! * `imports`: an action's `import`s, from the operator's ESM CDN only, each module's
+//!   SHA-384 held to an inline pin or its integrity lock in the store, cached by hash.
 //!
 //! May depend on: `appliance-store` (wallets of a scope), `appliance-domain` (CIDs),
 //! `keyservice-api`, `action-runtime` (the worker protocol) and `worker-launcher` (its
@@ -21,6 +25,8 @@ pub mod fair;
 pub mod fetch;
 pub mod host;
 pub mod idle;
+pub mod imports;
 pub mod pool;
 pub mod routable;
+pub mod rpc;
 pub mod spawn;

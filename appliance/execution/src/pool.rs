@@ -612,7 +612,11 @@ impl Pool {
             code: job.code,
             js_params: job.js_params,
             action_cid: job.action_cid,
-            limits: self.limits.worker,
+            limits: protocol::JobLimits {
+                // The worker ends a job whose timers would outlast this at once.
+                timeout_ms: Some(u64::try_from(timeout.as_millis()).unwrap_or(u64::MAX)),
+                ..self.limits.worker
+            },
         }))
         .map_err(|e| PoolError::Unavailable(e.to_string()))?;
         tokio::pin!(abandoned);

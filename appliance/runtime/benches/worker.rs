@@ -1,6 +1,7 @@
 //! Hot-path timings of the action runtime (run with `cargo bench -p action-runtime`):
-//! building a fresh context, and hello-world / host-call jobs through the real worker
-//! process over pipes. `BENCH_WORKER=path` benchmarks another `action-worker` binary.
+//! building a fresh context, and hello-world / host-call / import jobs through the real
+//! worker process over pipes (an import answered at once, as the appliance answers one
+//! from its cache: what remains is the worker's parse and evaluation of the module). `BENCH_WORKER=path` benchmarks another `action-worker` binary.
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::print_stdout)]
 
@@ -10,7 +11,8 @@ use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use action_runtime::protocol::{
-    FrameReader, FromWorker, HostReply, JobLimits, ReplyOutcome, RunJob, ToWorker, encode,
+    FrameReader, FromWorker, HostReply, HostRequest, ImportedModule, JobLimits, ReplyOutcome,
+    RunJob, ToWorker, encode,
 };
 use action_runtime::sandbox::{SandboxLimits, new_context};
 use serde_json::{Value, json};
@@ -107,6 +109,24 @@ fn round_trips(n: usize) {
         Some(FromWorker::Ready)
     );
 
+    // The modules the import cases load: a one-liner, and about 90 KB of small functions.
+    let small = "export const twice = (x) => 2 * x;".to_owned();
+    let large: String = (0..2000)
+        .map(|i| format!("export function f{i}(x) {{ return x + {i}; }}\n"))
+        .collect();
+    let module = |specifier: &str| {
+        let source = if specifier.starts_with("large") {
+            large.clone()
+        } else {
+            small.clone()
+        };
+        serde_json::to_value(ImportedModule {
+            url: format!("https://cdn.bench/{specifier}"),
+            integrity: "sha384-bench".to_owned(),
+            source: Some(source),
+        })
+        .expect("module")
+    };
     let mut run = |code: &str| -> Duration {
         let job = ToWorker::Run(RunJob {
             code: code.to_owned(),
@@ -125,9 +145,13 @@ fn round_trips(n: usize) {
                     return t.elapsed();
                 }
                 Some(FromWorker::Call(call)) => {
+                    let value = match &call.request {
+                        HostRequest::Import(import) => module(&import.specifier),
+                        _ => json!(format!("0x{}", "11".repeat(32))),
+                    };
                     let reply = ToWorker::Reply(HostReply {
                         id: call.id,
-                        outcome: ReplyOutcome::Ok(json!(format!("0x{}", "11".repeat(32)))),
+                        outcome: ReplyOutcome::Ok(value),
                     });
                     stdin
                         .write_all(&encode(&reply).expect("encode"))
@@ -152,8 +176,24 @@ fn round_trips(n: usize) {
             "async function main() { let k; for (let i = 0; i < 10; i++) k = await Lit.Actions.signEcdsa({pkpId: 'a', toSign: '0x' + '00'.repeat(32)}); console.log(k); return k }",
         ),
     ];
-    for (what, code) in cases {
-        for _ in 0..20 {
+    let imports = [
+        (
+            "job: import, 34 B module",
+            "import { twice } from 'small@1.0.0'; function main() { return twice(2) }",
+            n,
+        ),
+        (
+            "job: import, 90 KB module (2000 fns)",
+            "import { f1 } from 'large@1.0.0'; function main() { return f1(2) }",
+            n / 30,
+        ),
+    ];
+    let cases = cases
+        .into_iter()
+        .map(|(what, code)| (what, code, n))
+        .chain(imports);
+    for (what, code, n) in cases {
+        for _ in 0..20.min(n) {
             run(code);
         }
         // Back to back: each job also waits for the worker to finish preparing the next

@@ -103,8 +103,15 @@ pub struct JobLimits {
     pub max_response_bytes: usize,
     /// Largest total of log bytes.
     pub max_log_bytes: usize,
-    /// Most `fetch` calls; the next one fails in JS.
+    /// Most `fetch` calls (JSON-RPC requests of `ethers.providers` count too); the next
+    /// one fails in JS.
     pub max_fetches: u32,
+    /// The job's wall-clock limit in ms, as the parent enforces it (by killing the worker).
+    /// The worker uses it for timers: one due after it ends the job at once with a
+    /// `timeout`, instead of sleeping until the parent kills it. Absent (an older parent):
+    /// timers sleep as asked and the parent's kill ends the job.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub timeout_ms: Option<u64>,
 }
 
 impl Default for JobLimits {
@@ -114,6 +121,7 @@ impl Default for JobLimits {
             max_response_bytes: 100 * 1024,
             max_log_bytes: 100 * 1024,
             max_fetches: 50,
+            timeout_ms: None,
         }
     }
 }
@@ -212,6 +220,14 @@ pub enum HostRequest {
     /// `fetch(url, init)` → a [`FetchResponse`] as the `ok` value.
     #[serde(rename = "fetch")]
     Fetch(FetchRequest),
+    /// A static or dynamic `import` → an [`ImportedModule`] as the `ok` value. The parent
+    /// resolves, fetches and verifies the module; the worker never reaches the network.
+    #[serde(rename = "import")]
+    Import(ImportRequest),
+    /// One JSON-RPC request of an `ethers.providers.JsonRpcProvider` → an [`RpcReply`] as
+    /// the `ok` value (an `err` only for a malformed call).
+    #[serde(rename = "rpc")]
+    Rpc(RpcRequest),
 }
 
 impl HostRequest {
@@ -226,6 +242,8 @@ impl HostRequest {
             Self::GetLitActionPublicKey { .. } => "getLitActionPublicKey",
             Self::GetLitActionWalletAddress { .. } => "getLitActionWalletAddress",
             Self::Fetch(_) => "fetch",
+            Self::Import(_) => "import",
+            Self::Rpc(_) => "rpc",
         }
     }
 }
@@ -259,6 +277,87 @@ pub struct FetchResponse {
     /// The body decoded as UTF-8 (lossy).
     #[serde(default)]
     pub body: String,
+}
+
+/// The arguments of an `import` host call.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ImportRequest {
+    /// The module specifier as written (`"zod@3.22.4"`, a URL, or inside a module a
+    /// path such as `"/v135/x@1.0.0/es2022/x.mjs"` or `"./y.js"`).
+    pub specifier: String,
+    /// The URL of the importing module; `None` when the action itself imports (it has no
+    /// URL, so it may not use relative specifiers).
+    #[serde(default)]
+    pub referrer: Option<String>,
+}
+
+/// The `ok` value of an `import` reply.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ImportedModule {
+    /// The module's URL: its identity within the job (two specifiers that resolve to the
+    /// same URL are one module) and the base of its own relative imports.
+    pub url: String,
+    /// Its SHA-384, as a Subresource Integrity string (`sha384-<base64>`).
+    pub integrity: String,
+    /// Its source text; `None` when this job was already sent this URL's source (the
+    /// worker has the module).
+    #[serde(default)]
+    pub source: Option<String>,
+}
+
+/// Where a JSON-RPC request goes: a URL the action gave, or a chain the operator
+/// configured (`[actions.rpc] chains`), named by its id so the action never learns the
+/// operator's URL.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum RpcTarget {
+    /// `http(s)://…` as the action wrote it. The parent serves it as an allow-listed chain
+    /// if it is exactly one of the configured URLs, otherwise as a fetch (public
+    /// addresses only, unless `actions.fetch_allow_private`).
+    Url(String),
+    /// A configured chain by id (`new JsonRpcProvider(undefined, chainId)` or the URL
+    /// `chain:<id>`).
+    Chain(u64),
+}
+
+/// The arguments of an `rpc` host call: one JSON-RPC request body, POSTed as
+/// `application/json`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RpcRequest {
+    /// The endpoint.
+    pub target: RpcTarget,
+    /// The request body (JSON text, passed through unchanged).
+    pub body: String,
+}
+
+/// The `ok` value of an `rpc` host call.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "outcome", rename_all = "snake_case")]
+pub enum RpcReply {
+    /// The endpoint answered (any status); the body is its text (lossy UTF-8).
+    Response {
+        /// HTTP status code.
+        status: u16,
+        /// The response body.
+        body: String,
+    },
+    /// No answer within the request's time bound (ethers' `TIMEOUT`).
+    Timeout {
+        /// The bound that passed, in ms.
+        timeout_ms: u64,
+    },
+    /// No answer: refused by policy, unknown chain, connection failed (ethers'
+    /// `SERVER_ERROR` "missing response").
+    Failed {
+        /// What the action sees.
+        message: String,
+    },
+    /// A per-action bound (bytes or time spent in RPC) is used up; if this error ends
+    /// the action, its kind is `limit`.
+    Limit {
+        /// What the action sees.
+        message: String,
+    },
 }
 
 /// The outcome of one action.
@@ -535,6 +634,35 @@ mod tests {
             json!({"type": "done", "response": 1, "logs": "", "error": null,
                    "heap_bytes": 123_456}),
         );
+    }
+
+    #[test]
+    fn import_wire_shapes() {
+        roundtrip_from_worker(
+            FromWorker::Call(HostCall {
+                id: 4,
+                request: HostRequest::Import(ImportRequest {
+                    specifier: "./a.js".into(),
+                    referrer: Some("https://cdn.test/x@1.0.0/m.js".into()),
+                }),
+            }),
+            json!({"type": "call", "id": 4, "op": "import",
+                   "args": {"specifier": "./a.js", "referrer": "https://cdn.test/x@1.0.0/m.js"}}),
+        );
+        let answer = ImportedModule {
+            url: "https://cdn.test/x@1.0.0/a.js".into(),
+            integrity: "sha384-AAAA".into(),
+            source: None,
+        };
+        let value = serde_json::to_value(&answer).unwrap();
+        assert_eq!(
+            value,
+            json!({"url": "https://cdn.test/x@1.0.0/a.js", "integrity": "sha384-AAAA", "source": null})
+        );
+        // A reply without `source` reads as one that sends none.
+        let read: ImportedModule =
+            serde_json::from_value(json!({"url": "u", "integrity": "i"})).unwrap();
+        assert_eq!(read.source, None);
     }
 
     #[test]

@@ -271,7 +271,8 @@ fn lit_is_frozen_and_shared() {
         ok(&done),
         &json!({"same": true, "frozen": true, "actionsFrozen": true, "threw": true, "alias": true,
                 "fns": ["Actions", "Decrypt", "Encrypt", "getLitActionPrivateKey", "getLitActionPublicKey",
-                        "getLitActionWalletAddress", "getPrivateKey", "setResponse", "signEcdsa"]})
+                        "getLitActionWalletAddress", "getPrivateKey", "setResponse", "showImportDetails",
+                        "signEcdsa"]})
     );
 }
 

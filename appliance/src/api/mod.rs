@@ -70,6 +70,7 @@ fn api_routes() -> OpenApiRouter<AppState> {
         .routes(routes!(chain::get_admin_api_payer))
         .routes(routes!(billing::stripe_config))
         .routes(routes!(billing::balance))
+        .routes(routes!(billing::usage))
         .routes(routes!(billing::create_payment_intent))
         .routes(routes!(billing::confirm_payment))
         .routes(routes!(billing::prices))

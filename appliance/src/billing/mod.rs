@@ -158,26 +158,30 @@ impl Billing {
     }
 
     /// What one billed management write named `operation` costs (nothing when billing
-    /// is disabled).
-    pub fn management_write(&self, operation: impl Into<String>) -> Charge {
-        Charge {
-            cents: if self.enabled() {
-                self.prices.management_write_cents
-            } else {
-                0
-            },
-            operation: operation.into(),
-        }
+    /// is disabled), recorded as caused by the request `request_id`.
+    pub fn management_write(
+        &self,
+        operation: impl Into<String>,
+        request_id: Option<String>,
+    ) -> Charge {
+        let cents = if self.enabled() {
+            self.prices.management_write_cents
+        } else {
+            0
+        };
+        Charge::new(cents, operation).for_request(request_id)
     }
 
-    /// The credit a new account starts with (none when billing is disabled).
-    pub fn initial_credit(&self) -> InitialCredit {
+    /// The credit a new account starts with (none when billing is disabled), recorded as
+    /// granted by the request `request_id`.
+    pub fn initial_credit(&self, request_id: Option<String>) -> InitialCredit {
         InitialCredit {
             cents: if self.enabled() {
                 self.prices.initial_credit_cents
             } else {
                 0
             },
+            request_id,
         }
     }
 
@@ -215,13 +219,15 @@ impl Billing {
     }
 
     /// Verifies with Stripe that `intent_id` succeeded and was made for this account,
-    /// and credits it, once.
+    /// and credits it, once (the ledger row records `request_id`, the request that
+    /// credited it).
     pub async fn confirm_payment(
         &self,
         store: &Store,
         account: AccountId,
         account_hash: KeyHash,
         intent_id: &str,
+        request_id: Option<String>,
     ) -> Result<Confirmed, BillingError> {
         let stripe = self.stripe()?;
         if !is_intent_id(intent_id) {
@@ -256,7 +262,7 @@ impl Billing {
         let cents = u64::try_from(received)
             .map_err(|_| StripeError::BadResponse("a negative amount".into()))?;
         match store
-            .credit_payment(account, intent.id.clone(), cents)
+            .credit_payment(account, intent.id.clone(), cents, request_id)
             .await?
         {
             Credited::Now { cents, balance } => {
@@ -360,15 +366,23 @@ impl ActionTicket {
         self.seconds
     }
 
-    /// After the run: charges its started seconds (at least one, at most those
-    /// reserved). Returns the cents charged.
-    pub async fn charge(self, store: &Store, run_time: Duration) -> Result<u64, BillingError> {
+    /// After the run of the action `action_cid`: charges its started seconds (at least
+    /// one, at most those reserved), recorded as paying for that action and caused by the
+    /// request `request_id`. Returns the cents charged.
+    pub async fn charge(
+        self,
+        store: &Store,
+        run_time: Duration,
+        action_cid: &str,
+        request_id: Option<String>,
+    ) -> Result<u64, BillingError> {
         let started = run_time.as_millis().div_ceil(1000).max(1);
         let seconds = u64::try_from(started).unwrap_or(u64::MAX).min(self.seconds);
         let cents = seconds * self.billing.prices.action_second_cents;
-        let (charged, _) = store
-            .charge_at_most(self.account, cents, "lit_action")
-            .await?;
+        let charge = Charge::new(cents, "lit_action")
+            .for_request(request_id)
+            .for_action(action_cid);
+        let (charged, _) = store.charge_at_most(self.account, charge).await?;
         Ok(charged)
     }
 }
@@ -422,20 +436,28 @@ mod tests {
         };
         let billing = Billing::new(&config).unwrap();
         assert_eq!(
-            billing.management_write("add_group"),
+            billing.management_write("add_group", Some("req-1".into())),
             Charge {
                 cents: 1,
-                operation: "add_group".into()
+                operation: "add_group".into(),
+                request_id: Some("req-1".into()),
+                action_cid: None,
             }
         );
-        assert_eq!(billing.initial_credit(), InitialCredit { cents: 25 });
+        assert_eq!(
+            billing.initial_credit(Some("req-2".into())),
+            InitialCredit {
+                cents: 25,
+                request_id: Some("req-2".into())
+            }
+        );
         let disabled = Billing::new(&BillingConfig {
             initial_credit_cents: 25,
             ..BillingConfig::default()
         })
         .unwrap();
-        assert_eq!(disabled.management_write("add_group").cents, 0);
-        assert_eq!(disabled.initial_credit(), InitialCredit::NONE);
+        assert_eq!(disabled.management_write("add_group", None).cents, 0);
+        assert_eq!(disabled.initial_credit(None), InitialCredit::NONE);
     }
 
     #[test]

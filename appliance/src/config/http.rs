@@ -1,6 +1,10 @@
 //! The HTTP layer's sections of the configuration: `[http]` (bodies, connections,
-//! timeouts, the PROXY protocol) and `[rate_limits]` (the per-client buckets of the
+//! timeouts, the PROXY protocol, the web origins allowed to call the API from a browser)
+//! and `[rate_limits]` (the per-client buckets of the
 //! endpoints that need no credential). Read by `crate::server` and `crate::http`.
+
+use std::fmt;
+use std::str::FromStr;
 
 use appliance_domain::settings::InvalidSetting;
 use serde::{Deserialize, Serialize};
@@ -56,6 +60,175 @@ pub struct HttpConfig {
     /// `max_connections`. From any other peer a header is never read. Empty (the
     /// default): off.
     pub proxy_protocol_from: Vec<IpNet>,
+    /// The web origins whose pages may call the API from a browser (CORS,
+    /// `crate::http::cors`), each exactly as a browser sends it in `Origin`:
+    /// `"https://app.example.com"`, `"http://localhost:5173"` (scheme `http` or `https`,
+    /// lowercase host, a port only if not the scheme's default, no path). `"*"` is
+    /// refused (see [`CorsOrigin`]). Empty (the default): no CORS headers at all, so
+    /// browsers let only the appliance's own pages (the dashboard) read its answers.
+    pub cors_allowed_origins: Vec<CorsOrigin>,
+    /// How long a browser may reuse a preflight answer (`Access-Control-Max-Age`), in
+    /// seconds; at most 86400 (browsers cap it lower themselves: Chromium at 7200).
+    pub cors_max_age_secs: u32,
+}
+
+/// Longest `http.cors_max_age_secs` accepted (a day: the longest any browser honours).
+pub const MAX_CORS_MAX_AGE_SECS: u32 = 86_400;
+
+/// One web origin allowed to call the API from a browser: its serialization as browsers
+/// send it in `Origin` (`scheme://host[:port]`), so that matching is a byte comparison.
+///
+/// Refused: `"*"` (any origin), because the API's callers are told apart by their
+/// network address too (rate limits per client IP; an appliance reachable only on a
+/// private network): with it, any page a person opens could use their browser to create
+/// accounts from their address, or read a private appliance's answers. `"null"` (the
+/// origin of sandboxed frames and local files, shared by every such page), schemes
+/// other than `http` and `https`, paths, user names and non-canonical spellings
+/// (uppercase, a trailing slash, the default port) are refused too, the last with the
+/// spelling to write instead.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CorsOrigin(String);
+
+impl CorsOrigin {
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+}
+
+impl fmt::Display for CorsOrigin {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl FromStr for CorsOrigin {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        let key = "http.cors_allowed_origins";
+        if s.trim() == "*" {
+            return Err(format!(
+                "{key}: \"*\" (any origin) is not accepted: list each web origin that may call the API from a browser, e.g. \"https://app.example.com\""
+            ));
+        }
+        if s.trim().eq_ignore_ascii_case("null") {
+            return Err(format!(
+                "{key}: \"null\" is the origin of every sandboxed frame and local file, so it cannot name one site; serve the page from an origin of its own"
+            ));
+        }
+        if canonical_origin(s) {
+            return Ok(Self(s.to_owned()));
+        }
+        match normalized_origin(s) {
+            Some(fixed) => Err(format!(
+                "{key}: {s:?} is not spelt as a browser sends it; write {fixed:?}"
+            )),
+            None => Err(format!(
+                "{key}: {s:?} is not a web origin: write scheme://host[:port] with scheme http or https and no path, e.g. \"https://app.example.com\""
+            )),
+        }
+    }
+}
+
+impl Serialize for CorsOrigin {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(&self.0)
+    }
+}
+
+impl<'de> Deserialize<'de> for CorsOrigin {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let s = String::deserialize(d)?;
+        s.parse().map_err(serde::de::Error::custom)
+    }
+}
+
+/// Whether `s` is an origin exactly as a browser serializes it: `http` or `https`,
+/// `://`, a lowercase host name, IPv4 address or bracketed IPv6 address in its shortest
+/// form, then a port only if it is not the scheme's default, and nothing else.
+fn canonical_origin(s: &str) -> bool {
+    let Some((scheme, rest)) = s.split_once("://") else {
+        return false;
+    };
+    let default_port = match scheme {
+        "http" => 80,
+        "https" => 443,
+        _ => return false,
+    };
+    let (host, port) = split_host_port(rest);
+    let port_ok = match port {
+        None => true,
+        Some(p) => {
+            !p.starts_with('0')
+                && p.bytes().all(|b| b.is_ascii_digit())
+                && p.parse::<u16>().is_ok_and(|n| n != default_port)
+        }
+    };
+    port_ok && canonical_host(host)
+}
+
+/// `host[:port]` split at the port's colon (an IPv6 host keeps its brackets).
+fn split_host_port(rest: &str) -> (&str, Option<&str>) {
+    if rest.starts_with('[') {
+        return match rest.find(']') {
+            Some(end) => {
+                let (host, after) = rest.split_at(end + 1);
+                match after.strip_prefix(':') {
+                    Some(port) => (host, Some(port)),
+                    None if after.is_empty() => (host, None),
+                    // Anything else after the address: not a port; fails the checks.
+                    None => (rest, None),
+                }
+            }
+            None => (rest, None),
+        };
+    }
+    match rest.rsplit_once(':') {
+        Some((host, port)) => (host, Some(port)),
+        None => (rest, None),
+    }
+}
+
+fn canonical_host(host: &str) -> bool {
+    if let Some(inner) = host.strip_prefix('[').and_then(|h| h.strip_suffix(']')) {
+        return inner
+            .parse::<std::net::Ipv6Addr>()
+            .is_ok_and(|ip| ip.to_string() == inner);
+    }
+    !host.is_empty()
+        && host.len() <= 253
+        && host.split('.').all(|label| {
+            !label.is_empty()
+                && label.len() <= 63
+                && label
+                    .bytes()
+                    .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
+        })
+}
+
+/// The canonical spelling of an origin written with uppercase letters, a trailing
+/// slash or the scheme's default port, if that is all that is wrong with it.
+fn normalized_origin(s: &str) -> Option<String> {
+    let trimmed = s.trim().strip_suffix('/').unwrap_or(s.trim());
+    let (scheme, rest) = trimmed.split_once("://")?;
+    let scheme = scheme.to_ascii_lowercase();
+    let (host, port) = split_host_port(rest);
+    let mut host = host.to_ascii_lowercase();
+    if let Some(inner) = host.strip_prefix('[').and_then(|h| h.strip_suffix(']')) {
+        host = format!("[{}]", inner.parse::<std::net::Ipv6Addr>().ok()?);
+    }
+    let default = match scheme.as_str() {
+        "http" => "80",
+        "https" => "443",
+        _ => return None,
+    };
+    let fixed = match port {
+        Some(p) if p.trim_start_matches('0') != default => {
+            format!("{scheme}://{host}:{}", p.trim_start_matches('0'))
+        }
+        _ => format!("{scheme}://{host}"),
+    };
+    canonical_origin(&fixed).then_some(fixed)
 }
 
 impl Default for HttpConfig {
@@ -77,6 +250,8 @@ impl Default for HttpConfig {
             http2_max_concurrent_streams: 100,
             request_timeout_ms: 60_000,
             proxy_protocol_from: Vec::new(),
+            cors_allowed_origins: Vec::new(),
+            cors_max_age_secs: 600,
         }
     }
 }
@@ -162,6 +337,11 @@ impl HttpConfig {
             return Err(InvalidSetting::new(
                 "http.http2_keep_alive_timeout_ms must be positive when pings are on",
             ));
+        }
+        if self.cors_max_age_secs > MAX_CORS_MAX_AGE_SECS {
+            return Err(InvalidSetting(format!(
+                "http.cors_max_age_secs must be at most {MAX_CORS_MAX_AGE_SECS} (a day)"
+            )));
         }
         Ok(())
     }

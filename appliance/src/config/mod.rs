@@ -15,8 +15,13 @@
 //! value written as in TOML (strings may be bare): `APPLIANCE_LISTEN=0.0.0.0:443`,
 //! `APPLIANCE_HTTP__MAX_BODY_BYTES=1048576`, `APPLIANCE_TLS__HOSTNAMES='["a.example"]'`.
 //! Unknown keys, from the file or the environment, are errors, so a typo cannot
-//! silently fall back to a default. `config.example.toml` lists every key with its
-//! default and is checked by a test.
+//! silently fall back to a default. Two kinds of `APPLIANCE_*` variable are not
+//! configuration and are skipped: those of the repository's scripts
+//! ([`NOT_CONFIGURATION`]) and those of `appliance-cli`, which all start with
+//! [`CLI_ENV_PREFIX`] (`APPLIANCE_CLI_URL`, `APPLIANCE_CLI_API_KEY`, …), so one shell can
+//! hold both; no top-level key may therefore be `cli` or start with `cli_`. The CLI's former
+//! names (`APPLIANCE_URL`, …) are refused with the name to use instead.
+//! `config.example.toml` lists every key with its default and is checked by a test.
 
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
@@ -38,7 +43,7 @@ pub use appliance_execution::config::ActionsConfig;
 pub use appliance_store::config::{StoreConfig, StoreEngine};
 pub use attestation::{AttestationConfig, QuoteProviderKind};
 pub use billing::BillingConfig;
-pub use http::{HttpConfig, RateLimitsConfig};
+pub use http::{CorsOrigin, HttpConfig, MAX_CORS_MAX_AGE_SECS, RateLimitsConfig};
 pub use keyservice::KeyserviceConfig;
 pub use telemetry::{
     LogConfig, LogFormat, MAX_TRACE_QUEUE_SPANS, MIN_METRICS_TOKEN_CHARS, MetricsConfig,
@@ -58,6 +63,18 @@ pub const NOT_CONFIGURATION: &[&str] = &[
     "APPLIANCE_TOOLS_DIR",
     "APPLIANCE_CI_FUZZ_SECONDS",
     "APPLIANCE_REPRODUCE_DIR",
+];
+
+/// The prefix of `appliance-cli`'s environment variables (`client/cli`): skipped, never
+/// configuration.
+pub const CLI_ENV_PREFIX: &str = "APPLIANCE_CLI_";
+
+/// `appliance-cli`'s variables before it had [`CLI_ENV_PREFIX`], with their new names:
+/// refused (they name no key) with the rename to make.
+const FORMER_CLI_VARIABLES: [(&str, &str); 3] = [
+    ("APPLIANCE_URL", "APPLIANCE_CLI_URL"),
+    ("APPLIANCE_API_KEY", "APPLIANCE_CLI_API_KEY"),
+    ("APPLIANCE_PROFILE", "APPLIANCE_CLI_PROFILE"),
 ];
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -145,6 +162,10 @@ pub enum ConfigError {
     Syntax { path: PathBuf, message: String },
     #[error("environment variable {var} does not name a config key")]
     BadEnvKey { var: String },
+    #[error(
+        "environment variable {var} is appliance-cli's former name for {new}, not configuration: rename it {new} (the appliance skips every APPLIANCE_CLI_* variable)"
+    )]
+    FormerCliVariable { var: String, new: &'static str },
     #[error("invalid configuration: {0}")]
     Invalid(String),
 }
@@ -292,10 +313,17 @@ fn apply_env(
 ) -> Result<(), ConfigError> {
     let mut vars: Vec<(String, String)> = env
         .into_iter()
-        .filter(|(k, _)| k.starts_with(ENV_PREFIX) && !NOT_CONFIGURATION.contains(&k.as_str()))
+        .filter(|(k, _)| {
+            k.starts_with(ENV_PREFIX)
+                && !k.starts_with(CLI_ENV_PREFIX)
+                && !NOT_CONFIGURATION.contains(&k.as_str())
+        })
         .collect();
     vars.sort();
     for (var, raw) in vars {
+        if let Some((_, new)) = FORMER_CLI_VARIABLES.iter().find(|(old, _)| *old == var) {
+            return Err(ConfigError::FormerCliVariable { var, new });
+        }
         let path: Vec<String> = var[ENV_PREFIX.len()..]
             .split("__")
             .map(str::to_ascii_lowercase)
@@ -361,6 +389,43 @@ mod tests {
     }
 
     #[test]
+    fn the_clis_variables_are_skipped_and_its_former_names_refused_with_the_new_one() {
+        // A shell set up for appliance-cli (client/cli) starts the appliance.
+        let config = Config::load_with_env(
+            None,
+            env(&[
+                ("APPLIANCE_LISTEN", "127.0.0.1:9443"),
+                ("APPLIANCE_CLI_URL", "https://127.0.0.1:9443"),
+                ("APPLIANCE_CLI_API_KEY", "a-key"),
+                ("APPLIANCE_CLI_PROFILE", "dev"),
+                ("APPLIANCE_CLI_CONFIG_DIR", "/somewhere"),
+            ]),
+        )
+        .unwrap();
+        assert_eq!(config.listen, SocketAddr::from(([127, 0, 0, 1], 9443)));
+        // So no top-level key may be `cli` or start with `cli_` (`APPLIANCE_CLI_…` could
+        // not set it).
+        let table = toml::Table::try_from(Config::default()).unwrap();
+        let shadowed: Vec<&String> = table
+            .keys()
+            .filter(|k| *k == "cli" || k.starts_with("cli_"))
+            .collect();
+        assert!(shadowed.is_empty(), "{shadowed:?}");
+
+        for (old, new) in [
+            ("APPLIANCE_URL", "APPLIANCE_CLI_URL"),
+            ("APPLIANCE_API_KEY", "APPLIANCE_CLI_API_KEY"),
+            ("APPLIANCE_PROFILE", "APPLIANCE_CLI_PROFILE"),
+        ] {
+            let err = Config::load_with_env(None, env(&[(old, "x")])).unwrap_err();
+            assert!(
+                err.to_string().contains(&format!("rename it {new}")),
+                "{old}: {err}"
+            );
+        }
+    }
+
+    #[test]
     fn environment_overrides_file_and_defaults() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("c.toml");
@@ -410,6 +475,68 @@ mod tests {
             env(&[("APPLIANCE_HTTP__PROXY_PROTOCOL_FROM", "[\"10.1.0.0/40\"]")]),
         );
         assert!(bad.is_err(), "a prefix longer than the address is refused");
+    }
+
+    #[test]
+    fn cors_origins_are_read_from_the_environment_and_checked() {
+        let c = Config::load_with_env(None, env(&[])).unwrap();
+        assert!(c.http.cors_allowed_origins.is_empty(), "off by default");
+        assert_eq!(c.http.cors_max_age_secs, 600);
+        let c = Config::load_with_env(
+            None,
+            env(&[
+                (
+                    "APPLIANCE_HTTP__CORS_ALLOWED_ORIGINS",
+                    "[\"https://app.example.com\", \"http://localhost:5173\"]",
+                ),
+                ("APPLIANCE_HTTP__CORS_MAX_AGE_SECS", "7200"),
+            ]),
+        )
+        .unwrap();
+        let origins: Vec<&str> = c
+            .http
+            .cors_allowed_origins
+            .iter()
+            .map(CorsOrigin::as_str)
+            .collect();
+        assert_eq!(
+            origins,
+            ["https://app.example.com", "http://localhost:5173"]
+        );
+        assert_eq!(c.http.cors_max_age_secs, 7200);
+        // Printed and read back unchanged.
+        let printed = toml::to_string(&c).unwrap();
+        assert!(
+            printed.contains("cors_allowed_origins = [\"https://app.example.com\""),
+            "{printed}"
+        );
+
+        for (value, says) in [
+            ("[\"*\"]", "(any origin) is not accepted"),
+            (
+                "[\"https://app.example.com\", \"*\"]",
+                "(any origin) is not accepted",
+            ),
+            (
+                "[\"https://app.example.com/\"]",
+                "write \"https://app.example.com\"",
+            ),
+            ("[\"app.example.com\"]", "is not a web origin"),
+        ] {
+            let err = Config::load_with_env(
+                None,
+                env(&[("APPLIANCE_HTTP__CORS_ALLOWED_ORIGINS", value)]),
+            )
+            .unwrap_err();
+            assert!(
+                matches!(err, ConfigError::Invalid(_)) && err.to_string().contains(says),
+                "{value}: {err}"
+            );
+        }
+        let err =
+            Config::load_with_env(None, env(&[("APPLIANCE_HTTP__CORS_MAX_AGE_SECS", "86401")]))
+                .unwrap_err();
+        assert!(err.to_string().contains("http.cors_max_age_secs"), "{err}");
     }
 
     #[test]

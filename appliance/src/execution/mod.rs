@@ -14,7 +14,7 @@
 //! code by CID. Nothing here speaks HTTP; `error.rs` maps [`ExecError`] to responses.
 
 pub mod code;
-pub use appliance_execution::{fair, fetch, host, idle, pool, routable, spawn};
+pub use appliance_execution::{fair, fetch, host, idle, imports, pool, routable, rpc, spawn};
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -265,7 +265,9 @@ async fn prepare(
         scope,
         action_cid.clone(),
         limits.max_fetches,
-    );
+    )
+    .with_imports(ctx.executor.imports.as_ref())
+    .with_rpc(ctx.executor.rpc.clone());
     let job = pool::ResolvedJob {
         code,
         action_cid,
@@ -302,6 +304,9 @@ async fn run_and_charge(
     abandoned: impl Future<Output = ()>,
 ) -> Result<Outcome, ExecError> {
     let credit_limit = ticket.as_ref().and_then(|t| t.deadline());
+    // What the charge records: the action that ran, and the request (this task runs in
+    // the request's scope: `execute`).
+    let action_cid = job.action_cid.clone();
     let span = request_span!("worker.run");
     let run = pool
         .run(job, &mut host, credit_limit, abandoned)
@@ -312,7 +317,10 @@ async fn run_and_charge(
     let mut charged = None;
     if let Some(ticket) = ticket {
         let paid_seconds = ticket.seconds();
-        let cents = ticket.charge(&store, run_time).await?;
+        let request_id = telemetry::request_id().map(|id| id.to_string());
+        let cents = ticket
+            .charge(&store, run_time, &action_cid, request_id)
+            .await?;
         metrics.charged(BillingKind::Action, cents);
         tracing::info!(
             cents,
@@ -361,11 +369,15 @@ async fn wallet_scope(
 }
 
 /// The appliance's means to run actions: the worker pool, the HTTP client actions fetch
-/// with, and the IPFS gateway code may come from.
+/// with, the module importer (when a CDN is configured), and the IPFS gateway code may
+/// come from.
 #[derive(Clone)]
 pub struct Executor {
     pool: Arc<Pool>,
     fetcher: Fetcher,
+    /// JSON-RPC for `ethers.providers` (`[actions.rpc]`).
+    rpc: rpc::RpcClient,
+    imports: Option<imports::ModuleImports>,
     gateway: Option<Gateway>,
     metrics: Arc<Metrics>,
 }
@@ -377,6 +389,10 @@ pub enum RuntimeStartError {
     Fetch(#[from] fetch::FetchError),
     #[error(transparent)]
     Gateway(#[from] code::GatewayError),
+    #[error(transparent)]
+    Imports(#[from] imports::ImportError),
+    #[error(transparent)]
+    Rpc(#[from] rpc::RpcSetupError),
 }
 
 impl Executor {
@@ -409,6 +425,8 @@ impl Executor {
                 max_response_bytes: config.max_response_bytes,
                 max_log_bytes: config.max_log_bytes,
                 max_fetches: config.max_fetches,
+                // Set per job by the pool (the deadline may be lowered by credit).
+                timeout_ms: None,
             },
             retire: RetirePolicy {
                 max_jobs: config.worker_max_jobs,
@@ -435,6 +453,8 @@ impl Executor {
                 Arc::new(telemetry::PoolTelemetry(Arc::clone(&metrics))),
             ),
             fetcher,
+            rpc: rpc::RpcClient::new(&config.rpc, config.fetch_allow_private)?,
+            imports: imports::ModuleImports::new(&config.imports)?,
             gateway,
             metrics,
         })

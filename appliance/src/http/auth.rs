@@ -30,6 +30,8 @@ use crate::typed_data::{self, Flow, TypedDataError, Verified};
 
 /// The header of a wallet-signed request.
 pub const WALLET_AUTH_HEADER: &str = "x-wallet-auth";
+/// The header an API key may come in instead of `Authorization: Bearer`.
+pub const API_KEY_HEADER: &str = "x-api-key";
 /// Largest `X-Wallet-Auth` value read (base64 of a 4 KiB envelope and a signature fits
 /// easily).
 const MAX_WALLET_AUTH_BYTES: usize = 8 * 1024;
@@ -55,7 +57,7 @@ pub(crate) fn bearer_token(headers: &HeaderMap) -> Option<&str> {
 pub fn presented_key(headers: &HeaderMap) -> Result<KeyHash, ApiError> {
     let bearer = bearer_token(headers);
     let x_api_key = headers
-        .get("x-api-key")
+        .get(API_KEY_HEADER)
         .and_then(|v| v.to_str().ok())
         .map(str::trim);
     let Some(value) = bearer.or(x_api_key).filter(|v| !v.is_empty()) else {
@@ -70,7 +72,7 @@ pub fn presented_key(headers: &HeaderMap) -> Result<KeyHash, ApiError> {
 
 /// Whether the request sent something in a key header at all, well-formed or not.
 fn key_header_sent(headers: &HeaderMap) -> bool {
-    headers.contains_key("x-api-key")
+    headers.contains_key(API_KEY_HEADER)
         || headers
             .get(header::AUTHORIZATION)
             .and_then(|v| v.to_str().ok())

@@ -59,7 +59,9 @@ impl FromRequestParts<AppState> for Billed {
             account,
             credential,
         } = Auth::from_request_parts(parts, state).await?;
-        let charge = state.billing.management_write(operation(parts));
+        // The ledger row records the request (the `X-Request-Id` its answer carries).
+        let request_id = crate::telemetry::request_id().map(|id| id.to_string());
+        let charge = state.billing.management_write(operation(parts), request_id);
         // Counted as charged once the write is answered with success (the middleware).
         crate::telemetry::note_billed(charge.cents);
         Ok(Self {
@@ -93,6 +95,7 @@ impl FromRequestParts<AppState> for StartingCredit {
     type Rejection = Infallible;
 
     async fn from_request_parts(_: &mut Parts, state: &AppState) -> Result<Self, Self::Rejection> {
-        Ok(Self(state.billing.initial_credit()))
+        let request_id = crate::telemetry::request_id().map(|id| id.to_string());
+        Ok(Self(state.billing.initial_credit(request_id)))
     }
 }

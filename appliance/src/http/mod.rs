@@ -1,6 +1,7 @@
 //! The HTTP transport: who the caller is (`auth`), what a billed call costs (`billed`),
-//! request extractors (`extract`) and the middleware every request passes (`middleware`),
-//! and [`app`], which wraps the API's routes into the complete service.
+//! request extractors (`extract`), the middleware every request passes (`middleware`),
+//! which web origins may call the API from a browser (`cors`), and [`app`], which wraps
+//! the API's routes into the complete service.
 //!
 //! The routes themselves are the API's (`crate::api::routes`), registered through
 //! `utoipa_axum::routes!`, which records each handler's OpenAPI description as it mounts
@@ -10,6 +11,7 @@
 
 pub mod auth;
 pub mod billed;
+pub mod cors;
 pub mod dashboard;
 pub mod extract;
 pub mod middleware;
@@ -34,12 +36,14 @@ pub const API_PREFIX: &str = "/core/v1";
 
 /// The complete service: `routes` (the router and the OpenAPI document describing it, as
 /// `crate::api::routes` builds them) with the OpenAPI document and Swagger UI, the
-/// fallbacks and the middleware.
+/// fallbacks and the middleware. CORS (`cors`), when configured, is the outermost layer:
+/// preflights are answered before the rate limits and credentials are looked at, and
+/// every response, the deadline's 503 included, is marked.
 pub fn app(state: AppState, routes: (Router<AppState>, utoipa::openapi::OpenApi)) -> Router {
     let (router, openapi) = routes;
     let docs = SwaggerUi::new(format!("{API_PREFIX}/swagger-ui"))
         .url(format!("{API_PREFIX}/openapi.json"), openapi);
-    router
+    let service = router
         .merge(docs)
         .merge(dashboard::routes(&state.config.billing))
         .fallback(|| async { ApiError::NotFound("no such path".into()) })
@@ -58,6 +62,6 @@ pub fn app(state: AppState, routes: (Router<AppState>, utoipa::openapi::OpenApi)
         .layer(axum::middleware::from_fn_with_state(
             state.clone(),
             middleware::request_context,
-        ))
-        .with_state(state)
+        ));
+    cors::outermost(service, &state.config.http).with_state(state)
 }

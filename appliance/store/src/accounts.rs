@@ -87,7 +87,7 @@ impl Store {
                         account,
                         &wallets::register_op(&new.wallet, "account wallet", ""),
                     )?;
-                    super::ledger::grant_initial(tx, account, credit)?;
+                    super::ledger::grant_initial(tx, account, &credit)?;
                     Ok(account)
                 }
                 Err(e) if integrity::is_unique_violation(&e) => Err(StoreError::Conflict(

@@ -6,7 +6,8 @@
 //! triggers, rules or functions the database runs.
 //!
 //! Every row of the tables that decide who may do what, and of the ledger and the chain
-//! mirror, carries `row_mac`: HMAC-SHA256 over the row's canonical encoding, under a key
+//! mirror, carries `row_mac`: HMAC-SHA256 over the row's canonical encoding (columns a
+//! table gained later are encoded only when one is set: [`mac_input`]), under a key
 //! keyservice derives from the root and never exports ([`RowAuthenticator`]; the
 //! appliance only ever sees tags). A row whose MAC does not verify is refused (the
 //! operation fails with [`StoreError::Tampered`]), logged, and counted for `/health`
@@ -67,10 +68,17 @@ use super::{Result, StoreError};
 
 macro_rules! table {
     ($const:ident, $name:literal, key [$($k:literal),+], [$($c:literal),+ $(,)?]) => {
+        table!($const, $name, key [$($k),+], [$($c),+], added later []);
+    };
+    (
+        $const:ident, $name:literal, key [$($k:literal),+], [$($c:literal),+ $(,)?],
+        added later [$($l:literal),* $(,)?]
+    ) => {
         pub(crate) const $const: Table = Table {
             name: $name,
-            columns: &[$($c),+],
+            columns: &[$($c,)+ $($l),*],
             key: &[$($k),+],
+            added_later: <[&str]>::len(&[$($l),*]),
         };
     };
 }
@@ -174,7 +182,9 @@ table!(
         "payment_intent_id",
         "operation",
         "created_at",
-    ]
+    ],
+    // Migration 15: the request that caused the row and the action a charge paid for.
+    added later ["request_id", "action_cid"]
 );
 table!(
     CREDIT_BALANCES,
@@ -237,6 +247,13 @@ table!(
     ["name", "block"]
 );
 table!(ID_SEQUENCES, "id_sequences", key["name"], ["name", "next"]);
+// Migration 16: which body each imported module URL must have (`module_locks`).
+table!(
+    MODULE_LOCKS,
+    "module_locks",
+    key["url"],
+    ["url", "sha384", "bytes", "first_seen"]
+);
 
 table!(
     WRITE_EPOCH,
@@ -300,6 +317,22 @@ fn encode(table: &str, values: &[OwnedValue]) -> Vec<u8> {
         }
     }
     out
+}
+
+/// What a row's MAC covers: [`encode`] of its columns, where the columns `table` gained
+/// after its rows were first MACed ([`Table::added_later`]) are left out while all of them
+/// are NULL. A row written before they existed (all NULL once the migration added them)
+/// keeps the MAC it was written with, and a row that holds any of them is encoded with all
+/// of them. Each value's encoding says where it ends, so the two forms never collide:
+/// emptying the added columns of a row that had them changes what its MAC must cover.
+fn mac_input(table: &Table, values: &[OwnedValue]) -> Vec<u8> {
+    let base = values.len().saturating_sub(table.added_later);
+    let covered = if values[base..].iter().all(|v| matches!(v, OwnedValue::Null)) {
+        &values[..base]
+    } else {
+        values
+    };
+    encode(table.name, covered)
 }
 
 fn column_index(table: &Table, column: &str) -> Option<usize> {
@@ -368,7 +401,7 @@ struct Check {
 
 impl Check {
     fn new(table: &'static Table, values: Vec<OwnedValue>, mac: Option<Vec<u8>>) -> Self {
-        let input = encode(table.name, &values);
+        let input = mac_input(table, &values);
         Self {
             table,
             values,
@@ -1163,7 +1196,7 @@ impl Integrity {
             .iter_mut()
             .map(|c| std::mem::take(&mut c.input))
             .collect();
-        inputs.extend(written.iter_mut().map(|(t, v)| encode(t.name, v)));
+        inputs.extend(written.iter_mut().map(|(t, v)| mac_input(t, v)));
         let tags = self.tags(inputs)?;
         let (checked, sealed) = tags.split_at(verify.len());
         for (check, tag) in verify.iter().zip(checked) {
@@ -1396,6 +1429,55 @@ mod tests {
         );
     }
 
+    /// A ledger row written before migration 15 (no request id, no action CID) is
+    /// encoded as it was then, so its MAC still verifies; a row with either is encoded
+    /// with both, and clearing them (or moving one into the other) changes the encoding.
+    #[test]
+    fn columns_added_later_keep_the_macs_of_older_rows() {
+        let base = vec![
+            OwnedValue::Int(7),
+            OwnedValue::Int(1),
+            OwnedValue::Text("charge".into()),
+            OwnedValue::Int(-1),
+            OwnedValue::Int(99),
+            OwnedValue::Null,
+            OwnedValue::Text("add_group".into()),
+            OwnedValue::Int(1_700_000_000),
+        ];
+        assert_eq!(CREDIT_LEDGER.added_later, 2);
+        assert_eq!(CREDIT_LEDGER.columns.len(), base.len() + 2);
+        let with = |request: OwnedValue, cid: OwnedValue| {
+            let mut row = base.clone();
+            row.extend([request, cid]);
+            mac_input(&CREDIT_LEDGER, &row)
+        };
+        let before_15 = encode("credit_ledger", &base);
+        assert_eq!(with(OwnedValue::Null, OwnedValue::Null), before_15);
+        let request = with(OwnedValue::Text("r-1".into()), OwnedValue::Null);
+        let cid = with(OwnedValue::Null, OwnedValue::Text("r-1".into()));
+        let both = with(
+            OwnedValue::Text("r-1".into()),
+            OwnedValue::Text("Qm".into()),
+        );
+        for (i, a) in [&before_15, &request, &cid, &both].iter().enumerate() {
+            for b in [&before_15, &request, &cid, &both].iter().skip(i + 1) {
+                assert_ne!(a, b);
+            }
+        }
+        assert!(request.starts_with(&before_15[..before_15.len()]));
+        // Tables without added columns encode every column, NULL or not.
+        let mut row = vec![OwnedValue::Int(1), OwnedValue::Null];
+        assert_eq!(
+            mac_input(&GROUP_WALLETS, &row),
+            encode("group_wallets", &row)
+        );
+        row[1] = OwnedValue::Int(2);
+        assert_eq!(
+            mac_input(&GROUP_WALLETS, &row),
+            encode("group_wallets", &row)
+        );
+    }
+
     use crate::testing::{TestDb, identity, new_account};
     use crate::{Charge, NewUsageKey, Page, ResolvedKey, Store};
     use appliance_domain::api_keys::KeyHash;
@@ -1565,7 +1647,7 @@ mod tests {
         tokio::time::sleep(crate::key_cache::REPLICA_TTL).await;
         assert_tampered(store.resolve_key(KeyHash([9; 32])).await, "usage_keys");
         store
-            .credit_payment(account, "pi_1".into(), 100)
+            .credit_payment(account, "pi_1".into(), 100, None)
             .await
             .unwrap();
         // A balance inflated behind the back: charging it must not seal the lie.
@@ -1684,7 +1766,7 @@ mod tests {
         // Nothing of the appliance's runs in the database.
         assert_eq!(store.check_database().await.unwrap(), Some(vec![]));
         store
-            .credit_payment(account, "pi_1".into(), 100)
+            .credit_payment(account, "pi_1".into(), 100, None)
             .await
             .unwrap();
         db.behind_the_back(
@@ -1712,6 +1794,122 @@ mod tests {
         );
     }
 
+    /// A PostgreSQL database at version 14 whose ledger row was MACed then (over the
+    /// columns it had) moves to version 15 and the row still verifies; a row written
+    /// since, with its request and action, is refused once either is changed or cleared
+    /// behind the back.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn ledger_rows_keep_their_macs_across_migration_15() {
+        use crate::{LedgerRange, RowAuthenticator as _};
+        let Some(db) = TestDb::postgres() else {
+            return;
+        };
+        let mut schema = String::from(
+            "CREATE TABLE schema_version (
+                 one     SMALLINT PRIMARY KEY DEFAULT 1 CHECK (one = 1),
+                 version BIGINT   NOT NULL
+             );
+             INSERT INTO schema_version (one, version) VALUES (1, 14);",
+        );
+        for version in 1..=14 {
+            schema.push_str(crate::migrations::migration(version).postgres);
+        }
+        db.behind_the_back(&schema).await;
+        // The row as version 14's appliance wrote it: its MAC over the columns it had.
+        let old = vec![
+            OwnedValue::Int(1),
+            OwnedValue::Int(1),
+            OwnedValue::Text("top_up".into()),
+            OwnedValue::Int(500),
+            OwnedValue::Int(500),
+            OwnedValue::Text("pi_old".into()),
+            OwnedValue::Text("card payment".into()),
+            OwnedValue::Int(100),
+        ];
+        let tag = crate::testing::LocalRowKey::new(b"test")
+            .tags(&[encode("credit_ledger", &old)])
+            .unwrap()[0];
+        db.behind_the_back(&format!(
+            "INSERT INTO accounts (id, api_key_hash, name, wallet_address, created_at)
+                 VALUES (1, '\\x{}', 'old', '0x', 1);
+             INSERT INTO credit_ledger (id, account_id, kind, amount_cents, balance_after,
+                 payment_intent_id, operation, created_at, row_mac)
+                 VALUES (1, 1, 'top_up', 500, 500, 'pi_old', 'card payment', 100, '\\x{}');",
+            hex::encode([1u8; 32]),
+            hex::encode(tag)
+        ))
+        .await;
+        let store = db.open().await;
+        let account = crate::AccountId(1);
+        let page = Page {
+            number: 0,
+            size: 10,
+        };
+        let usage =
+            |store: Store| async move { store.usage(account, LedgerRange::default(), page).await };
+        let rows = usage(store.clone()).await.unwrap();
+        assert_eq!(rows.len(), 1);
+        assert_eq!(rows[0].payment_intent_id.as_deref(), Some("pi_old"));
+        assert_eq!(
+            (rows[0].request_id.as_ref(), rows[0].action_cid.as_ref()),
+            (None, None)
+        );
+
+        // A row with a request and an action is MACed over them.
+        db.behind_the_back("DELETE FROM credit_ledger").await;
+        let b = new_account(&store, 2).await;
+        store
+            .credit_payment(b, "pi_b".into(), 100, Some("req-pay".into()))
+            .await
+            .unwrap();
+        store
+            .charge_at_most(
+                b,
+                Charge::new(2, "lit_action")
+                    .for_request(Some("req-run".into()))
+                    .for_action("QmRun"),
+            )
+            .await
+            .unwrap();
+        let rows = store.usage(b, LedgerRange::default(), page).await.unwrap();
+        assert_eq!(rows[0].request_id.as_deref(), Some("req-run"));
+        for edit in [
+            "UPDATE credit_ledger SET request_id = NULL, action_cid = NULL WHERE kind = 'charge'",
+            "UPDATE credit_ledger SET action_cid = 'QmOther' WHERE kind = 'charge'",
+            "UPDATE credit_ledger SET request_id = 'req-forged' WHERE kind = 'top_up'",
+        ] {
+            let db2 = TestDb::postgres().unwrap();
+            let store2 = db2.open().await;
+            let c = new_account(&store2, 3).await;
+            store2
+                .credit_payment(c, "pi_c".into(), 100, Some("req-pay".into()))
+                .await
+                .unwrap();
+            store2
+                .charge_at_most(
+                    c,
+                    Charge::new(2, "lit_action")
+                        .for_request(Some("req-run".into()))
+                        .for_action("QmRun"),
+                )
+                .await
+                .unwrap();
+            assert_eq!(
+                store2
+                    .usage(c, LedgerRange::default(), page)
+                    .await
+                    .unwrap()
+                    .len(),
+                2
+            );
+            db2.behind_the_back(edit).await;
+            assert_tampered(
+                store2.usage(c, LedgerRange::default(), page).await,
+                "credit_ledger",
+            );
+        }
+    }
+
     /// The tables a rollback test snapshots and restores (every table a write below
     /// touches, and the epoch).
     const ROLLED_BACK: [&str; 8] = [
@@ -1734,7 +1932,7 @@ mod tests {
             return;
         };
         store
-            .credit_payment(account, "pi_1".into(), 100)
+            .credit_payment(account, "pi_1".into(), 100, None)
             .await
             .unwrap();
         let mut snapshot = String::from("CREATE SCHEMA snap;");
@@ -1811,7 +2009,7 @@ mod tests {
         let report = store.integrity_report().unwrap();
         let before = report.epoch();
         store
-            .credit_payment(account, "pi_1".into(), 100)
+            .credit_payment(account, "pi_1".into(), 100, None)
             .await
             .unwrap();
         assert_eq!(report.epoch(), before + 1);

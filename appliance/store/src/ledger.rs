@@ -13,6 +13,12 @@
 //! does; with too little credit the write fails with [`StoreError::PaymentRequired`] and
 //! nothing changed. A new account's starting credit ([`InitialCredit`]) is granted the
 //! same way, in the transaction that creates the account.
+//!
+//! Each row records the request that caused it (`request_id`, its `X-Request-Id`) and, for
+//! an action's run, the action's CID (`action_cid`), both from migration 15 (NULL on older
+//! rows). [`Store::usage`] lists an account's rows newest first (`/billing/usage`), and
+//! `ledger_report::read_ledger` reads every account's from the SQLite file for the
+//! operator's report (`appliance billing report`).
 
 use super::base::AccountId;
 use super::integrity::{self, CREDIT_BALANCES, CREDIT_LEDGER, columns};
@@ -70,6 +76,25 @@ CREATE TABLE credit_balances (
 );
 "#;
 
+/// Store migration 15: the request behind each row and the action a charge paid for.
+pub(super) const MIGRATION_15_SQL: &str = r#"
+-- The X-Request-Id of the request that caused the row, and the CID of the action whose
+-- run a charge paid for. NULL on rows written before this version (and request_id on
+-- rows no request caused). The row's MAC covers them once either is set
+-- (store::integrity, columns added later).
+ALTER TABLE credit_ledger ADD COLUMN request_id TEXT;
+ALTER TABLE credit_ledger ADD COLUMN action_cid TEXT;
+-- Usage history and the operator's report select rows by time.
+CREATE INDEX credit_ledger_by_time ON credit_ledger (created_at);
+"#;
+
+/// The same for PostgreSQL.
+pub(super) const MIGRATION_15_POSTGRES: &str = r#"
+ALTER TABLE credit_ledger ADD COLUMN request_id TEXT;
+ALTER TABLE credit_ledger ADD COLUMN action_cid TEXT;
+CREATE INDEX credit_ledger_by_time ON credit_ledger (created_at);
+"#;
+
 /// The kind of a ledger row.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum LedgerKind {
@@ -82,7 +107,8 @@ pub enum LedgerKind {
 }
 
 impl LedgerKind {
-    fn as_str(self) -> &'static str {
+    /// The kind as the ledger (and the wire) writes it: `initial`, `top_up`, `charge`.
+    pub fn as_str(self) -> &'static str {
         match self {
             Self::Initial => "initial",
             Self::TopUp => "top_up",
@@ -90,7 +116,7 @@ impl LedgerKind {
         }
     }
 
-    fn parse(text: &str) -> Option<Self> {
+    pub(super) fn parse(text: &str) -> Option<Self> {
         match text {
             "initial" => Some(Self::Initial),
             "top_up" => Some(Self::TopUp),
@@ -111,6 +137,32 @@ pub struct LedgerEntry {
     pub payment_intent_id: Option<String>,
     pub operation: String,
     pub created_at: i64,
+    /// The `X-Request-Id` of the request that caused the row (`None` before migration 15).
+    pub request_id: Option<String>,
+    /// The action whose run a charge paid for.
+    pub action_cid: Option<String>,
+}
+
+/// Which rows [`Store::usage`] and [`read_ledger`] select: those written at or after
+/// `from` and before `to` (Unix seconds; `None`: unbounded).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct LedgerRange {
+    pub from: Option<i64>,
+    pub to: Option<i64>,
+}
+
+impl LedgerRange {
+    /// The bounds as SQL parameters (unbounded is the whole `i64` range).
+    pub(super) fn bounds(self) -> (i64, i64) {
+        (self.from.unwrap_or(i64::MIN), self.to.unwrap_or(i64::MAX))
+    }
+}
+
+/// Where a ledger row came from, as it records it.
+#[derive(Debug, Clone, Copy, Default)]
+struct Origin<'a> {
+    request_id: Option<&'a str>,
+    action_cid: Option<&'a str>,
 }
 
 /// What crediting a payment intent did.
@@ -151,6 +203,7 @@ fn append(
     amount: i64,
     payment_intent_id: Option<&str>,
     operation: &str,
+    origin: Origin<'_>,
 ) -> Result<u64> {
     let before = to_i64(balance_in(tx, account)?)?;
     let after = before
@@ -169,6 +222,8 @@ fn append(
             ("payment_intent_id", payment_intent_id),
             ("operation", operation),
             ("created_at", now),
+            ("request_id", origin.request_id),
+            ("action_cid", origin.action_cid),
         ],
     )?;
     // The new balance is decided here, from the balance read above; the row must still
@@ -208,58 +263,91 @@ fn insufficient(balance: i64, needed: i64) -> String {
     )
 }
 
-/// Charges `cents` for `operation` in `tx`, or fails with `PaymentRequired` (leaving the
-/// balance as it was) when the account has less.
-pub(super) fn charge_in(
-    tx: Conn<'_>,
-    account: AccountId,
-    cents: u64,
-    operation: &str,
-) -> Result<u64> {
-    if cents == 0 {
+/// Applies `charge` in `tx` (`charge.cents` for its operation, with its request and
+/// action), or fails with `PaymentRequired` (leaving the balance as it was) when the
+/// account has less.
+pub(super) fn charge_in(tx: Conn<'_>, account: AccountId, charge: &Charge) -> Result<u64> {
+    if charge.cents == 0 {
         return balance_in(tx, account);
     }
     append(
         tx,
         account,
         LedgerKind::Charge,
-        -to_i64(cents)?,
+        -to_i64(charge.cents)?,
         None,
-        operation,
+        &charge.operation,
+        Origin {
+            request_id: charge.request_id.as_deref(),
+            action_cid: charge.action_cid.as_deref(),
+        },
     )
 }
 
-/// What a billed write costs: `cents` for `operation` (the ledger row's `operation`).
-/// A charge of 0 cents (billing disabled, or a price of 0) writes no ledger row.
+/// What a billed call costs: `cents` for `operation` (the ledger row's `operation`), and
+/// what the row records of its cause: the request (`request_id`, its `X-Request-Id`) and,
+/// for an action's run, the action (`action_cid`). A charge of 0 cents (billing
+/// disabled, or a price of 0) writes no ledger row.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Charge {
     pub cents: u64,
     pub operation: String,
+    pub request_id: Option<String>,
+    pub action_cid: Option<String>,
 }
 
 impl Charge {
+    /// `cents` for `operation`, with no request or action recorded yet.
+    pub fn new(cents: u64, operation: impl Into<String>) -> Self {
+        Self {
+            cents,
+            operation: operation.into(),
+            request_id: None,
+            action_cid: None,
+        }
+    }
+
     /// No charge: a write that is free.
     pub fn free() -> Self {
-        Self {
-            cents: 0,
-            operation: String::new(),
-        }
+        Self::new(0, String::new())
+    }
+
+    /// The same charge, recorded as caused by the request `request_id`.
+    #[must_use]
+    pub fn for_request(mut self, request_id: Option<String>) -> Self {
+        self.request_id = request_id;
+        self
+    }
+
+    /// The same charge, recorded as paying for a run of the action `cid`.
+    #[must_use]
+    pub fn for_action(mut self, cid: impl Into<String>) -> Self {
+        self.action_cid = Some(cid.into());
+        self
     }
 }
 
 /// The starting credit of a new account, granted in the transaction that creates it
-/// (0: none, and no ledger row).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+/// (0: none, and no ledger row), and the request that created the account.
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct InitialCredit {
     pub cents: u64,
+    pub request_id: Option<String>,
 }
 
 impl InitialCredit {
-    pub const NONE: Self = Self { cents: 0 };
+    pub const NONE: Self = Self {
+        cents: 0,
+        request_id: None,
+    };
 }
 
 /// Grants `credit` to the new `account` in `tx`.
-pub(super) fn grant_initial(tx: Conn<'_>, account: AccountId, credit: InitialCredit) -> Result<()> {
+pub(super) fn grant_initial(
+    tx: Conn<'_>,
+    account: AccountId,
+    credit: &InitialCredit,
+) -> Result<()> {
     if credit.cents > 0 {
         append(
             tx,
@@ -268,9 +356,37 @@ pub(super) fn grant_initial(tx: Conn<'_>, account: AccountId, credit: InitialCre
             to_i64(credit.cents)?,
             None,
             "initial credit",
+            Origin {
+                request_id: credit.request_id.as_deref(),
+                action_cid: None,
+            },
         )?;
     }
     Ok(())
+}
+
+/// The columns a ledger query selects, in the order [`entry`] reads them.
+pub(super) const ENTRY_COLUMNS: &str = "id, kind, amount_cents, balance_after, payment_intent_id, operation, created_at, request_id, action_cid";
+/// How many they are (where [`CREDIT_LEDGER`]'s check columns start).
+const ENTRY_WIDTH: usize = 9;
+
+/// The ledger row whose [`ENTRY_COLUMNS`] start at column `at`.
+fn entry(r: &super::sql::Row<'_>, at: usize) -> Result<LedgerEntry> {
+    let id: i64 = r.get(at)?;
+    let kind: String = r.get(at + 1)?;
+    let kind = LedgerKind::parse(&kind)
+        .ok_or_else(|| StoreError::Corrupt(format!("ledger row {id} has kind {kind}")))?;
+    Ok(LedgerEntry {
+        id,
+        kind,
+        amount_cents: r.get(at + 2)?,
+        balance_after: u64::try_from(r.get::<i64>(at + 3)?).unwrap_or(0),
+        payment_intent_id: r.get(at + 4)?,
+        operation: r.get(at + 5)?,
+        created_at: r.get(at + 6)?,
+        request_id: r.get(at + 7)?,
+        action_cid: r.get(at + 8)?,
+    })
 }
 
 impl Store {
@@ -290,7 +406,7 @@ impl Store {
     {
         self.write(move |tx| {
             let out = f(tx)?;
-            charge_in(tx, account, charge.cents, &charge.operation)?;
+            charge_in(tx, account, &charge)?;
             Ok(out)
         })
         .await
@@ -303,12 +419,14 @@ impl Store {
 
     /// Credits a succeeded payment of `cents` from `payment_intent_id`, once: a second
     /// call for the same intent changes nothing (`Credited::Before`), and an intent
-    /// credited to another account is refused.
+    /// credited to another account is refused. The row records `request_id`, the request
+    /// that credited it.
     pub async fn credit_payment(
         &self,
         account: AccountId,
         payment_intent_id: String,
         cents: u64,
+        request_id: Option<String>,
     ) -> Result<Credited> {
         self.write(move |tx| {
             let owner: Option<i64> = tx.query_opt(
@@ -340,6 +458,10 @@ impl Store {
                         to_i64(cents)?,
                         Some(&payment_intent_id),
                         "card payment",
+                        Origin {
+                            request_id: request_id.as_deref(),
+                            action_cid: None,
+                        },
                     )?;
                     Ok(Credited::Now { cents, balance })
                 }
@@ -348,36 +470,40 @@ impl Store {
         .await
     }
 
-    /// Charges up to `cents` for `operation`, never more than the balance (an action's
-    /// run time is charged after it ran, within the credit reserved for it). Returns the
-    /// cents charged and the balance after.
-    pub async fn charge_at_most(
-        &self,
-        account: AccountId,
-        cents: u64,
-        operation: &'static str,
-    ) -> Result<(u64, u64)> {
+    /// Applies `charge` for up to `charge.cents`, never more than the balance (an
+    /// action's run time is charged after it ran, within the credit reserved for it).
+    /// Returns the cents charged and the balance after.
+    pub async fn charge_at_most(&self, account: AccountId, charge: Charge) -> Result<(u64, u64)> {
         self.write(move |tx| {
             let balance = balance_in(tx, account)?;
-            let due = cents.min(balance);
+            let due = charge.cents.min(balance);
             if due == 0 {
                 return Ok((0, balance));
             }
-            let after = charge_in(tx, account, due, operation)?;
+            let after = charge_in(
+                tx,
+                account,
+                &Charge {
+                    cents: due,
+                    ..charge.clone()
+                },
+            )?;
             Ok((due, after))
         })
         .await
     }
 
-    /// Charges exactly `cents` for `operation`, or fails with `PaymentRequired`.
-    pub async fn charge(
+    /// Charges exactly `cents` for `operation` (no request recorded), or fails with
+    /// `PaymentRequired`.
+    #[cfg(test)]
+    pub(crate) async fn charge(
         &self,
         account: AccountId,
         cents: u64,
         operation: &'static str,
     ) -> Result<u64> {
-        self.write(move |tx| charge_in(tx, account, cents, operation))
-            .await
+        let charge = Charge::new(cents, operation);
+        self.write(move |tx| charge_in(tx, account, &charge)).await
     }
 
     /// The account's ledger rows, oldest first.
@@ -388,41 +514,49 @@ impl Store {
             };
             let rows = conn.query_map(
                 &format!(
-                    "SELECT id, kind, amount_cents, balance_after, payment_intent_id, operation, created_at, {}
+                    "SELECT {ENTRY_COLUMNS}, {}
                      FROM credit_ledger WHERE account_id = ?1 ORDER BY id LIMIT ?2 + 0 OFFSET ?3 + 0",
                     CREDIT_LEDGER.select("")
                 ),
                 params![account.0, limit, offset],
                 |r| {
-                    r.seal(7, &CREDIT_LEDGER)?;
-                    Ok((
-                        r.get::<i64>(0)?,
-                        r.get::<String>(1)?,
-                        r.get::<i64>(2)?,
-                        r.get::<i64>(3)?,
-                        r.get::<Option<String>>(4)?,
-                        r.get::<String>(5)?,
-                        r.get::<i64>(6)?,
-                    ))
+                    r.seal(ENTRY_WIDTH, &CREDIT_LEDGER)?;
+                    Ok(entry(r, 0))
                 },
             )?;
-            let mut out = Vec::new();
-            for row in rows {
-                let (id, kind, amount_cents, balance_after, payment_intent_id, operation, created_at) =
-                    row;
-                let kind = LedgerKind::parse(&kind)
-                    .ok_or_else(|| StoreError::Corrupt(format!("ledger row {id} has kind {kind}")))?;
-                out.push(LedgerEntry {
-                    id,
-                    kind,
-                    amount_cents,
-                    balance_after: u64::try_from(balance_after).unwrap_or(0),
-                    payment_intent_id,
-                    operation,
-                    created_at,
-                });
-            }
-            Ok(out)
+            rows.into_iter().collect()
+        })
+        .await
+    }
+
+    /// The account's usage history: its ledger rows written within `range`, newest first
+    /// (`/billing/usage`).
+    pub async fn usage(
+        &self,
+        account: AccountId,
+        range: LedgerRange,
+        page: Page,
+    ) -> Result<Vec<LedgerEntry>> {
+        self.read(move |conn| {
+            let Some((limit, offset)) = page.limit_offset() else {
+                return Ok(Vec::new());
+            };
+            let (from, to) = range.bounds();
+            let rows = conn.query_map(
+                &format!(
+                    "SELECT {ENTRY_COLUMNS}, {}
+                     FROM credit_ledger
+                     WHERE account_id = ?1 AND created_at >= ?2 AND created_at < ?3
+                     ORDER BY id DESC LIMIT ?4 + 0 OFFSET ?5 + 0",
+                    CREDIT_LEDGER.select("")
+                ),
+                params![account.0, from, to, limit, offset],
+                |r| {
+                    r.seal(ENTRY_WIDTH, &CREDIT_LEDGER)?;
+                    Ok(entry(r, 0))
+                },
+            )?;
+            rows.into_iter().collect()
         })
         .await
     }
@@ -452,7 +586,7 @@ mod tests {
         let (store, account) = store_with_account(&db, 1).await;
         assert_eq!(store.balance(account).await.unwrap(), 0);
         let credited = store
-            .credit_payment(account, "pi_a".into(), 700)
+            .credit_payment(account, "pi_a".into(), 700, None)
             .await
             .unwrap();
         assert_eq!(
@@ -465,7 +599,7 @@ mod tests {
         assert_eq!(store.charge(account, 3, "add_group").await.unwrap(), 697);
         assert_eq!(
             store
-                .charge_at_most(account, 5, "lit_action")
+                .charge_at_most(account, Charge::new(5, "lit_action"))
                 .await
                 .unwrap(),
             (5, 692)
@@ -501,10 +635,10 @@ mod tests {
     async fn a_payment_is_credited_once(db) {
         let (store, a) = store_with_account(&db, 1).await;
         let b = new_account(&store, 2).await;
-        store.credit_payment(a, "pi_x".into(), 500).await.unwrap();
+        store.credit_payment(a, "pi_x".into(), 500, None).await.unwrap();
         for _ in 0..3 {
             assert_eq!(
-                store.credit_payment(a, "pi_x".into(), 500).await.unwrap(),
+                store.credit_payment(a, "pi_x".into(), 500, None).await.unwrap(),
                 Credited::Before { balance: 500 }
             );
         }
@@ -513,7 +647,7 @@ mod tests {
         for _ in 0..10 {
             let store = store.clone();
             tasks.push(tokio::spawn(async move {
-                store.credit_payment(a, "pi_y".into(), 600).await.unwrap()
+                store.credit_payment(a, "pi_y".into(), 600, None).await.unwrap()
             }));
         }
         let mut now = 0;
@@ -526,7 +660,7 @@ mod tests {
         assert_eq!(store.balance(a).await.unwrap(), 1100);
         // Another account cannot take it.
         let err = store
-            .credit_payment(b, "pi_x".into(), 500)
+            .credit_payment(b, "pi_x".into(), 500, None)
             .await
             .unwrap_err();
         assert!(matches!(err, StoreError::Conflict(_)), "{err}");
@@ -551,21 +685,21 @@ mod tests {
         assert!(matches!(err, StoreError::PaymentRequired(_)), "{err}");
         assert_eq!(sum_and_count(&store, account).await, (0, 0));
         store
-            .credit_payment(account, "pi_a".into(), 500)
+            .credit_payment(account, "pi_a".into(), 500, None)
             .await
             .unwrap();
         let err = store.charge(account, 501, "x").await.unwrap_err();
         assert!(matches!(err, StoreError::PaymentRequired(_)));
         assert_eq!(
             store
-                .charge_at_most(account, 900, "lit_action")
+                .charge_at_most(account, Charge::new(900, "lit_action"))
                 .await
                 .unwrap(),
             (500, 0)
         );
         assert_eq!(
             store
-                .charge_at_most(account, 2, "lit_action")
+                .charge_at_most(account, Charge::new(2, "lit_action"))
                 .await
                 .unwrap(),
             (0, 0)
@@ -603,10 +737,7 @@ mod tests {
                 .await
                 .unwrap()
         };
-        let charge = || Charge {
-            cents: 1,
-            operation: "add_group".into(),
-        };
+        let charge = || Charge::new(1, "add_group");
 
         // No credit: the write fails with PaymentRequired and leaves nothing.
         let out = store.write_charged(account, charge(), insert_group).await;
@@ -618,7 +749,7 @@ mod tests {
 
         // With credit: the write and its charge commit together, once per write.
         store
-            .credit_payment(account, "pi_a".into(), 500)
+            .credit_payment(account, "pi_a".into(), 500, None)
             .await
             .unwrap();
         store
@@ -651,7 +782,10 @@ mod tests {
         let account = store
             .create_account(
                 crate::testing::new_account_spec(7),
-                InitialCredit { cents: 250 },
+                InitialCredit {
+                    cents: 250,
+                    request_id: Some("req-new-account".into()),
+                },
             )
             .await
             .unwrap();
@@ -668,6 +802,120 @@ mod tests {
             .unwrap();
         assert_eq!(rows.len(), 1);
         assert_eq!(rows[0].kind, LedgerKind::Initial);
+        assert_eq!(rows[0].request_id.as_deref(), Some("req-new-account"));
+        assert_eq!(rows[0].action_cid, None);
+    }
+
+    async fn each_row_records_its_request_and_action(db) {
+        let (store, account) = store_with_account(&db, 1).await;
+        let other = new_account(&store, 2).await;
+        store
+            .credit_payment(account, "pi_a".into(), 500, Some("req-pay".into()))
+            .await
+            .unwrap();
+        store
+            .write_charged(
+                account,
+                Charge::new(1, "add_group").for_request(Some("req-write".into())),
+                |_| Ok(()),
+            )
+            .await
+            .unwrap();
+        let cid = "QmUsageHistoryTestCid";
+        assert_eq!(
+            store
+                .charge_at_most(
+                    account,
+                    Charge::new(3, "lit_action")
+                        .for_request(Some("req-run".into()))
+                        .for_action(cid),
+                )
+                .await
+                .unwrap(),
+            (3, 496)
+        );
+        store
+            .credit_payment(other, "pi_b".into(), 700, Some("req-other".into()))
+            .await
+            .unwrap();
+
+        let page = |number, size| Page { number, size };
+        let all = store
+            .usage(account, LedgerRange::default(), page(0, 10))
+            .await
+            .unwrap();
+        let seen: Vec<_> = all
+            .iter()
+            .map(|e| {
+                (
+                    e.kind,
+                    e.amount_cents,
+                    e.balance_after,
+                    e.operation.as_str(),
+                    e.request_id.as_deref(),
+                    e.action_cid.as_deref(),
+                )
+            })
+            .collect();
+        // Newest first; only this account's rows.
+        assert_eq!(
+            seen,
+            vec![
+                (LedgerKind::Charge, -3, 496, "lit_action", Some("req-run"), Some(cid)),
+                (LedgerKind::Charge, -1, 499, "add_group", Some("req-write"), None),
+                (LedgerKind::TopUp, 500, 500, "card payment", Some("req-pay"), None),
+            ]
+        );
+        assert_eq!(all[2].payment_intent_id.as_deref(), Some("pi_a"));
+        // The oldest-first listing reads the same rows.
+        let oldest_first = store.ledger(account, page(0, 10)).await.unwrap();
+        assert_eq!(
+            oldest_first.iter().rev().cloned().collect::<Vec<_>>(),
+            all
+        );
+        // Paging: pages of two, newest first, and nothing past the end.
+        let first = store
+            .usage(account, LedgerRange::default(), page(0, 2))
+            .await
+            .unwrap();
+        let second = store
+            .usage(account, LedgerRange::default(), page(1, 2))
+            .await
+            .unwrap();
+        assert_eq!(first, all[..2].to_vec());
+        assert_eq!(second, all[2..].to_vec());
+        assert!(
+            store
+                .usage(account, LedgerRange::default(), page(2, 2))
+                .await
+                .unwrap()
+                .is_empty()
+        );
+        assert!(
+            store
+                .usage(account, LedgerRange::default(), page(u64::MAX, 1000))
+                .await
+                .unwrap()
+                .is_empty()
+        );
+        // The time range: from is inclusive, to exclusive.
+        let at = all[0].created_at;
+        let range = |from, to| LedgerRange { from, to };
+        let within = |r| {
+            let store = store.clone();
+            async move { store.usage(account, r, page(0, 10)).await.unwrap().len() }
+        };
+        assert_eq!(within(range(Some(at - 100), Some(at + 100))).await, 3);
+        assert_eq!(within(range(Some(at + 100), None)).await, 0);
+        assert_eq!(within(range(None, Some(all[2].created_at))).await, 0);
+        assert_eq!(within(range(Some(all[2].created_at), None)).await, 3);
+        // The other account sees only its own row.
+        let theirs = store
+            .usage(other, LedgerRange::default(), page(0, 10))
+            .await
+            .unwrap();
+        assert_eq!(theirs.len(), 1);
+        assert_eq!(theirs[0].request_id.as_deref(), Some("req-other"));
     }
     }
 }

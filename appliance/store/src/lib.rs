@@ -30,8 +30,11 @@
 //! * `signature_replay`: accepted wallet signatures (each accepted once);
 //! * `chain_secured`: ChainSecured accounts: conversion, their master and admin keys;
 //! * `execution`: what a running action may use;
+//! * `module_locks`: the SHA-384 each module URL actions import must have (sealed rows);
 //! * `chain_apply`: applying `AccountConfig` events of ChainSecured accounts;
-//! * `migrations`: the schema.
+//! * `migrations`: the schema;
+//! * `ledger_report`: every account's ledger rows, read from the SQLite file for the
+//!   operator's report (`appliance billing report`).
 //!
 //! Beside them, `backup`: online copies of the SQLite file and their restore
 //! (`appliance backup`, `appliance restore`), on whole files (it uses only `migrations`).
@@ -51,7 +54,9 @@ mod integrity;
 mod key_cache;
 mod leadership;
 mod ledger;
+mod ledger_report;
 mod migrations;
+mod module_locks;
 pub mod outbox;
 mod postgres;
 #[cfg(test)]
@@ -84,7 +89,9 @@ pub use execution::WalletScope;
 pub use groups::{GroupRecord, GroupSpec, Permitted};
 pub use integrity::{IntegrityFailure, IntegrityReport, Rollback, RowAuthenticator};
 pub use leadership::Leadership;
-pub use ledger::{Charge, Credited, InitialCredit, LedgerEntry, LedgerKind};
+pub use ledger::{Charge, Credited, InitialCredit, LedgerEntry, LedgerKind, LedgerRange};
+pub use ledger_report::{AccountLedgerEntry, read_ledger};
+pub use module_locks::{MAX_MODULE_URL_LEN, ModuleLock};
 pub use postgres::{PgOptions, redact as postgres_target};
 pub use sealed_roots::SealedRootRow;
 pub use sql::{Conn, Engine, SqlError};

@@ -758,6 +758,18 @@ CREATE TABLE write_epoch (
 INSERT INTO write_epoch (id, epoch) VALUES (1, 0);
 "#,
     },
+    Migration {
+        version: 15,
+        name: "the request and the action behind each ledger row",
+        sql: super::ledger::MIGRATION_15_SQL,
+        postgres: super::ledger::MIGRATION_15_POSTGRES,
+    },
+    Migration {
+        version: 16,
+        name: "the integrity lock of imported modules",
+        sql: super::module_locks::MIGRATION_16_SQL,
+        postgres: super::module_locks::MIGRATION_16_POSTGRES,
+    },
 ];
 
 /// The migration to `version` (tests).
@@ -959,6 +971,87 @@ mod tests {
             rows,
             vec![(0, "QmLoose".to_owned(), 2), (1, "QmPinned".to_owned(), 1)]
         );
+    }
+
+    /// A database at version 14 with ledger rows moves to version 15 keeping them: their
+    /// request and action are unknown (NULL), they read as before, and rows written
+    /// afterwards record both.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn version_15_keeps_older_ledger_rows_without_request_ids() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("state.db");
+        {
+            let mut conn = Connection::open(&path).unwrap();
+            let tx = conn.transaction().unwrap();
+            for m in MIGRATIONS.iter().filter(|m| m.version <= 14) {
+                tx.execute_batch(m.sql).unwrap();
+            }
+            tx.pragma_update(None, "user_version", 14).unwrap();
+            tx.execute_batch(
+                "INSERT INTO accounts (api_key_hash, name, wallet_address, created_at)
+                     VALUES (zeroblob(32), 'old', '0x', 1);
+                 INSERT INTO credit_ledger (account_id, kind, amount_cents, balance_after,
+                     payment_intent_id, operation, created_at)
+                     VALUES (1, 'top_up', 500, 500, 'pi_old', 'card payment', 100);
+                 INSERT INTO credit_ledger (account_id, kind, amount_cents, balance_after,
+                     payment_intent_id, operation, created_at)
+                     VALUES (1, 'charge', -1, 499, NULL, 'add_group', 200);
+                 INSERT INTO credit_balances (account_id, balance_cents, updated_at)
+                     VALUES (1, 499, 200);",
+            )
+            .unwrap();
+            tx.commit().unwrap();
+        }
+        let store = crate::Store::open(&path).unwrap();
+        let version: i64 = store.read(current_version).await.unwrap();
+        assert_eq!(version, latest_version());
+        let account = crate::AccountId(1);
+        let page = crate::Page {
+            number: 0,
+            size: 10,
+        };
+        let rows = store
+            .usage(account, crate::LedgerRange::default(), page)
+            .await
+            .unwrap();
+        let seen: Vec<_> = rows
+            .iter()
+            .map(|r| {
+                (
+                    r.amount_cents,
+                    r.operation.as_str(),
+                    r.request_id.clone(),
+                    r.action_cid.clone(),
+                )
+            })
+            .collect();
+        assert_eq!(
+            seen,
+            vec![
+                (-1, "add_group", None, None),
+                (500, "card payment", None, None)
+            ]
+        );
+        assert_eq!(rows[1].payment_intent_id.as_deref(), Some("pi_old"));
+        // A charge after the upgrade records its request and action beside them.
+        store
+            .charge_at_most(
+                account,
+                crate::Charge::new(2, "lit_action")
+                    .for_request(Some("req-new".into()))
+                    .for_action("QmNew"),
+            )
+            .await
+            .unwrap();
+        let rows = store
+            .usage(account, crate::LedgerRange::default(), page)
+            .await
+            .unwrap();
+        assert_eq!(rows.len(), 3);
+        assert_eq!(rows[0].request_id.as_deref(), Some("req-new"));
+        assert_eq!(rows[0].action_cid.as_deref(), Some("QmNew"));
+        assert_eq!(rows[0].balance_after, 497);
+        assert_eq!(rows[1].request_id, None);
     }
 
     /// Every table and column, and whether it may be NULL, as the engine reports them.

@@ -24,7 +24,7 @@ async fn concurrent_charges_on_two_replicas_never_overdraw() {
         return;
     };
     let account = new_account(&a, 1).await;
-    a.credit_payment(account, "pi_1".into(), 1000)
+    a.credit_payment(account, "pi_1".into(), 1000, None)
         .await
         .unwrap();
     let mut tasks = Vec::new();

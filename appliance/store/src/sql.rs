@@ -463,12 +463,15 @@ impl<'a> postgres::types::FromSql<'a> for PgCell<'a> {
 }
 
 /// A protected table: its name, its data columns (every column but `row_mac`, in the
-/// order they are encoded) and its key columns (for messages and sealing).
+/// order they are encoded), its key columns (for messages and sealing), and how many of
+/// the last columns were added after its rows were first MACed (`store::integrity`: they
+/// are encoded only when one of them is not NULL, so rows written before keep their MAC).
 #[derive(Debug)]
 pub(crate) struct Table {
     pub name: &'static str,
     pub columns: &'static [&'static str],
     pub key: &'static [&'static str],
+    pub added_later: usize,
 }
 
 impl Table {

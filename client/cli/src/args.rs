@@ -1,9 +1,30 @@
 //! The command line.
+//!
+//! The CLI's environment variables all start with [`ENV_PREFIX`], which the appliance
+//! server skips when it reads its own `APPLIANCE_*` configuration overrides, so one shell
+//! can hold both. The names before it (`APPLIANCE_URL`, `APPLIANCE_API_KEY`,
+//! `APPLIANCE_PROFILE`) still work, with a warning on stderr ([`Cli::parse_env`]):
+//! the server refuses them as unknown configuration keys.
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
 
-use clap::{Args, Parser, Subcommand};
+use clap::parser::ValueSource;
+use clap::{ArgMatches, Args, CommandFactory, FromArgMatches, Parser, Subcommand};
+
+/// The prefix of every environment variable the CLI reads.
+pub const ENV_PREFIX: &str = "APPLIANCE_CLI_";
+pub const ENV_PROFILE: &str = "APPLIANCE_CLI_PROFILE";
+pub const ENV_URL: &str = "APPLIANCE_CLI_URL";
+pub const ENV_API_KEY: &str = "APPLIANCE_CLI_API_KEY";
+
+/// The names the CLI read before it had its own prefix, each with its argument's id and
+/// the name that replaces it.
+const DEPRECATED_ENV: [(&str, &str, &str); 3] = [
+    ("APPLIANCE_PROFILE", "profile", ENV_PROFILE),
+    ("APPLIANCE_URL", "url", ENV_URL),
+    ("APPLIANCE_API_KEY", "api_key", ENV_API_KEY),
+];
 
 /// appliance-cli: verify an appliance deployment's TDX evidence, then manage accounts,
 /// keys, groups, wallets and actions over a connection pinned to what was verified.
@@ -17,20 +38,20 @@ use clap::{Args, Parser, Subcommand};
 #[command(name = "appliance-cli", version)]
 pub struct Cli {
     /// The profile to use (in profiles.toml of the config directory).
-    #[arg(long, global = true, env = "APPLIANCE_PROFILE", default_value = crate::profile::DEFAULT_PROFILE)]
+    #[arg(long, global = true, env = ENV_PROFILE, default_value = crate::profile::DEFAULT_PROFILE)]
     pub profile: String,
     /// Print one JSON document on stdout instead of tables.
     #[arg(long, global = true)]
     pub json: bool,
     /// Deployment URL for this run, instead of the profile's.
-    #[arg(long, global = true, env = "APPLIANCE_URL", value_name = "URL")]
+    #[arg(long, global = true, env = ENV_URL, value_name = "URL")]
     pub url: Option<String>,
     /// API key for this run, instead of the profile's (prefer the environment variable:
     /// a command line is visible to other users).
     #[arg(
         long,
         global = true,
-        env = "APPLIANCE_API_KEY",
+        env = ENV_API_KEY,
         hide_env_values = true,
         value_name = "KEY"
     )]
@@ -54,6 +75,55 @@ pub struct Cli {
     pub allow_unpinned_os: Option<bool>,
     #[command(subcommand)]
     pub command: Command,
+}
+
+impl Cli {
+    /// The command line and the process environment, deprecated names included; the
+    /// warnings about those are written to stderr. Exits on a usage error (status 2).
+    pub fn parse_env() -> Self {
+        let matches = Self::command().get_matches();
+        let mut cli = Self::from_arg_matches(&matches).unwrap_or_else(|e| e.exit());
+        let warnings = cli.apply_deprecated_env(&matches, |name| std::env::var(name).ok());
+        for warning in warnings {
+            crate::output::eprint(&format!("appliance-cli: warning: {warning}\n"));
+        }
+        cli
+    }
+
+    /// Takes each setting given only under a deprecated variable name (no option, no
+    /// `APPLIANCE_CLI_*` variable) from that variable; returns a warning for every
+    /// deprecated variable set, used or not. `var` reads the environment.
+    fn apply_deprecated_env(
+        &mut self,
+        matches: &ArgMatches,
+        var: impl Fn(&str) -> Option<String>,
+    ) -> Vec<String> {
+        let mut warnings = Vec::new();
+        for (old, id, new) in DEPRECATED_ENV {
+            let Some(value) = var(old).filter(|v| !v.is_empty()) else {
+                continue;
+            };
+            let given = matches
+                .value_source(id)
+                .is_some_and(|s| matches!(s, ValueSource::CommandLine | ValueSource::EnvVariable));
+            if given {
+                warnings.push(format!(
+                    "{old} is ignored ({new} or --{} is set); unset it: the appliance server refuses unknown APPLIANCE_* variables",
+                    id.replace('_', "-")
+                ));
+                continue;
+            }
+            match id {
+                "profile" => self.profile = value,
+                "url" => self.url = Some(value),
+                _ => self.api_key = Some(value),
+            }
+            warnings.push(format!(
+                "{old} is deprecated: rename it {new} (the appliance server skips {ENV_PREFIX}* variables but refuses other unknown APPLIANCE_* ones, so {old} in the same shell stops it from starting)"
+            ));
+        }
+        warnings
+    }
 }
 
 #[derive(Subcommand, Debug)]
@@ -86,7 +156,7 @@ pub enum Command {
 #[derive(Subcommand, Debug)]
 pub enum ProfileCommand {
     /// Create or change the profile: only the options given change. The global `--url`,
-    /// `--api-key` (or `APPLIANCE_URL`, `APPLIANCE_API_KEY`), `--os-measurements` and
+    /// `--api-key` (or `APPLIANCE_CLI_URL`, `APPLIANCE_CLI_API_KEY`), `--os-measurements` and
     /// `--allow-unpinned-os` are stored too.
     Set(Box<ProfileSet>),
     /// Print the profile (the API key is never printed) and where it is stored.
@@ -334,4 +404,104 @@ pub enum BillingCommand {
     Balance,
     /// What calls cost.
     Prices,
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used, clippy::expect_used)]
+
+    use super::*;
+
+    /// Parses `args` with `env` standing for the deprecated variables (the new ones are
+    /// not in the test's environment, so only options are given here).
+    fn parse(args: &[&str], env: &[(&str, &str)]) -> (Cli, Vec<String>) {
+        let mut all = vec!["appliance-cli"];
+        all.extend_from_slice(args);
+        let matches = Cli::command().try_get_matches_from(all).unwrap();
+        let mut cli = Cli::from_arg_matches(&matches).unwrap();
+        let warnings = cli.apply_deprecated_env(&matches, |name| {
+            env.iter()
+                .find(|(k, _)| *k == name)
+                .map(|(_, v)| (*v).to_owned())
+        });
+        (cli, warnings)
+    }
+
+    #[test]
+    fn the_deprecated_names_still_work_with_a_warning() {
+        let (cli, warnings) = parse(
+            &["verify"],
+            &[
+                ("APPLIANCE_URL", "https://old.example"),
+                ("APPLIANCE_API_KEY", "k3y"),
+                ("APPLIANCE_PROFILE", "staging"),
+            ],
+        );
+        assert_eq!(cli.url.as_deref(), Some("https://old.example"));
+        assert_eq!(cli.api_key.as_deref(), Some("k3y"));
+        assert_eq!(cli.profile, "staging");
+        assert_eq!(warnings.len(), 3, "{warnings:?}");
+        for (old, new) in [
+            ("APPLIANCE_URL", "APPLIANCE_CLI_URL"),
+            ("APPLIANCE_API_KEY", "APPLIANCE_CLI_API_KEY"),
+            ("APPLIANCE_PROFILE", "APPLIANCE_CLI_PROFILE"),
+        ] {
+            assert!(
+                warnings
+                    .iter()
+                    .any(|w| w.starts_with(&format!("{old} is deprecated: rename it {new}"))),
+                "{old}: {warnings:?}"
+            );
+        }
+        // No warning for the values themselves (the key is never echoed).
+        assert!(!warnings.iter().any(|w| w.contains("k3y")));
+    }
+
+    #[test]
+    fn options_win_over_the_deprecated_names_which_are_then_ignored() {
+        let (cli, warnings) = parse(
+            &["--url", "https://new.example", "--profile", "p", "verify"],
+            &[
+                ("APPLIANCE_URL", "https://old.example"),
+                ("APPLIANCE_PROFILE", "staging"),
+            ],
+        );
+        assert_eq!(cli.url.as_deref(), Some("https://new.example"));
+        assert_eq!(cli.profile, "p");
+        assert_eq!(cli.api_key, None);
+        assert_eq!(warnings.len(), 2, "{warnings:?}");
+        assert!(
+            warnings
+                .iter()
+                .all(|w| w.contains("is ignored") && w.contains("unset it")),
+            "{warnings:?}"
+        );
+    }
+
+    #[test]
+    fn nothing_set_nothing_said() {
+        let (cli, warnings) = parse(&["verify"], &[("APPLIANCE_URL", "")]);
+        assert!(warnings.is_empty(), "{warnings:?}");
+        assert_eq!(cli.url, None);
+        assert_eq!(cli.profile, crate::profile::DEFAULT_PROFILE);
+    }
+
+    #[test]
+    fn every_variable_has_the_prefix_the_server_skips() {
+        for name in [
+            ENV_PROFILE,
+            ENV_URL,
+            ENV_API_KEY,
+            crate::profile::ENV_CONFIG_DIR,
+        ] {
+            assert!(name.starts_with(ENV_PREFIX), "{name}");
+        }
+        let help = Cli::command().render_long_help().to_string();
+        for name in [ENV_PROFILE, ENV_URL, ENV_API_KEY] {
+            assert!(
+                help.contains(&format!("env: {name}")),
+                "{name} not in:\n{help}"
+            );
+        }
+    }
 }

@@ -12,7 +12,6 @@ mod profile;
 use std::process::ExitCode;
 
 use appliance_client::ClientError;
-use clap::Parser;
 
 use crate::profile::ProfileError;
 
@@ -70,7 +69,7 @@ impl CliError {
 }
 
 fn main() -> ExitCode {
-    let cli = args::Cli::parse();
+    let cli = args::Cli::parse_env();
     let runtime = match tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()

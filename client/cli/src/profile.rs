@@ -177,11 +177,14 @@ pub struct Profiles {
     pub profiles: BTreeMap<String, Profile>,
 }
 
+/// The variable naming the config directory.
+pub const ENV_CONFIG_DIR: &str = "APPLIANCE_CLI_CONFIG_DIR";
+
 /// The config directory: `$APPLIANCE_CLI_CONFIG_DIR`, else `$XDG_CONFIG_HOME/appliance-cli`,
 /// else `$HOME/.config/appliance-cli`.
 pub fn config_dir() -> Result<PathBuf, ProfileError> {
     let var = |name: &str| std::env::var_os(name).filter(|v| !v.is_empty());
-    if let Some(dir) = var("APPLIANCE_CLI_CONFIG_DIR") {
+    if let Some(dir) = var(ENV_CONFIG_DIR) {
         return Ok(PathBuf::from(dir));
     }
     if let Some(xdg) = var("XDG_CONFIG_HOME") {

@@ -119,6 +119,8 @@ export interface ApplianceClient {
   // Billing
   stripeConfig: Get<"/core/v1/billing/stripe_config">;
   balance: Get<"/core/v1/billing/balance">;
+  /** The account's credits and charges, newest first (`from`/`to` in Unix seconds; pages as the list endpoints). */
+  usage: GetWithQuery<"/core/v1/billing/usage">;
   createPaymentIntent: Post<"/core/v1/billing/create_payment_intent">;
   confirmPayment: Post<"/core/v1/billing/confirm_payment">;
   prices: Get<"/core/v1/billing/prices">;
@@ -168,6 +170,7 @@ const OPERATIONS = {
   getAdminApiPayer: ["get", "/core/v1/get_admin_api_payer"],
   stripeConfig: ["get", "/core/v1/billing/stripe_config"],
   balance: ["get", "/core/v1/billing/balance"],
+  usage: ["getQuery", "/core/v1/billing/usage"],
   createPaymentIntent: ["post", "/core/v1/billing/create_payment_intent"],
   confirmPayment: ["post", "/core/v1/billing/confirm_payment"],
   prices: ["get", "/core/v1/billing/prices"],

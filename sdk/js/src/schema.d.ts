@@ -556,6 +556,30 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/core/v1/billing/usage": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * The account's usage history: every credit (starting credit, card payments) and
+         *     charge (billed management writes, action run time), newest first, each with the
+         *     balance after it and the `X-Request-Id` of the request that caused it. The account
+         *     key, or `X-Wallet-Auth` for a ChainSecured account: a usage key may not read it (it
+         *     names what every key of the account ran). `from` after `to` selects nothing. Answers
+         *     also when billing is disabled (nothing is charged then).
+         */
+        get: operations["usage"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/core/v1/billing/create_payment_intent": {
         parameters: {
             query?: never;
@@ -1346,6 +1370,58 @@ export interface components {
             /** @description Groups where the key may execute actions (`0` = all groups). */
             execute_in_groups?: components["schemas"]["WireU64"][];
         };
+        /** @description One entry of the account's usage history: a credit or a charge. */
+        UsageItem: {
+            /**
+             * @description The entry's id (decimal string): unique, and higher for later entries.
+             * @example 1042
+             */
+            id: string;
+            /**
+             * Format: int64
+             * @description When, in Unix seconds.
+             * @example 1764590400
+             */
+            at_unix: number;
+            /**
+             * @description When, in RFC 3339 (UTC).
+             * @example 2025-12-01T12:00:00Z
+             */
+            at: string;
+            kind: components["schemas"]["UsageKind"];
+            /**
+             * Format: int64
+             * @description US cents: positive for a credit, negative for a charge.
+             * @example -1
+             */
+            amount_cents: number;
+            /**
+             * Format: int64
+             * @description The balance once this entry applied, in US cents.
+             * @example 499
+             */
+            balance_after_cents: number;
+            /**
+             * @description What was charged: the endpoint under `/core/v1` (`add_group`, `lit_action`, …); for
+             *     a credit, where it came from (`initial credit`, `card payment`).
+             * @example lit_action
+             */
+            operation: string;
+            /**
+             * @description The IPFS CID of the action whose run a `lit_action` charge paid for; `null`
+             *     otherwise.
+             * @example QmWzEQYxa5VHJ1r4iJSyY5KyXs4yTFzJR9SNDTGvZTnyaS
+             */
+            action_cid?: string | null;
+            /**
+             * @description The `X-Request-Id` of the request that caused the entry (`null` for entries
+             *     recorded before the appliance kept it).
+             * @example 2f1c3a5e-8a9b-4c6d-9e0f-1a2b3c4d5e6f
+             */
+            request_id?: string | null;
+            /** @description The Stripe payment intent a top-up came from; `null` otherwise. */
+            payment_intent_id?: string | null;
+        };
         /** @description A usage key as listed: its hash and metadata, never its value. */
         UsageKeyItem: {
             /** @description The key's id (decimal string). */
@@ -1366,6 +1442,11 @@ export interface components {
          * @example 0x288028dd4d3aab664b95651ac365cb83e98c08fde24ae08dbee9e82051776976
          */
         UsageKeyRef: string;
+        /**
+         * @description What a usage entry is.
+         * @enum {string}
+         */
+        UsageKind: "initial" | "top_up" | "charge";
         Version: {
             /** @example appliance */
             name: string;
@@ -4466,6 +4547,122 @@ export interface operations {
                 };
                 content: {
                     "application/json": components["schemas"]["BalanceResponse"];
+                };
+            };
+            /**
+             * @description No credential, or one that authenticates nobody: an unknown, revoked or malformed
+             *     key (or `X-Wallet-Auth`).
+             */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description The key lacks the permission. */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description X-Wallet-Auth is larger than 8 KiB */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description X-Wallet-Auth signature refused */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /**
+             * @description Too many requests: this client is over a rate limit, or the service is at its
+             *     capacity for this kind of request. `Retry-After` (seconds), when present, says when
+             *     to try again.
+             */
+            429: {
+                headers: {
+                    /** @description Whole seconds until the client may retry (always sent by the per-client rate limits) */
+                    "Retry-After"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description A bug; details are logged under the request id. */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description A dependency is unavailable, or the request timed out. */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
+    usage: {
+        parameters: {
+            query?: {
+                /**
+                 * @description Only entries at or after this time (Unix seconds, inclusive).
+                 * @example 1764547200
+                 */
+                from?: number;
+                /**
+                 * @description Only entries before this time (Unix seconds, exclusive).
+                 * @example 1767225600
+                 */
+                to?: number;
+                /** @description 0-based page, default 0. */
+                page_number?: number;
+                /** @description Items per page, default 100. A page holds at most 1000 items: a larger value is read as 1000 (as the reference service does), and 0 as 1. */
+                page_size?: number;
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description One page of the account's credits and charges, newest first */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["UsageItem"][];
+                };
+            };
+            /** @description Malformed `from`, `to` or paging */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
                 };
             };
             /**

@@ -63,6 +63,29 @@ test("a GET sends the query; withApiKey and withWalletAuth change only the crede
   for (const r of requests) assert.equal(r.method, "GET");
 });
 
+test("usage sends its time range and paging as the query, and resolves with the entries", async () => {
+  const entry = {
+    id: "12",
+    at_unix: 1764590400,
+    at: "2025-12-01T12:00:00Z",
+    kind: "charge",
+    amount_cents: -1,
+    balance_after_cents: 499,
+    operation: "lit_action",
+    action_cid: "QmWzEQYxa5VHJ1r4iJSyY5KyXs4yTFzJR9SNDTGvZTnyaS",
+    request_id: "req-1",
+    payment_intent_id: null,
+  };
+  const { fetch, requests } = fakeFetch(() => json(200, [entry]));
+  const client = createClient({ baseUrl: BASE, apiKey: "k", fetch });
+  assert.deepEqual(await client.usage({ from: 1764547200, to: 1767225600, page_number: 1, page_size: 20 }), [entry]);
+  await client.usage();
+  assert.equal(requests[0].method, "GET");
+  assert.equal(requests[0].url, `${BASE}/core/v1/billing/usage?from=1764547200&to=1767225600&page_number=1&page_size=20`);
+  assert.equal(requests[0].headers.authorization, "Bearer k");
+  assert.equal(requests[1].url, `${BASE}/core/v1/billing/usage`);
+});
+
 test("createWallet without a body sends {}", async () => {
   const { fetch, requests } = fakeFetch(() => json(200, { wallet_address: "0x1" }));
   await createClient({ baseUrl: BASE, apiKey: "k", fetch }).createWallet();

@@ -23,10 +23,10 @@ use super::strings;
 
 #[derive(Clone, Debug)]
 pub(crate) struct ParamType {
-    name: Option<String>,
-    ty: String,
-    indexed: Option<bool>,
-    components: Option<Vec<ParamType>>,
+    pub(crate) name: Option<String>,
+    pub(crate) ty: String,
+    pub(crate) indexed: Option<bool>,
+    pub(crate) components: Option<Vec<ParamType>>,
     array_length: Option<i64>,
     array_children: Option<Box<ParamType>>,
     base_type: String,
@@ -118,7 +118,7 @@ fn split_array(ty: &str) -> Option<(&str, i64)> {
     Some((&ty[..open], len))
 }
 
-fn verify_type(ty: &str) -> String {
+pub(crate) fn verify_type(ty: &str) -> String {
     let after = |p: &str| -> Option<String> {
         let rest = ty.strip_prefix(p)?;
         match rest.chars().next() {
@@ -180,8 +180,13 @@ fn check_modifier(ctx: &mut Context, ty: &str, name: &str) -> JsResult<bool> {
     Ok(false)
 }
 
-/// ethers' `parseParamType` state machine (without `indexed`).
-fn parse_param_type(ctx: &mut Context, original: &str) -> JsResult<ParamType> {
+/// ethers' `parseParamType` state machine; `indexed` is accepted only with `allow_indexed`
+/// (event parameters).
+pub(crate) fn parse_param_type(
+    ctx: &mut Context,
+    original: &str,
+    allow_indexed: bool,
+) -> JsResult<ParamType> {
     let param: String = original
         .chars()
         .map(|c| if c.is_whitespace() { ' ' } else { c })
@@ -199,7 +204,7 @@ fn parse_param_type(ctx: &mut Context, original: &str) -> JsResult<ParamType> {
     let new_node = |parent: Option<usize>| Node {
         ty: String::new(),
         name: String::new(),
-        indexed: None,
+        indexed: allow_indexed.then_some(false),
         components: None,
         parent,
         state: State {
@@ -207,7 +212,11 @@ fn parse_param_type(ctx: &mut Context, original: &str) -> JsResult<ParamType> {
             ..State::default()
         },
     };
-    let mut nodes: Vec<Node> = vec![new_node(None)];
+    // The root node has no `indexed` until the keyword is seen.
+    let mut nodes: Vec<Node> = vec![Node {
+        indexed: None,
+        ..new_node(None)
+    }];
     let mut node = 0usize;
     for (i, &u) in units.iter().enumerate() {
         let c = char::from_u32(u32::from(u)).unwrap_or('\u{fffd}');
@@ -227,7 +236,11 @@ fn parse_param_type(ctx: &mut Context, original: &str) -> JsResult<ParamType> {
             }
             ')' => {
                 if nodes[node].name == "indexed" {
-                    return Err(throw_at(ctx, i));
+                    if !allow_indexed {
+                        return Err(throw_at(ctx, i));
+                    }
+                    nodes[node].indexed = Some(true);
+                    nodes[node].name.clear();
                 }
                 if check_modifier(ctx, &nodes[node].ty.clone(), &nodes[node].name.clone())? {
                     nodes[node].name.clear();
@@ -244,7 +257,11 @@ fn parse_param_type(ctx: &mut Context, original: &str) -> JsResult<ParamType> {
             }
             ',' => {
                 if nodes[node].name == "indexed" {
-                    return Err(throw_at(ctx, i));
+                    if !allow_indexed {
+                        return Err(throw_at(ctx, i));
+                    }
+                    nodes[node].indexed = Some(true);
+                    nodes[node].name.clear();
                 }
                 if check_modifier(ctx, &nodes[node].ty.clone(), &nodes[node].name.clone())? {
                     nodes[node].name.clear();
@@ -272,7 +289,11 @@ fn parse_param_type(ctx: &mut Context, original: &str) -> JsResult<ParamType> {
                 }
                 if nodes[node].state.allow_name && !nodes[node].name.is_empty() {
                     if nodes[node].name == "indexed" {
-                        return Err(throw_at(ctx, i));
+                        if !allow_indexed || nodes[node].indexed == Some(true) {
+                            return Err(throw_at(ctx, i));
+                        }
+                        nodes[node].indexed = Some(true);
+                        nodes[node].name.clear();
                     } else if check_modifier(
                         ctx,
                         &nodes[node].ty.clone(),
@@ -331,8 +352,12 @@ fn parse_param_type(ctx: &mut Context, original: &str) -> JsResult<ParamType> {
         ));
     }
     if nodes[node].name == "indexed" {
-        let pos = original.encode_utf16().count().saturating_sub(7);
-        return Err(throw_at(ctx, pos));
+        if !allow_indexed || nodes[node].indexed == Some(true) {
+            let pos = original.encode_utf16().count().saturating_sub(7);
+            return Err(throw_at(ctx, pos));
+        }
+        nodes[node].indexed = Some(true);
+        nodes[node].name.clear();
     } else if check_modifier(ctx, &nodes[node].ty.clone(), &nodes[node].name.clone())? {
         nodes[node].name.clear();
     }
@@ -352,7 +377,7 @@ fn typify(nodes: &[Node], i: usize) -> ParamType {
 /// `ParamType.from(value)` for a string or a `{type, name, components}` object.
 fn param_from(ctx: &mut Context, v: &JsValue) -> JsResult<ParamType> {
     if let Some(s) = js::as_str(v) {
-        return parse_param_type(ctx, &s);
+        return parse_param_type(ctx, &s, false);
     }
     if js::is_nullish(v) {
         return Err(err::type_error(
@@ -1140,7 +1165,7 @@ fn coders_of(ctx: &mut Context, types: &[JsValue]) -> JsResult<Vec<Coder>> {
     Ok(out)
 }
 
-fn f_encode(_: &JsValue, args: &[JsValue], ctx: &mut Context) -> JsResult<JsValue> {
+pub(crate) fn f_encode(_: &JsValue, args: &[JsValue], ctx: &mut Context) -> JsResult<JsValue> {
     let types = js::arg(args, 0);
     let values = js::arg(args, 1);
     let tlen = js::get(ctx, &types, "length")?;
@@ -1166,7 +1191,7 @@ fn f_encode(_: &JsValue, args: &[JsValue], ctx: &mut Context) -> JsResult<JsValu
     Ok(js::s(&bytes::hex(&out)))
 }
 
-fn f_decode(_: &JsValue, args: &[JsValue], ctx: &mut Context) -> JsResult<JsValue> {
+pub(crate) fn f_decode(_: &JsValue, args: &[JsValue], ctx: &mut Context) -> JsResult<JsValue> {
     let tys = js::array_items(ctx, &js::arg(args, 0))?;
     let coders = coders_of(ctx, &tys)?;
     let data = bytes::arrayify(ctx, &js::arg(args, 1))?;

@@ -483,7 +483,8 @@ fn m_to_json(this: &JsValue, _: &[JsValue], ctx: &mut Context) -> JsResult<JsVal
     Ok(js::plain_object(ctx, vec![("type", js::s("BigNumber")), ("hex", h)]).into())
 }
 
-fn s_from(_: &JsValue, args: &[JsValue], ctx: &mut Context) -> JsResult<JsValue> {
+/// `BigNumber.from(value)`.
+pub(crate) fn s_from(_: &JsValue, args: &[JsValue], ctx: &mut Context) -> JsResult<JsValue> {
     let v = js::arg(args, 0);
     if is_bn_instance(ctx, &v)?.is_some() {
         return Ok(v);

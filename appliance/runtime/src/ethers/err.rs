@@ -95,6 +95,18 @@ fn make_inner(
     details.push(format!("code={code}"));
     details.push(format!("version={version}"));
     let mut url = String::new();
+    if matches!(
+        code,
+        "CALL_EXCEPTION"
+            | "INSUFFICIENT_FUNDS"
+            | "MISSING_NEW"
+            | "NONCE_EXPIRED"
+            | "REPLACEMENT_UNDERPRICED"
+            | "TRANSACTION_REPLACED"
+            | "UNPREDICTABLE_GAS_LIMIT"
+    ) {
+        url.push_str(code);
+    }
     if code == NUMERIC_FAULT {
         url.push_str("NUMERIC_FAULT");
         match message {

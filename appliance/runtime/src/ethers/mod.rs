@@ -1,27 +1,40 @@
 //! The `ethers` v5 subset (ethers.js 5.7.2 compatible), implemented natively.
 //!
 //! `install` defines the global `ethers` with `utils`, `BigNumber`, `Wallet`, `constants`
-//! and `version`. Every function follows the JavaScript of ethers 5.7.2: the same value
+//! and `version`; `utils.Interface` (with the ABI fragments) and `Contract` are built on
+//! first use (`contract.rs`). Every function follows the JavaScript of ethers 5.7.2: the same value
 //! coercions, output formats (hex strings, `Uint8Array`s, BigNumber objects, frozen ABI
 //! results) and the same error messages (`reason (key=value, …, code=…, version=…)`).
-//! Pure computation only: nothing here reaches the host.
+//! Everything is computation except `providers` (`provider.rs`: JSON-RPC as `rpc` host
+//! calls) and the provider methods of `Wallet` (`signer.rs`).
 
 mod abi;
 mod address;
 mod bignumber;
 mod bytes;
+mod contract;
+mod deferred;
 mod err;
+mod formatter;
+mod fragments;
+mod host;
+mod interface;
 mod js;
+mod provider;
+mod signer;
 mod signing;
 mod solidity;
 mod strings;
 mod tx;
+mod txparse;
 mod units;
 
 use boa_engine::object::{FunctionObjectBuilder, JsObject};
 use boa_engine::property::PropertyDescriptor;
 use boa_engine::{Context, JsData, JsResult, JsValue, NativeFunction, js_string};
 use boa_gc::{Finalize, Trace};
+
+pub(crate) use self::host::{RuntimeHost, set_host};
 
 /// Per-realm state: prototypes that natively created objects get, and the realm's
 /// original `JSON` functions (so user code replacing them cannot change error texts).
@@ -64,9 +77,12 @@ fn global_fn(ctx: &mut Context, object: &str, name: &str) -> JsResult<JsObject> 
 /// Defines the global `ethers` in the context's current realm.
 ///
 /// Context creation is on the hot path and most actions never touch `ethers`, so the
-/// global starts as an accessor: the first read builds the whole object (~35 µs) and
-/// replaces the accessor with a plain writable, configurable data property; an
-/// assignment before that simply stores the assigned value.
+/// global is an accessor: the first read builds the whole object and keeps it (in the
+/// realm's [`EthersGlobal`]); later reads return it, and an assignment replaces it, so
+/// it reads and assigns like a plain global. It stays an accessor for good: replacing it
+/// with a data property from inside its own getter leaves boa 0.22's inline cache pairing
+/// the new shape with the old accessor slot, so the next read at the same site (a loop,
+/// a function called twice) would fail with "not a callable function".
 pub fn install(ctx: &mut Context) -> JsResult<()> {
     // Capture the original JSON/Object functions now, before user code can replace them.
     let pristine = pristine(ctx)?;
@@ -90,27 +106,25 @@ pub fn install(ctx: &mut Context) -> JsResult<()> {
     Ok(())
 }
 
-fn define_global(ctx: &mut Context, value: JsValue) -> JsResult<()> {
-    ctx.global_object().define_property_or_throw(
-        js_string!("ethers"),
-        PropertyDescriptor::builder()
-            .value(value)
-            .writable(true)
-            .enumerable(false)
-            .configurable(true),
-        ctx,
-    )?;
-    Ok(())
-}
+/// The value of the global `ethers` once read or assigned.
+#[derive(Clone, Trace, Finalize, JsData)]
+struct EthersGlobal(JsValue);
 
 fn lazy_get(_: &JsValue, _: &[JsValue], ctx: &mut Context) -> JsResult<JsValue> {
+    if let Some(EthersGlobal(v)) = ctx.realm().host_defined().get::<EthersGlobal>() {
+        return Ok(v.clone());
+    }
     let ethers: JsValue = build(ctx)?.into();
-    define_global(ctx, ethers.clone())?;
+    ctx.realm()
+        .host_defined_mut()
+        .insert(EthersGlobal(ethers.clone()));
     Ok(ethers)
 }
 
 fn lazy_set(_: &JsValue, args: &[JsValue], ctx: &mut Context) -> JsResult<JsValue> {
-    define_global(ctx, js::arg(args, 0))?;
+    ctx.realm()
+        .host_defined_mut()
+        .insert(EthersGlobal(js::arg(args, 0)));
     Ok(JsValue::undefined())
 }
 
@@ -125,6 +139,7 @@ pub fn build(ctx: &mut Context) -> JsResult<JsObject> {
         (p.stringify.clone(), p.parse.clone(), p.object_keys.clone());
     let (bn_ctor, bn_proto) = bignumber::build(ctx)?;
     let (sk_ctor, sk_proto, wallet_ctor, wallet_proto) = signing::build(ctx)?;
+    signer::install(ctx, &wallet_proto)?;
     ctx.realm().host_defined_mut().insert(EthersRealm {
         bn_proto,
         sk_proto,
@@ -144,15 +159,18 @@ pub fn build(ctx: &mut Context) -> JsResult<JsObject> {
     solidity::install(ctx, &utils)?;
     tx::install(ctx, &utils)?;
     abi::install(ctx, &utils)?;
+    txparse::install(ctx, &utils)?;
     utils.set(js_string!("SigningKey"), sk_ctor, false, ctx)?;
 
     let constants = constants(ctx)?;
     let ethers = js::new_object(ctx);
-    ethers.set(js_string!("utils"), utils, false, ctx)?;
+    ethers.set(js_string!("utils"), utils.clone(), false, ctx)?;
     ethers.set(js_string!("BigNumber"), bn_ctor, false, ctx)?;
     ethers.set(js_string!("Wallet"), wallet_ctor, false, ctx)?;
     ethers.set(js_string!("constants"), constants, false, ctx)?;
     ethers.set(js_string!("version"), js::s("ethers/5.7.2"), false, ctx)?;
+    provider::install(ctx, &ethers)?;
+    contract::install(ctx, &ethers, &utils)?;
     Ok(ethers)
 }
 

@@ -1,10 +1,13 @@
 //! Building a fresh context: limits and every global of the action API.
 
+use std::rc::Rc;
+
 use boa_engine::vm::RuntimeLimits;
 use boa_engine::{Context, JsNativeError, JsResult, js_string};
 
+use super::modules::ParentModules;
 use super::state::Pristine;
-use super::{console, crypto, encoding, fetch, lit};
+use super::{console, crypto, encoding, fetch, lit, rpc, timers};
 
 /// Engine limits applied to every context.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -33,7 +36,10 @@ impl Default for SandboxLimits {
 
 /// A new context with the action globals. No job state is attached yet.
 pub(crate) fn build(limits: &SandboxLimits) -> JsResult<Context> {
-    let mut ctx = Context::builder().build()?;
+    // Every module comes from the parent (boa's default loader would read files).
+    let mut ctx = Context::builder()
+        .module_loader(Rc::new(ParentModules))
+        .build()?;
     let mut runtime = RuntimeLimits::default();
     // The loop limit must never fire: an infinite loop ends by the parent's deadline.
     runtime.disable_loop_iteration_limit();
@@ -58,8 +64,17 @@ pub(crate) fn build(limits: &SandboxLimits) -> JsResult<Context> {
     console::install(&mut ctx)?;
     lit::install(&mut ctx)?;
     fetch::install(&mut ctx)?;
+    timers::install(&mut ctx)?;
     encoding::install(&mut ctx)?;
     crypto::install(&mut ctx)?;
     crate::ethers::install(&mut ctx)?;
+    crate::ethers::set_host(
+        &mut ctx,
+        crate::ethers::RuntimeHost {
+            rpc: rpc::call,
+            schedule: timers::schedule,
+            is_limit_error: rpc::is_limit_error,
+        },
+    );
     Ok(ctx)
 }

@@ -45,7 +45,7 @@ fn fetch(_: &JsValue, args: &[JsValue], ctx: &mut Context) -> JsResult<JsValue> 
 }
 
 /// Counts one fetch, or fails with the job's shared limit error.
-fn count_fetch(ctx: &mut Context) -> JsResult<()> {
+pub(super) fn count_fetch(ctx: &mut Context) -> JsResult<()> {
     let job = state::job(ctx)?;
     let mut job = job.borrow_mut();
     if job.fetches < job.limits.max_fetches {

@@ -1,6 +1,6 @@
 //! `Lit` / `LitActions`: the key operations of the action API.
 //!
-//! Every operation except `setResponse` is async: it performs its host call synchronously
+//! Every operation except `setResponse` and `showImportDetails` is async: it performs its host call synchronously
 //! and returns an already settled promise (resolved with the parent's `ok` value, rejected
 //! with an `Error` carrying the parent's `err` message, or rejected with a `TypeError` for
 //! bad arguments, before anything is sent).
@@ -20,7 +20,7 @@ use crate::protocol::HostRequest;
 /// `Lit.Actions.f`, `LitActions.f` (the reference's alias) and `LitActions.Actions.f` are
 /// all the same function.
 pub(crate) fn install(ctx: &mut Context) -> JsResult<()> {
-    const ACTIONS: [(&str, NativeFn, usize); 8] = [
+    const ACTIONS: [(&str, NativeFn, usize); 9] = [
         ("getPrivateKey", get_private_key, 1),
         ("getLitActionPrivateKey", get_lit_action_private_key, 0),
         ("getLitActionPublicKey", get_lit_action_public_key, 1),
@@ -33,6 +33,7 @@ pub(crate) fn install(ctx: &mut Context) -> JsResult<()> {
         ("Decrypt", decrypt, 1),
         ("signEcdsa", sign_ecdsa, 1),
         ("setResponse", set_response, 1),
+        ("showImportDetails", show_import_details, 0),
     ];
     let lit = JsObject::with_object_proto(ctx.intrinsics());
     for (name, f, len) in ACTIONS {
@@ -154,4 +155,10 @@ fn set_response(_: &JsValue, args: &[JsValue], ctx: &mut Context) -> JsResult<Js
     };
     state::job(ctx)?.borrow_mut().response = Some(json);
     Ok(JsValue::undefined())
+}
+
+/// `Lit.Actions.showImportDetails()` → `[{url, hash}]` of the modules imported so far
+/// (synchronous, as in the reference).
+fn show_import_details(_: &JsValue, _: &[JsValue], ctx: &mut Context) -> JsResult<JsValue> {
+    super::modules::import_details(ctx)
 }

@@ -4,12 +4,17 @@
 //! 1. A context with all globals is built ahead of time ([`Sandbox::prepare`], called by the
 //!    worker after it has answered the previous job), so building it is off the hot path.
 //!    Contexts are never reused: nothing one action does can be seen by the next.
-//! 2. The code runs as a classic script, then the job queue is drained.
-//! 3. If `main` is a function (a `function` declaration or a top-level `const`/`let`), it
-//!    is called with `js_params` (or `null`). A returned promise is settled by draining the
-//!    job queue; if it is still pending when the queue is empty, the action fails with
-//!    "the action's promise never settled" (nothing could ever settle it: host calls are
-//!    synchronous and there are no timers).
+//! 2. The code runs as a classic script, then the job queue is drained. Code that is not
+//!    a valid script but is a valid module (`import`, `export`, top-level `await`) runs as
+//!    a module instead, its imports loaded through the parent ([`modules`]).
+//! 3. If `main` is a function (a `function` declaration or a top-level `const`/`let`; of a
+//!    module, a top-level binding), it is called with `js_params` (or `null`). A returned
+//!    promise is settled by draining the
+//!    job queue and running due timers in order ([`timers`]: real time, bounded by the
+//!    job's deadline); if it is still pending when the queue is empty and no timer is
+//!    left, the action fails with "the action's promise never settled" (nothing could
+//!    ever settle it: host calls are synchronous). Code without `main` runs until no
+//!    timer is left.
 //! 4. The response is the value of the last `Lit.Actions.setResponse({response})` call if
 //!    there was one, otherwise `main`'s (awaited) return value, as its `JSON.stringify`
 //!    image (`undefined` → `null`; a string stays a string).
@@ -17,15 +22,17 @@
 //! # Globals
 //! `Lit` (=== `LitActions`, frozen; `Lit.Actions` is the object itself, so both the
 //! documented `Lit.Actions.f` and the reference's `LitActions.f` work), `console`, `fetch`,
-//! `TextEncoder`/`TextDecoder`, `crypto.getRandomValues`/`randomUUID`, `ethers`, plus the
-//! ECMAScript built-ins of boa (no timers, no `Intl`/`Temporal`).
+//! `TextEncoder`/`TextDecoder`, `crypto.getRandomValues`/`randomUUID`, `ethers`,
+//! `setTimeout`/`setInterval`/`clearTimeout`/`clearInterval`, plus the ECMAScript
+//! built-ins of boa (no `Intl`/`Temporal`).
 //!
 //! # Errors
 //! * `exception`: the code threw / the promise rejected / it never settled; the message is
 //!   `Name: message` plus the first stack frames, or `Uncaught <value>` for non-`Error`s.
-//! * `limit`: logs or response over their limits, an uncaught fetch-limit error, or the
-//!   recursion limit (uncatchable in boa).
-//! * `timeout` and `memory` are decided by the parent (deadline kill, worker death).
+//! * `limit`: logs or response over their limits, an uncaught fetch-limit or RPC-budget
+//!   error, or the recursion limit (uncatchable in boa).
+//! * `timeout`: a timer due after the job's deadline; otherwise `timeout` and `memory`
+//!   are decided by the parent (deadline kill, worker death).
 //!
 //! On failure `response` is `null` and `logs` holds what was logged until then.
 
@@ -37,18 +44,22 @@ mod encoding;
 mod fetch;
 mod inspect;
 mod lit;
+mod modules;
 mod native;
 mod outcome;
+mod rpc;
 mod state;
+mod timers;
 
 use std::cell::RefCell;
 use std::rc::Rc;
 
 use boa_engine::builtins::promise::PromiseState;
 use boa_engine::object::JsObject;
-use boa_engine::{Context, JsError, JsValue, Source, js_string};
+use boa_engine::{Context, JsError, JsValue, Module, Script, Source, js_string};
 
 pub use self::context::SandboxLimits;
+use self::modules::ACTION_PATH;
 use self::outcome::Ending;
 pub use self::state::HostChannel;
 use self::state::{JobHandle, JobState};
@@ -121,6 +132,7 @@ impl Sandbox {
         };
         let state = Rc::new(RefCell::new(JobState::new(host, job.limits)));
         ctx.insert_data(JobHandle(Rc::clone(&state)));
+        timers::start(&ctx);
 
         let ending = execute(job, &mut ctx);
         let done = outcome::finish(ending, &state, &mut ctx);
@@ -139,14 +151,30 @@ fn execute(job: &RunJob, ctx: &mut Context) -> Ending {
     }
 }
 
-/// `Ok(None)`: `main`'s promise never settled.
+/// `Ok(None)`: `main`'s promise (or the module's evaluation) never settled.
 fn try_execute(job: &RunJob, ctx: &mut Context) -> Result<Option<JsValue>, JsError> {
     let source =
-        Source::from_bytes(job.code.as_bytes()).with_path(std::path::Path::new("action.js"));
-    ctx.eval(source)?;
-    ctx.run_jobs()?;
-
-    let Some(main) = find_main(ctx)? else {
+        Source::from_bytes(job.code.as_bytes()).with_path(std::path::Path::new(ACTION_PATH));
+    let main = match Script::parse(source, None, ctx) {
+        Ok(script) => {
+            script.evaluate(ctx)?;
+            ctx.run_jobs()?;
+            find_main(ctx)?
+        }
+        Err(script_error) => {
+            let module = match as_module(job, ctx) {
+                Ok(module) => module,
+                Err(module_error) => return Err(worse_syntax_error(script_error, module_error)),
+            };
+            match run_module(&module, ctx)? {
+                Some(main) => main,
+                None => return Ok(None),
+            }
+        }
+    };
+    let Some(main) = main else {
+        // No `main`: the code's own timers still run, until none is left.
+        timers::run_until(ctx, &|| false)?;
         return Ok(Some(JsValue::undefined()));
     };
     let params = JsValue::from_json(&job.js_params, ctx)?;
@@ -155,12 +183,47 @@ fn try_execute(job: &RunJob, ctx: &mut Context) -> Result<Option<JsValue>, JsErr
         ctx.run_jobs()?;
         return Ok(Some(returned));
     };
-    ctx.run_jobs()?;
+    timers::run_until(ctx, &|| !matches!(promise.state(), PromiseState::Pending))?;
     match promise.state() {
         PromiseState::Fulfilled(value) => Ok(Some(value)),
         PromiseState::Rejected(reason) => Err(JsError::from_opaque(reason)),
         PromiseState::Pending => Ok(None),
     }
+}
+
+/// The action's code as a module.
+fn as_module(job: &RunJob, ctx: &mut Context) -> Result<Module, JsError> {
+    let text = modules::module_text(&job.code);
+    let source = Source::from_bytes(text.as_bytes()).with_path(std::path::Path::new(ACTION_PATH));
+    Module::parse(source, None, ctx)
+}
+
+/// Which error to report for code that is neither a script nor a module: the script's,
+/// unless the script parser stopped at module syntax (`import`, `export`, top-level
+/// `await`), where the module's error is the one that names the real mistake.
+fn worse_syntax_error(script: JsError, module: JsError) -> JsError {
+    let text = script.to_string();
+    if ["import", "export", "await"]
+        .iter()
+        .any(|w| text.contains(w))
+    {
+        module
+    } else {
+        script
+    }
+}
+
+/// Loads, links and evaluates the action's module: `Ok(None)` if its evaluation never
+/// settled, else `Some` of its `main` (if it has one).
+fn run_module(module: &Module, ctx: &mut Context) -> Result<Option<Option<JsObject>>, JsError> {
+    let promise = module.load_link_evaluate(ctx);
+    timers::run_until(ctx, &|| !matches!(promise.state(), PromiseState::Pending))?;
+    match promise.state() {
+        PromiseState::Fulfilled(_) => {}
+        PromiseState::Rejected(reason) => return Err(JsError::from_opaque(reason)),
+        PromiseState::Pending => return Ok(None),
+    }
+    Ok(Some(modules::module_main(ctx)?))
 }
 
 /// The global `main` if it is a function: a global property (`function main`, `var`) or

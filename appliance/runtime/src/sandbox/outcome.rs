@@ -83,6 +83,10 @@ pub(crate) fn finish(
             kind: ErrorKind::Limit,
             message,
         }),
+        Some(Abort::Timeout(message)) => Err(ActionError {
+            kind: ErrorKind::Timeout,
+            message,
+        }),
         None => result,
     };
     Ok(match result {
@@ -119,8 +123,15 @@ fn conclude(
             );
         }
         Ending::Thrown(err) => {
-            let fetch_limit_error = job.borrow().fetch_limit_error.clone();
-            let (kind, message) = describe(err, fetch_limit_error.as_ref(), ctx);
+            let limit_errors: Vec<JsObject> = {
+                let job = job.borrow();
+                job.fetch_limit_error
+                    .iter()
+                    .chain(job.limit_errors.iter())
+                    .cloned()
+                    .collect()
+            };
+            let (kind, message) = describe(err, &limit_errors, ctx);
             return fail(kind, message);
         }
         Ending::Value(value) => value,
@@ -134,7 +145,7 @@ fn conclude(
         Ok(json) => Ok(json),
         Err(ResponseError::TooLarge(message)) => fail(ErrorKind::Limit, message),
         Err(ResponseError::Js(e)) => {
-            let (_, message) = describe(e, None, ctx);
+            let (_, message) = describe(e, &[], ctx);
             fail(
                 ErrorKind::Exception,
                 format!("the return value is not JSON-serialisable: {message}"),
@@ -144,11 +155,7 @@ fn conclude(
 }
 
 /// Kind and message of an error that escaped the user's code.
-fn describe(
-    err: JsError,
-    fetch_limit_error: Option<&JsObject>,
-    ctx: &mut Context,
-) -> (ErrorKind, String) {
+fn describe(err: JsError, limit_errors: &[JsObject], ctx: &mut Context) -> (ErrorKind, String) {
     if let Some(engine) = err.as_engine() {
         let message = match runtime_limit(&err) {
             Some(RuntimeLimitError::Recursion) => {
@@ -171,8 +178,10 @@ fn describe(
         Ok(v) => v,
         Err(e) => return (ErrorKind::Exception, e.to_string()),
     };
-    if let (Some(obj), Some(limit)) = (value.as_object(), fetch_limit_error)
-        && JsObject::equals(&obj, limit)
+    if let Some(obj) = value.as_object()
+        && limit_errors
+            .iter()
+            .any(|limit| JsObject::equals(&obj, limit))
     {
         return (ErrorKind::Limit, error_text(&obj, ctx));
     }

@@ -2,14 +2,16 @@
 //!
 //! The state lives in the context's host-defined data (not on the JS heap), so native
 //! functions are plain function pointers that look it up. It holds the host channel, the
-//! log buffer, the explicit response, the fetch counter and the reason of an abort.
+//! log buffer, the explicit response, the fetch counter, the modules imported and the
+//! reason of an abort.
 
 use std::cell::RefCell;
+use std::collections::BTreeMap;
 use std::rc::Rc;
 
 use boa_engine::error::PanicError;
 use boa_engine::object::JsObject;
-use boa_engine::{Context, JsError, JsNativeError, JsResult, JsValue};
+use boa_engine::{Context, JsError, JsNativeError, JsResult, JsValue, Module};
 use serde_json::Value;
 
 use crate::protocol::{HostRequest, JobLimits, ProtocolError, ReplyOutcome};
@@ -30,6 +32,9 @@ pub(crate) enum Abort {
     Limit(String),
     /// The host channel failed; the worker must exit.
     Channel(ProtocolError),
+    /// The job would outlast its deadline (a timer due after it): reported as kind
+    /// `timeout`, as the parent reports a job it kills at the deadline.
+    Timeout(String),
 }
 
 /// Mutable state of the running job.
@@ -43,7 +48,22 @@ pub(crate) struct JobState {
     /// The error object thrown by the fetch that went over the limit: if the action dies
     /// of exactly this error, the failure is a `limit`, not an `exception`.
     pub fetch_limit_error: Option<JsObject>,
+    /// Errors thrown for other per-action bounds (the parent's RPC byte and time budget):
+    /// as with `fetch_limit_error`, dying of one of these is a `limit`.
+    pub limit_errors: Vec<JsObject>,
+    /// The modules this job imported, by URL.
+    pub modules: BTreeMap<String, Loaded>,
+    /// The `import.meta` of the action's own module (where it hands over `main`).
+    pub action_meta: Option<JsObject>,
     pub abort: Option<Abort>,
+}
+
+/// A module this job imported (`super::modules`), under its URL in [`JobState::modules`].
+#[derive(Debug, Clone)]
+pub(crate) struct Loaded {
+    pub module: Module,
+    /// `sha384-<base64>`, as the parent verified it.
+    pub integrity: String,
 }
 
 /// Handle stored in the context data.
@@ -66,6 +86,9 @@ impl JobState {
             response: None,
             fetches: 0,
             fetch_limit_error: None,
+            limit_errors: Vec::new(),
+            modules: BTreeMap::new(),
+            action_meta: None,
             abort: None,
         }
     }

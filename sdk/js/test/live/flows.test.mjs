@@ -2,7 +2,7 @@
 // against localstripe, and runs this file). By hand, against `scripts/dev` (from the
 // repository root; billing is off there, so its steps are skipped):
 //
-//   APPLIANCE_URL=https://127.0.0.1:8443 NODE_EXTRA_CA_CERTS=.appliance-dev/tls/self-signed.pem \
+//   APPLIANCE_CLI_URL=https://127.0.0.1:8443 NODE_EXTRA_CA_CERTS=.appliance-dev/tls/self-signed.pem \
 //     node --test sdk/js/test/live/
 //
 // The tests run in order and share the account they create.
@@ -13,8 +13,8 @@ import { generatePrivateKey, privateKeyToAccount } from "viem/accounts";
 import { ApplianceError, computeCidV0, createClient, hashedCid, listAll, paginate } from "@appliance/sdk";
 import { signChainSecured, walletAuthHeader } from "@appliance/sdk/chain-secured";
 
-const baseUrl = process.env.APPLIANCE_URL;
-if (!baseUrl) throw new Error("APPLIANCE_URL is not set: these tests need a running appliance (see the top of this file)");
+const baseUrl = process.env.APPLIANCE_CLI_URL;
+if (!baseUrl) throw new Error("APPLIANCE_CLI_URL is not set: these tests need a running appliance (see the top of this file)");
 const stripeUrl = process.env.LOCALSTRIPE_URL;
 const stripeKey = process.env.LOCALSTRIPE_SECRET_KEY;
 const noBilling = stripeUrl && stripeKey ? false : "no LOCALSTRIPE_URL / LOCALSTRIPE_SECRET_KEY: billing is not tested";

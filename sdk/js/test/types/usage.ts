@@ -12,6 +12,13 @@ export async function usage(): Promise<void> {
     const item: Schemas["UsageKeyItem"] = k;
     void item;
   }
+  for await (const entry of paginate((q) => admin.usage({ ...q, from: 0 }))) {
+    const item: Schemas["UsageItem"] = entry;
+    const kind: "initial" | "top_up" | "charge" = item.kind;
+    const requestId: string | null | undefined = item.request_id;
+    void kind;
+    void requestId;
+  }
   const run = await admin.litAction({ code: "async function main() { return 1; }" });
   const logs: string = run.logs;
   void logs;
