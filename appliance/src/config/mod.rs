@@ -285,6 +285,10 @@ impl Config {
         if out.metrics.bearer_token.is_some() {
             out.metrics.bearer_token = Some(SecretString::new("<redacted>"));
         }
+        // A chain's RPC URL often carries the provider's API key in its path or query.
+        for url in out.actions.rpc.chains.values_mut() {
+            *url = SecretString::new("<redacted>");
+        }
         out
     }
 
@@ -751,6 +755,20 @@ mod tests {
             "/tmp/d/c.json".into(),
         );
         assert_eq!(dev.metrics.listen.port(), 0, "dev picks a free port");
+    }
+
+    #[test]
+    fn print_config_hides_the_rpc_urls_of_actions_chains() {
+        let url = "https://rpc.example.com/v2/secret-provider-key";
+        let c = Config::load_with_env(None, env(&[("APPLIANCE_ACTIONS__RPC__CHAINS__8453", url)]))
+            .unwrap();
+        assert_eq!(c.actions.rpc.chains.len(), 1);
+        let printed = toml::to_string(&c.redacted()).unwrap();
+        assert!(!printed.contains("secret-provider-key"), "{printed}");
+        assert!(
+            printed.contains("8453"),
+            "the chain stays listed: {printed}"
+        );
     }
 
     #[test]
