@@ -202,12 +202,25 @@ async fn actions_read_and_write_the_dev_chain_through_the_appliance() {
     // A wallet, funded from a dev account, pays a fresh address.
     let reply = stack.post("/create_wallet", Some(&key), json!({})).await;
     let wallet = e2e::wallet_from(reply.assert_ok());
-    stack
+    let funding = stack
         .anvil(
             "eth_sendTransaction",
             json!([{"from": FUNDER, "to": wallet.address, "value": "0xde0b6b3a7640000"}]),
         )
         .await;
+    // Anvil answers with the hash and mines on its own task: wait for the receipt.
+    let mined = tokio::time::Instant::now() + std::time::Duration::from_secs(30);
+    while stack
+        .anvil("eth_getTransactionReceipt", json!([funding]))
+        .await
+        .is_null()
+    {
+        assert!(
+            tokio::time::Instant::now() < mined,
+            "funding {funding} never mined"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
     assert_eq!(stack.balance(&wallet.address).await, 10u128.pow(18));
     let recipient = "0x1111111111111111111111111111111111111111";
     let before = stack.balance(recipient).await;
