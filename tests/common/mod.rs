@@ -12,6 +12,7 @@ pub mod attested;
 pub mod binaries;
 pub mod chain;
 pub mod container;
+pub mod dev_stack;
 pub mod flood;
 pub mod http;
 pub mod ids;
@@ -28,6 +29,7 @@ pub mod viem;
 
 pub use appliance::{Appliance, Launch};
 pub use binaries::{appliance_command, bin_dir, binary, workspace_root};
+pub use dev_stack::DevStack;
 pub use http::{Reply, client_trusting, json_string_body, read, streamed_body};
 pub use ids::{base32_lower, base58btc, cid_v0, cid_v1, eip55, is_lower_hex, keccak_hex, zeros};
 pub use keyservice::KeyService;

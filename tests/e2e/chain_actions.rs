@@ -11,144 +11,8 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use std::io::{BufRead, BufReader};
-use std::process::{Child, Stdio};
-use std::sync::mpsc;
-use std::time::Duration;
-
-use serde_json::{Value, json};
-
-/// `appliance dev` with its anvil, its stdout lines and a client trusting it.
-struct DevStack {
-    child: Child,
-    base_url: String,
-    /// The URL the start-up output gives for the dev chain.
-    rpc_url: String,
-    client: reqwest::Client,
-    dir: tempfile::TempDir,
-}
-
-impl Drop for DevStack {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-impl DevStack {
-    fn start() -> Self {
-        let dir = tempfile::tempdir().unwrap();
-        let log = std::fs::File::create(dir.path().join("appliance.log")).unwrap();
-        for name in ["keyservice", "action-worker", "worker-launcher"] {
-            e2e::binary(name);
-        }
-        let mut child = e2e::appliance_command()
-            .args(["dev", "--listen", "127.0.0.1:0", "--data-dir"])
-            .arg(dir.path().join("dev"))
-            .env(
-                "APPLIANCE_CHAIN__DEV_ANVIL",
-                test_support::tools::anvil_binary(),
-            )
-            .env("APPLIANCE_RATE_LIMITS__ENABLED", "false")
-            .env("RUST_LOG", "info")
-            .stdout(Stdio::piped())
-            .stderr(log)
-            .stdin(Stdio::null())
-            .spawn()
-            .unwrap();
-        let stdout = child.stdout.take().unwrap();
-        let (tx, rx) = mpsc::channel();
-        std::thread::spawn(move || {
-            for line in BufReader::new(stdout).lines().map_while(Result::ok) {
-                let _ = tx.send(line);
-            }
-        });
-        let (mut base_url, mut rpc_url) = (None, None);
-        while base_url.is_none() || rpc_url.is_none() {
-            let Ok(line) = rx.recv_timeout(Duration::from_secs(120)) else {
-                let _ = child.kill();
-                let log =
-                    std::fs::read_to_string(dir.path().join("appliance.log")).unwrap_or_default();
-                panic!("the dev stack printed no base URL or no dev chain line; log:\n{log}");
-            };
-            if let Some(url) = line.strip_prefix("appliance listening on ") {
-                base_url = Some(url.trim().to_owned());
-            }
-            if let Some(rest) = line.strip_prefix("dev chain for actions (chain 31337): ") {
-                let quoted = rest
-                    .strip_prefix("new ethers.providers.JsonRpcProvider(\"")
-                    .and_then(|r| r.strip_suffix("\")"))
-                    .unwrap_or_else(|| panic!("unexpected dev chain line: {line}"));
-                rpc_url = Some(quoted.to_owned());
-            }
-        }
-        let pem = std::fs::read(dir.path().join("dev/tls/self-signed.pem")).unwrap();
-        Self {
-            child,
-            base_url: base_url.unwrap(),
-            rpc_url: rpc_url.unwrap(),
-            client: e2e::client_trusting(&pem, None),
-            dir,
-        }
-    }
-
-    fn log(&self) -> String {
-        std::fs::read_to_string(self.dir.path().join("appliance.log")).unwrap_or_default()
-    }
-
-    async fn post(&self, path: &str, key: Option<&str>, body: Value) -> e2e::Reply {
-        let mut req = self
-            .client
-            .post(format!("{}/core/v1{path}", self.base_url))
-            .json(&body);
-        if let Some(key) = key {
-            req = req.bearer_auth(key);
-        }
-        e2e::read(req.send().await.unwrap()).await
-    }
-
-    /// Runs `code` with `params`; the response, or a panic with the error and the log.
-    async fn run(&self, key: &str, code: &str, params: Value) -> Value {
-        let reply = self
-            .post(
-                "/lit_action",
-                Some(key),
-                json!({"code": code, "js_params": params}),
-            )
-            .await;
-        let body = reply.assert_ok().clone();
-        assert_eq!(
-            body["has_error"],
-            false,
-            "the action failed: {body}\nlog:\n{}",
-            self.log()
-        );
-        body["response"].clone()
-    }
-
-    /// One JSON-RPC call to anvil, from the test (not through the appliance).
-    async fn anvil(&self, method: &str, params: Value) -> Value {
-        let body = json!({"jsonrpc": "2.0", "id": 1, "method": method, "params": params});
-        let reply: Value = reqwest::Client::new()
-            .post(&self.rpc_url)
-            .json(&body)
-            .send()
-            .await
-            .unwrap()
-            .json()
-            .await
-            .unwrap();
-        assert!(reply.get("error").is_none(), "{method}: {reply}");
-        reply["result"].clone()
-    }
-
-    async fn balance(&self, address: &str) -> u128 {
-        let hex = self
-            .anvil("eth_getBalance", json!([address, "latest"]))
-            .await;
-        u128::from_str_radix(hex.as_str().unwrap().trim_start_matches("0x"), 16).unwrap()
-    }
-}
+use e2e::DevStack;
+use serde_json::json;
 
 /// Anvil's development account #8 (unlocked: anvil signs for it).
 const FUNDER: &str = "0x23618e81E3f5cdF7f54C3d65f7FBc0aBf5B21E8f";
@@ -264,6 +128,28 @@ async fn actions_read_and_write_the_dev_chain_through_the_appliance() {
     );
     let left: u128 = resp["left"].as_str().unwrap().parse().unwrap();
     assert_eq!(left, stack.balance(&wallet.address).await);
+
+    // `wait()` polls again 50 ms after a miss, then ever more slowly, never pausing the
+    // whole `pollingInterval` at first: with an interval far longer than an action may
+    // run, a send to a chain that mines at once still completes (it timed out before).
+    let patient = send.replace(
+        "const wallet =",
+        "provider.pollingInterval = 600000;\n        const wallet =",
+    );
+    assert_ne!(patient, send);
+    let resp = stack
+        .run(
+            &key,
+            &patient,
+            json!({"url": stack.rpc_url, "pkpId": wallet.pkp_id, "to": recipient}),
+        )
+        .await;
+    assert_eq!(resp["status"], 1, "{resp}");
+    assert_eq!(
+        stack.balance(recipient).await - after,
+        25 * 10u128.pow(16),
+        "the second payment arrived too"
+    );
     assert!(
         left < 75 * 10u128.pow(16),
         "the value and the gas were paid"

@@ -9,6 +9,7 @@
 //! * [`lockdown`] — what the worker does to itself before its first job (seccomp,
 //!   Landlock, rlimits, descriptors, privileges).
 //! * [`ethers`] — the ethers v5 subset available to actions.
+//! * [`intl`] — `Intl.DateTimeFormat` (en-US, IANA time zones) for actions.
 //!
 //! The JS API is described in `docs/compatibility.md` ("Action runtime contract"); the process model in
 //! [`worker`].
@@ -21,6 +22,8 @@
 pub mod ethers;
 #[cfg(feature = "worker")]
 pub mod heap;
+#[cfg(feature = "worker")]
+pub mod intl;
 #[cfg(feature = "worker")]
 pub mod lockdown;
 pub mod protocol;

@@ -164,17 +164,5 @@ fn providers_and_wallets_match_real_ethers_5_7_2() {
             .all(|t| matches!(t, RpcTarget::Url(u) if u.starts_with("http://rpc.test/"))),
         "every request went to the provider's URL"
     );
-    let failures: Vec<String> = cases
-        .iter()
-        .zip(expected.iter().zip(got.iter()))
-        .filter(|(_, (e, g))| e != g)
-        .map(|(c, (e, g))| format!("case {c}\n   ethers: {e}\n   ours:   {g}"))
-        .collect();
-    assert!(
-        failures.is_empty(),
-        "{} of {} cases differ from ethers 5.7.2:\n{}",
-        failures.len(),
-        cases.len(),
-        failures.join("\n")
-    );
+    test_support::node::assert_same_results(&cases, "ethers 5.7.2", &expected, &got);
 }

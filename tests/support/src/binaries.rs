@@ -87,13 +87,17 @@ fn package_of(name: &str) -> (&'static str, &'static [&'static str]) {
         "compose-pin" => ("compose-pin", &["compose/src"]),
         "appliance-cli" => ("appliance-cli", &["client/cli/src", "client/src"]),
         "evidence" => ("evidence", &["evidence/src"]),
+        "verify-pin-run" => (
+            "verify-pin-run",
+            &["examples/verify-pin-run/src", "client/src"],
+        ),
         other => panic!("{other} is not a binary test-support knows"),
     }
 }
 
 /// A workspace binary (`appliance`, `keyservice`, `action-worker`, `worker-launcher`,
-/// `compose-pin`, `appliance-cli`, `evidence`), checked fresh against the sources it is
-/// built from; the panic names the command that builds it.
+/// `compose-pin`, `appliance-cli`, `evidence`, the example `verify-pin-run`), checked
+/// fresh against the sources it is built from; the panic names the command that builds it.
 pub fn workspace_binary(name: &str) -> PathBuf {
     let (package, folders) = package_of(name);
     let root = workspace_root();

@@ -23,3 +23,28 @@ pub fn node_eval(script: &str, args: &[&str]) -> String {
     );
     String::from_utf8(out.stdout).expect("node printed UTF-8")
 }
+
+/// The check of a differential test: `expected` (what `oracle` gave) and `got` (ours) have
+/// one result per case of `cases`, and every result is the same; the failure names each
+/// case that differs, with both results.
+pub fn assert_same_results(cases: &[String], oracle: &str, expected: &[String], got: &[String]) {
+    assert_eq!(
+        expected.len(),
+        cases.len(),
+        "{oracle} ran a different number of cases"
+    );
+    assert_eq!(got.len(), cases.len(), "we ran a different number of cases");
+    let failures: Vec<String> = cases
+        .iter()
+        .zip(expected.iter().zip(got.iter()))
+        .filter(|(_, (e, g))| e != g)
+        .map(|(c, (e, g))| format!("case {c}\n   {oracle}: {e}\n   ours: {g}"))
+        .collect();
+    assert!(
+        failures.is_empty(),
+        "{} of {} cases differ from {oracle}:\n{}",
+        failures.len(),
+        cases.len(),
+        failures.join("\n")
+    );
+}

@@ -1,7 +1,7 @@
 //! `ethers.BigNumber`: arbitrary-precision integers stored as ethers does, as a frozen
 //! object with own `_hex` and `_isBigNumber` and the methods on `BigNumber.prototype`.
 
-use boa_engine::object::{FunctionObjectBuilder, JsObject};
+use boa_engine::object::JsObject;
 use boa_engine::property::PropertyDescriptor;
 use boa_engine::{Context, JsBigInt, JsResult, JsValue, NativeFunction, js_string};
 use num_bigint::{BigInt, Sign};
@@ -546,29 +546,12 @@ pub(crate) fn build(ctx: &mut Context) -> JsResult<(JsObject, JsObject)> {
     for (name, len, f) in methods {
         js::method(ctx, &proto, name, len, NativeFunction::from_fn_ptr(f))?;
     }
-    let ctor_fn = FunctionObjectBuilder::new(ctx.realm(), NativeFunction::from_fn_ptr(ctor))
-        .name(js_string!("BigNumber"))
-        .length(2)
-        .constructor(true)
-        .build();
-    let ctor_obj: JsObject = ctor_fn.into();
-    ctor_obj.define_property_or_throw(
-        js_string!("prototype"),
-        PropertyDescriptor::builder()
-            .value(proto.clone())
-            .writable(false)
-            .enumerable(false)
-            .configurable(false),
+    let ctor_obj = js::constructor(
         ctx,
-    )?;
-    proto.define_property_or_throw(
-        js_string!("constructor"),
-        PropertyDescriptor::builder()
-            .value(ctor_obj.clone())
-            .writable(true)
-            .enumerable(false)
-            .configurable(true),
-        ctx,
+        "BigNumber",
+        2,
+        NativeFunction::from_fn_ptr(ctor),
+        &proto,
     )?;
     js::method(
         ctx,

@@ -127,35 +127,27 @@ const RECEIPT: Format = &[
     ("type", R::Type, N::Strict),
 ];
 
-const BLOCK: Format = &[
-    ("hash", R::Hash, N::Undef),
-    ("parentHash", R::Hash, N::Strict),
-    ("number", R::Number, N::Strict),
-    ("timestamp", R::Number, N::Strict),
-    ("nonce", R::Hex, N::Undef),
-    ("difficulty", R::Difficulty, N::Strict),
-    ("gasLimit", R::BigNumber, N::Strict),
-    ("gasUsed", R::BigNumber, N::Strict),
-    ("miner", R::Address, N::Undef),
-    ("extraData", R::Data, N::Strict),
-    ("transactions", R::Hashes, N::Undef),
-    ("baseFeePerGas", R::BigNumber, N::Undef),
-];
+/// A block's fields; `transactions` holds hashes or whole transactions.
+const fn block_format(transactions: R) -> [(&'static str, R, N); 12] {
+    [
+        ("hash", R::Hash, N::Undef),
+        ("parentHash", R::Hash, N::Strict),
+        ("number", R::Number, N::Strict),
+        ("timestamp", R::Number, N::Strict),
+        ("nonce", R::Hex, N::Undef),
+        ("difficulty", R::Difficulty, N::Strict),
+        ("gasLimit", R::BigNumber, N::Strict),
+        ("gasUsed", R::BigNumber, N::Strict),
+        ("miner", R::Address, N::Undef),
+        ("extraData", R::Data, N::Strict),
+        ("transactions", transactions, N::Undef),
+        ("baseFeePerGas", R::BigNumber, N::Undef),
+    ]
+}
 
-const BLOCK_WITH_TRANSACTIONS: Format = &[
-    ("hash", R::Hash, N::Undef),
-    ("parentHash", R::Hash, N::Strict),
-    ("number", R::Number, N::Strict),
-    ("timestamp", R::Number, N::Strict),
-    ("nonce", R::Hex, N::Undef),
-    ("difficulty", R::Difficulty, N::Strict),
-    ("gasLimit", R::BigNumber, N::Strict),
-    ("gasUsed", R::BigNumber, N::Strict),
-    ("miner", R::Address, N::Undef),
-    ("extraData", R::Data, N::Strict),
-    ("transactions", R::Transactions, N::Undef),
-    ("baseFeePerGas", R::BigNumber, N::Undef),
-];
+const BLOCK: Format = &block_format(R::Hashes);
+
+const BLOCK_WITH_TRANSACTIONS: Format = &block_format(R::Transactions);
 
 pub(crate) const FILTER: Format = &[
     ("fromBlock", R::BlockTag, N::Undef),

@@ -152,6 +152,42 @@ pub(crate) fn method(
     Ok(())
 }
 
+/// A constructor `name` taking `length` arguments, as a transpiled class has it: its
+/// `prototype` is `proto` (not writable), and `proto.constructor` is the constructor.
+pub(crate) fn constructor(
+    ctx: &mut Context,
+    name: &str,
+    length: usize,
+    f: NativeFunction,
+    proto: &JsObject,
+) -> JsResult<JsObject> {
+    let func: JsObject = FunctionObjectBuilder::new(ctx.realm(), f)
+        .name(jstr(name))
+        .length(length)
+        .constructor(true)
+        .build()
+        .into();
+    func.define_property_or_throw(
+        js_string!("prototype"),
+        PropertyDescriptor::builder()
+            .value(proto.clone())
+            .writable(false)
+            .enumerable(false)
+            .configurable(false),
+        ctx,
+    )?;
+    proto.define_property_or_throw(
+        js_string!("constructor"),
+        PropertyDescriptor::builder()
+            .value(func.clone())
+            .writable(true)
+            .enumerable(false)
+            .configurable(true),
+        ctx,
+    )?;
+    Ok(func)
+}
+
 /// A read-only, enumerable data property (ethers' `defineReadOnly`).
 pub(crate) fn read_only(
     ctx: &mut Context,

@@ -19,10 +19,12 @@
 //! * `_defaultProvider` of a known network is `null`, ENS names are not resolved
 //!   (`UNSUPPORTED_OPERATION`), there are no events (`on`, `once`, polling) and `wait()`
 //!   does not detect replaced transactions;
-//! * `wait()` and `waitForTransaction` poll `eth_getTransactionReceipt` every
-//!   `pollingInterval` ms (4000 by default, settable) on the runtime's timers, so a wait
-//!   past the action's deadline ends it with a `timeout`; an error while polling rejects
-//!   the wait (ethers retries);
+//! * `wait()` and `waitForTransaction` poll `eth_getTransactionReceipt` at once, then
+//!   after 50 ms, doubling the pause up to `pollingInterval` ms (4000 by default,
+//!   settable), on the runtime's timers (ethers pauses `pollingInterval` every time: on a
+//!   chain that mines at once, such as the dev stack's anvil, that made every send-and-wait
+//!   take 4 s); a wait past the action's deadline ends it with a `timeout`; an error while
+//!   polling rejects the wait (ethers retries);
 //! * a "missing response" or "could not detect network" error carries why the request
 //!   had no answer (`serverError`: the appliance's refusal or the connection error).
 
@@ -1330,8 +1332,13 @@ fn closure(
     .into()
 }
 
+/// The first pause between two receipt polls of a wait, in ms; each next pause doubles,
+/// up to the provider's `pollingInterval`.
+const FIRST_POLL_MS: f64 = 50.0;
+
 /// `_waitForTransaction(hash, confirms, timeout)`: the receipt once it has `confirms`
-/// confirmations, checked now and then every `pollingInterval` on the job's timers.
+/// confirmations, checked now and then after pauses growing from [`FIRST_POLL_MS`] to
+/// `pollingInterval`, on the job's timers.
 fn wait_for(
     ctx: &mut Context,
     p: &JsObject,
@@ -1362,13 +1369,17 @@ fn wait_for(
         JsValue::from(timeout_ms),
         resolvers.resolve.into(),
         resolvers.reject.into(),
+        // polls scheduled so far
+        JsValue::from(0),
     ];
     schedule_poll(ctx, p, caps)?;
     Ok(promise.into())
 }
 
-fn schedule_poll(ctx: &mut Context, p: &JsObject, caps: Vec<JsValue>) -> JsResult<()> {
-    let mut delay = polling_ms(p)?;
+fn schedule_poll(ctx: &mut Context, p: &JsObject, mut caps: Vec<JsValue>) -> JsResult<()> {
+    let polls = caps[7].as_number().unwrap_or(0.0);
+    caps[7] = JsValue::from(polls + 1.0);
+    let mut delay = polling_ms(p)?.min(FIRST_POLL_MS * 2f64.powf(polls.min(20.0)));
     let deadline = caps[3].as_number().unwrap_or(0.0);
     if deadline > 0.0 {
         delay = delay.min((deadline - epoch_ms()).max(0.0));
@@ -1950,30 +1961,7 @@ fn static_ctor(new_target: &JsValue, args: &[JsValue], ctx: &mut Context) -> JsR
 }
 
 fn class(ctx: &mut Context, name: &str, ctor: Method, proto: JsObject) -> JsResult<JsObject> {
-    let f = FunctionObjectBuilder::new(ctx.realm(), NativeFunction::from_fn_ptr(ctor))
-        .name(js::jstr(name))
-        .length(2)
-        .constructor(true)
-        .build();
-    let f: JsObject = f.into();
-    f.define_property_or_throw(
-        js_string!("prototype"),
-        PropertyDescriptor::builder()
-            .value(proto.clone())
-            .writable(false)
-            .enumerable(false)
-            .configurable(false),
-        ctx,
-    )?;
-    proto.define_property_or_throw(
-        js_string!("constructor"),
-        PropertyDescriptor::builder()
-            .value(f.clone())
-            .writable(true)
-            .enumerable(false)
-            .configurable(true),
-        ctx,
-    )?;
+    let f = js::constructor(ctx, name, 2, NativeFunction::from_fn_ptr(ctor), &proto)?;
     for (n, len, m) in [
         ("isProvider", 1, f_is_provider as Method),
         ("defaultUrl", 0, f_default_url),

@@ -3,7 +3,6 @@
 
 use boa_engine::object::builtins::{JsFunction, JsPromise};
 use boa_engine::object::{FunctionObjectBuilder, JsObject};
-use boa_engine::property::PropertyDescriptor;
 use boa_engine::{Context, JsError, JsResult, JsValue, NativeFunction, js_string};
 use k256::elliptic_curve::ops::Reduce;
 use k256::elliptic_curve::point::DecompressPoint;
@@ -527,30 +526,7 @@ fn class(
     ctor: fn(&JsValue, &[JsValue], &mut Context) -> JsResult<JsValue>,
 ) -> JsResult<(JsObject, JsObject)> {
     let proto = js::new_object(ctx);
-    let f = FunctionObjectBuilder::new(ctx.realm(), NativeFunction::from_fn_ptr(ctor))
-        .name(js::jstr(name))
-        .length(length)
-        .constructor(true)
-        .build();
-    let f: JsObject = f.into();
-    f.define_property_or_throw(
-        js_string!("prototype"),
-        PropertyDescriptor::builder()
-            .value(proto.clone())
-            .writable(false)
-            .enumerable(false)
-            .configurable(false),
-        ctx,
-    )?;
-    proto.define_property_or_throw(
-        js_string!("constructor"),
-        PropertyDescriptor::builder()
-            .value(f.clone())
-            .writable(true)
-            .enumerable(false)
-            .configurable(true),
-        ctx,
-    )?;
+    let f = js::constructor(ctx, name, length, NativeFunction::from_fn_ptr(ctor), &proto)?;
     Ok((f, proto))
 }
 

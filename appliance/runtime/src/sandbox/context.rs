@@ -68,6 +68,7 @@ pub(crate) fn build(limits: &SandboxLimits) -> JsResult<Context> {
     encoding::install(&mut ctx)?;
     crypto::install(&mut ctx)?;
     crate::ethers::install(&mut ctx)?;
+    crate::intl::install(&mut ctx)?;
     crate::ethers::set_host(
         &mut ctx,
         crate::ethers::RuntimeHost {

@@ -23,8 +23,8 @@
 //! `Lit` (=== `LitActions`, frozen; `Lit.Actions` is the object itself, so both the
 //! documented `Lit.Actions.f` and the reference's `LitActions.f` work), `console`, `fetch`,
 //! `TextEncoder`/`TextDecoder`, `crypto.getRandomValues`/`randomUUID`, `ethers`,
-//! `setTimeout`/`setInterval`/`clearTimeout`/`clearInterval`, plus the ECMAScript
-//! built-ins of boa (no `Intl`/`Temporal`).
+//! `setTimeout`/`setInterval`/`clearTimeout`/`clearInterval`, `Intl` (`DateTimeFormat`
+//! only, [`crate::intl`]), plus the ECMAScript built-ins of boa (no `Temporal`).
 //!
 //! # Errors
 //! * `exception`: the code threw / the promise rejected / it never settled; the message is
