@@ -329,14 +329,7 @@ pub(crate) fn access_list(ctx: &mut Context, value: &JsValue) -> JsResult<JsValu
     let mut sets: Vec<(String, JsValue)> = Vec::new();
     for addr in js::object_keys(ctx, &obj)? {
         let keys = obj.get(js::jstr(&addr), ctx)?;
-        let mut ks: Vec<String> = Vec::new();
-        for k in js::array_items(ctx, &keys)? {
-            let s = k.to_string(ctx)?.to_std_string_lossy();
-            if !ks.contains(&s) {
-                ks.push(s);
-            }
-        }
-        ks.sort_by(|a, b| a.encode_utf16().cmp(b.encode_utf16()));
+        let ks = js::distinct_sorted_strings(ctx, &keys)?;
         let ks = js::array(ctx, ks.iter().map(|s| js::s(s)).collect());
         let entry = set(ctx, &js::s(&addr), &ks)?;
         let a = js::get(ctx, &entry, "address")?;

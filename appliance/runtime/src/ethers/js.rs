@@ -127,6 +127,21 @@ pub(crate) fn array_items(ctx: &mut Context, value: &JsValue) -> JsResult<Vec<Js
     Ok(out)
 }
 
+/// The items of array `value` as strings, each once, in the order JavaScript's default
+/// `sort` gives (UTF-16 code units): the storage keys of an access-list entry as ethers
+/// normalises them.
+pub(crate) fn distinct_sorted_strings(ctx: &mut Context, value: &JsValue) -> JsResult<Vec<String>> {
+    let mut out: Vec<String> = Vec::new();
+    for item in array_items(ctx, value)? {
+        let s = item.to_string(ctx)?.to_std_string_lossy();
+        if !out.contains(&s) {
+            out.push(s);
+        }
+    }
+    out.sort_by(|a, b| a.encode_utf16().cmp(b.encode_utf16()));
+    Ok(out)
+}
+
 /// A method `name` with `length` defined non-enumerable on `obj`.
 pub(crate) fn method(
     ctx: &mut Context,

@@ -149,14 +149,7 @@ fn access_list(ctx: &mut Context, value: &JsValue) -> JsResult<Rlp> {
     let mut sets: Vec<(String, Rlp)> = Vec::new();
     for addr in js::object_keys(ctx, &obj)? {
         let keys = obj.get(js::jstr(&addr), ctx)?;
-        let mut ks: Vec<String> = Vec::new();
-        for k in js::array_items(ctx, &keys)? {
-            let s = k.to_string(ctx)?.to_std_string_lossy();
-            if !ks.contains(&s) {
-                ks.push(s);
-            }
-        }
-        ks.sort_by(|a, b| a.encode_utf16().cmp(b.encode_utf16()));
+        let ks = js::distinct_sorted_strings(ctx, &keys)?;
         let ks_js = js::array(ctx, ks.iter().map(|s| js::s(s)).collect());
         let set = access_set(ctx, &js::s(&addr), &ks_js)?;
         let checksummed = address::get_address(ctx, &js::s(&addr))?;
