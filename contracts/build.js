@@ -1,7 +1,8 @@
 #!/usr/bin/env node
 // Compiles the contracts with the pinned solc-js (installed by scripts/setup) and writes
-// artifacts/<Contract>.json. With --check, compiles in memory and exits 1 if a committed
-// artifact differs from what the sources compile to (a stale artifact).
+// artifacts/<Contract>.json (the test-only contracts of test/ into artifacts/test/). With
+// --check, compiles in memory and exits 1 if a committed artifact differs from what the
+// sources compile to (a stale artifact).
 //
 //   node contracts/build.js          # rewrite the artifacts
 //   node contracts/build.js --check  # verify them
@@ -13,8 +14,25 @@ const os = require('os');
 const path = require('path');
 
 const SOLC_VERSION = '0.8.35';
-const CONTRACTS = ['AccountConfig', 'AppGovernance'];
-const SOURCES = ['src/AccountConfig.sol', 'src/AppGovernance.sol', 'src/IAccountConfig.sol', 'src/IAppGovernance.sol'];
+// [contract, its source file, the artifact file]
+const CONTRACTS = [
+  ['AccountConfig', 'src/AccountConfig.sol', 'AccountConfig.json'],
+  ['AppGovernance', 'src/AppGovernance.sol', 'AppGovernance.json'],
+  // test-only: a stand-in for dstack's KMS contract and a Safe-style multisig owner
+  ['TestKms', 'test/TestKms.sol', 'test/TestKms.json'],
+  ['TestMultisig', 'test/TestMultisig.sol', 'test/TestMultisig.json'],
+];
+const SOURCES = [
+  'src/AccountConfig.sol',
+  'src/AppGovernance.sol',
+  'src/IAccountConfig.sol',
+  'src/IAppGovernance.sol',
+  'src/dstack/IAppAuth.sol',
+  'src/dstack/IAppAuthBasicManagement.sol',
+  'src/dstack/IERC165.sol',
+  'test/TestKms.sol',
+  'test/TestMultisig.sol',
+];
 const SETTINGS = {
   optimizer: { enabled: true, runs: 200 },
   evmVersion: 'cancun',
@@ -79,8 +97,7 @@ function compile() {
   if (diagnostics.length > 0) fail('compilation reported errors or warnings');
 
   const artifacts = {};
-  for (const contractName of CONTRACTS) {
-    const sourceName = `src/${contractName}.sol`;
+  for (const [contractName, sourceName, file] of CONTRACTS) {
     const contract = output.contracts[sourceName][contractName];
     const used = Object.keys(JSON.parse(contract.metadata).sources).sort();
     const files = Object.fromEntries(used.map((name) => [name, fileHashes[name]]));
@@ -94,7 +111,7 @@ function compile() {
       bytecode: `0x${contract.evm.bytecode.object}`,
       deployedBytecode: `0x${contract.evm.deployedBytecode.object}`,
     };
-    artifacts[contractName] = `${JSON.stringify(artifact, null, 2)}\n`;
+    artifacts[file] = `${JSON.stringify(artifact, null, 2)}\n`;
   }
   return artifacts;
 }
@@ -109,7 +126,7 @@ function main() {
   if (check) {
     const stale = [];
     for (const [name, text] of Object.entries(artifacts)) {
-      const file = path.join(dir, `${name}.json`);
+      const file = path.join(dir, name);
       const committed = fs.existsSync(file) ? fs.readFileSync(file, 'utf8') : null;
       if (committed !== text) stale.push(path.relative(process.cwd(), file) || file);
     }
@@ -119,10 +136,11 @@ function main() {
     process.stderr.write('build.js: artifacts are up to date\n');
     return;
   }
-  fs.mkdirSync(dir, { recursive: true });
   for (const [name, text] of Object.entries(artifacts)) {
-    fs.writeFileSync(path.join(dir, `${name}.json`), text);
-    process.stderr.write(`build.js: wrote artifacts/${name}.json\n`);
+    const file = path.join(dir, name);
+    fs.mkdirSync(path.dirname(file), { recursive: true });
+    fs.writeFileSync(file, text);
+    process.stderr.write(`build.js: wrote artifacts/${name}\n`);
   }
 }
 

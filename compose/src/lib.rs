@@ -6,10 +6,16 @@
 //! * [`render`] substitutes a pinned [`ImageRef`], refuses anything unpinned, and wraps the
 //!   compose file into `app-compose.json` bytes with a fixed serialization: keys in
 //!   lexicographic order, no whitespace, ASCII only — the same canonical form as the dstack
-//!   SDK's `get_compose_hash` (`json.dumps(sort_keys=True, separators=(",", ":"))`). The
-//!   compose hash is the SHA-256 of exactly these bytes ([`compose_hash`]).
+//!   SDKs' `get_compose_hash` / `getComposeHash` (which sort the keys and serialize
+//!   compactly). The compose hash is the SHA-256 of exactly these bytes ([`compose_hash`]);
+//!   `tests/dstack_sdk_hash.rs` checks it against both SDKs.
+//! * Two forms ([`ComposeFormat`]): the current one (dstack 0.5.6 and later) names the key
+//!   provider, `key_provider: "kms"`, and can pin the KMS by `key_provider_id` (the hex of
+//!   its root CA public key); the legacy one, for older hosts that ignore `key_provider`,
+//!   says `kms_enabled: true` and `local_key_provider_enabled: false` instead.
 //! * [`check_app_compose`] / [`check_docker_compose`] verify a rendered file: every `image:`
-//!   carries a digest, no service is built at deploy time.
+//!   carries a digest, no service is built at deploy time, and (either form) the keys come
+//!   from the dstack KMS.
 //! * [`render_dev`] is what `appliance dev` seals to: the same template with the documented
 //!   placeholder image [`DEV_IMAGE`].
 //! * [`governance`] proposes a compose hash to the `AppGovernance` contract.
@@ -55,6 +61,9 @@ pub const ALLOWED_ENVS: &[&str] = &[
 /// configuration file, indented into the compose file's `configs:` entry.
 pub const CONFIG_PLACEHOLDER: &str = "{{appliance_config}}";
 
+/// dstack's name of the key provider the appliance needs (`key_provider`).
+pub const KMS: &str = "kms";
+
 /// The configuration rendered when none is given: the defaults.
 pub const DEFAULT_APPLIANCE_CONFIG: &str =
     "# appliance defaults (appliance/config.example.toml lists every key)\n";
@@ -86,6 +95,14 @@ pub enum PinError {
     /// The file is not an `app-compose.json`.
     #[error("not a dstack app-compose.json: {0}")]
     AppCompose(String),
+    /// A compose whose keys would not come from the dstack KMS.
+    #[error(
+        "{found}, so its keys would not come from the dstack KMS; the appliance's keys come from the KMS, which releases them only to a compose hash the app's governance contract allows: use key_provider \"kms\" (or kms_enabled true in the legacy form)"
+    )]
+    NotKms { found: String },
+    /// A `key_provider_id` that is not an even number of hex digits.
+    #[error("key_provider_id {input:?} is not hex bytes: {reason}")]
+    KeyProviderId { input: String, reason: String },
 }
 
 /// An image reference pinned by digest: `NAME[:TAG]@sha256:<64 lowercase hex>`.
@@ -170,6 +187,40 @@ impl FromStr for ImageRef {
     }
 }
 
+/// The form of the rendered `app-compose.json`: how it tells dstack that the keys come
+/// from the KMS.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum ComposeFormat {
+    /// dstack 0.5.6 and later: `key_provider: "kms"` and `key_provider_id` (the KMS root
+    /// CA public key, hex; empty: any KMS the host names).
+    #[default]
+    Current,
+    /// Hosts older than 0.5.6, which ignore `key_provider` (and would then start the app
+    /// with no key provider): `kms_enabled: true`, `local_key_provider_enabled: false`, no
+    /// `key_provider` fields.
+    Legacy,
+}
+
+/// Parses a `key_provider_id` as an operator gives it: hex digits, an even number of them,
+/// `0x` optional, either case. The rendered file carries the bytes as lowercase hex without
+/// `0x`, as dstack writes them.
+pub fn parse_key_provider_id(input: &str) -> Result<Vec<u8>, PinError> {
+    let bad = |reason: &str| PinError::KeyProviderId {
+        input: input.to_owned(),
+        reason: reason.to_owned(),
+    };
+    let digits = input.strip_prefix("0x").unwrap_or(input);
+    if !digits.bytes().all(|b| b.is_ascii_hexdigit()) {
+        return Err(bad(
+            "only the hex digits 0-9 and a-f (either case) are allowed, after an optional 0x",
+        ));
+    }
+    if !digits.len().is_multiple_of(2) {
+        return Err(bad("an odd number of hex digits"));
+    }
+    hex::decode(digits).map_err(|e| bad(&e.to_string()))
+}
+
 /// The settings of one rendering.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct RenderOptions {
@@ -188,10 +239,20 @@ pub struct RenderOptions {
     pub public_sysinfo: bool,
     /// Publish the TCB info (measurements, app_compose) through the host. Default true.
     pub public_tcbinfo: bool,
-    /// Keys from the dstack KMS (which checks the governance contract). Default true.
-    pub kms_enabled: bool,
-    /// Route through the dstack gateway. Default false: the appliance terminates TLS itself.
+    /// Connect the CVM to the dstack gateway (its WireGuard network, over which the
+    /// gateway forwards connections to the app). Default false. The appliance terminates
+    /// TLS itself either way.
     pub gateway_enabled: bool,
+    /// Block the boot until the guest's clock is synchronized (dstack's `secure_time`).
+    /// Default false, as dstack's own CLI renders it: the strict wait fails the boot, and
+    /// the CVM restarts, whenever no time source answers.
+    pub secure_time: bool,
+    /// The form ([`ComposeFormat::Current`] unless the host is older than dstack 0.5.6).
+    /// Either way the keys come from the dstack KMS, which asks the governance contract.
+    pub format: ComposeFormat,
+    /// The KMS the CVM accepts keys from, pinned by its root CA public key (the bytes;
+    /// rendered as hex). Empty (the default): no pin. Only in the current form.
+    pub key_provider_id: Vec<u8>,
 }
 
 impl RenderOptions {
@@ -205,8 +266,10 @@ impl RenderOptions {
             public_logs: false,
             public_sysinfo: true,
             public_tcbinfo: true,
-            kms_enabled: true,
             gateway_enabled: false,
+            secure_time: false,
+            format: ComposeFormat::Current,
+            key_provider_id: Vec::new(),
         }
     }
 
@@ -221,16 +284,24 @@ impl RenderOptions {
     }
 }
 
-/// The dstack `app-compose.json` (manifest version 2). The fields are declared in
-/// lexicographic order, so the serialization is the canonical one whatever serde_json
-/// features the build enables.
+/// The dstack `app-compose.json` (manifest version 2), as [`render`] writes it. The
+/// fields are declared in lexicographic order, so the serialization is the canonical one
+/// whatever serde_json features the build enables. The key-provider fields of the form
+/// not rendered are absent (`None`): `key_provider` and `key_provider_id` in the current
+/// form, `kms_enabled` and `local_key_provider_enabled` in the legacy one.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct AppCompose {
     pub allowed_envs: Vec<String>,
     pub docker_compose_file: String,
     pub gateway_enabled: bool,
-    pub kms_enabled: bool,
-    pub local_key_provider_enabled: bool,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub key_provider: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub key_provider_id: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub kms_enabled: Option<bool>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub local_key_provider_enabled: Option<bool>,
     pub manifest_version: u32,
     pub name: String,
     pub no_instance_id: bool,
@@ -304,12 +375,33 @@ pub fn render(template: &str, options: &RenderOptions) -> Result<Rendered, PinEr
     if !options.name.is_ascii() {
         return Err(PinError::AppCompose("the app name must be ASCII".into()));
     }
+    // The key provider: always the dstack KMS, in the words the host understands.
+    let (key_provider, key_provider_id, kms_enabled, local_key_provider_enabled) = match options
+        .format
+    {
+        ComposeFormat::Current => (
+            Some(KMS.to_owned()),
+            Some(hex::encode(&options.key_provider_id)),
+            None,
+            None,
+        ),
+        ComposeFormat::Legacy if options.key_provider_id.is_empty() => {
+            (None, None, Some(true), Some(false))
+        }
+        ComposeFormat::Legacy => {
+            return Err(PinError::AppCompose(
+                    "a key_provider_id pin needs the current form (dstack 0.5.6 and later), not the legacy one".into(),
+                ));
+        }
+    };
     let app = AppCompose {
         allowed_envs,
         docker_compose_file,
         gateway_enabled: options.gateway_enabled,
-        kms_enabled: options.kms_enabled,
-        local_key_provider_enabled: false,
+        key_provider,
+        key_provider_id,
+        kms_enabled,
+        local_key_provider_enabled,
         manifest_version: 2,
         name: options.name.clone(),
         no_instance_id: false,
@@ -317,7 +409,7 @@ pub fn render(template: &str, options: &RenderOptions) -> Result<Rendered, PinEr
         public_sysinfo: options.public_sysinfo,
         public_tcbinfo: options.public_tcbinfo,
         runner: "docker-compose".to_owned(),
-        secure_time: false,
+        secure_time: options.secure_time,
     };
     let bytes = serde_json::to_vec(&app).map_err(|e| PinError::AppCompose(e.to_string()))?;
     let hash = compose_hash(&bytes);
@@ -396,10 +488,18 @@ pub struct CheckedAppCompose {
     pub name: String,
     /// The pinned images of its docker-compose file, in order of appearance.
     pub images: Vec<ImageRef>,
+    /// [`ComposeFormat::Current`] when the file names its `key_provider`, else
+    /// [`ComposeFormat::Legacy`] (`kms_enabled`).
+    pub format: ComposeFormat,
+    /// The KMS pin (`key_provider_id`, decoded); empty when there is none.
+    pub key_provider_id: Vec<u8>,
 }
 
 /// Parses an `app-compose.json` (any field order: the hash is over the bytes as given) and
-/// checks that every image of its `docker_compose_file` is pinned.
+/// checks that every image of its `docker_compose_file` is pinned and that its keys come
+/// from the dstack KMS, read as dstack reads it: `key_provider` when present (it must be
+/// `"kms"`), else the legacy `kms_enabled` (it must be true). A `key_provider_id` must be
+/// hex bytes (dstack refuses anything else).
 pub fn check_app_compose(bytes: &[u8]) -> Result<CheckedAppCompose, PinError> {
     #[derive(Deserialize)]
     struct Minimal {
@@ -407,6 +507,14 @@ pub fn check_app_compose(bytes: &[u8]) -> Result<CheckedAppCompose, PinError> {
         name: String,
         runner: String,
         docker_compose_file: Option<String>,
+        #[serde(default)]
+        key_provider: Option<String>,
+        #[serde(default)]
+        key_provider_id: Option<String>,
+        #[serde(default)]
+        kms_enabled: bool,
+        #[serde(default)]
+        local_key_provider_enabled: bool,
     }
     let app: Minimal =
         serde_json::from_slice(bytes).map_err(|e| PinError::AppCompose(e.to_string()))?;
@@ -416,6 +524,36 @@ pub fn check_app_compose(bytes: &[u8]) -> Result<CheckedAppCompose, PinError> {
             app.runner
         )));
     }
+    let format = match &app.key_provider {
+        Some(kind) if kind == KMS => ComposeFormat::Current,
+        Some(kind) => {
+            return Err(PinError::NotKms {
+                found: format!("the compose names key_provider {kind:?}"),
+            });
+        }
+        None if app.kms_enabled => ComposeFormat::Legacy,
+        None => {
+            let found = if app.local_key_provider_enabled {
+                "the compose (legacy form: kms_enabled false, local_key_provider_enabled true) names the local key provider"
+            } else {
+                "the compose names no key provider (no key_provider, and kms_enabled false or absent): none"
+            };
+            return Err(PinError::NotKms {
+                found: found.to_owned(),
+            });
+        }
+    };
+    let key_provider_id = match &app.key_provider_id {
+        None => Vec::new(),
+        // dstack reads it as plain hex: no `0x`.
+        Some(id) if id.starts_with("0x") => {
+            return Err(PinError::KeyProviderId {
+                input: id.clone(),
+                reason: "dstack reads it without a 0x prefix".into(),
+            });
+        }
+        Some(id) => parse_key_provider_id(id)?,
+    };
     let compose = app
         .docker_compose_file
         .ok_or_else(|| PinError::AppCompose("no docker_compose_file".into()))?;
@@ -424,6 +562,8 @@ pub fn check_app_compose(bytes: &[u8]) -> Result<CheckedAppCompose, PinError> {
         hash: compose_hash(bytes),
         name: app.name,
         images,
+        format,
+        key_provider_id,
     })
 }
 
@@ -478,11 +618,8 @@ mod tests {
         // Canonical JSON: sorted keys, no whitespace between tokens.
         assert!(text.starts_with("{\"allowed_envs\":["), "{text}");
         assert!(text.ends_with(",\"runner\":\"docker-compose\",\"secure_time\":false}"));
+        assert_canonical(rendered.bytes());
         let value: serde_json::Value = serde_json::from_str(text).unwrap();
-        let keys: Vec<_> = value.as_object().unwrap().keys().cloned().collect();
-        let mut sorted = keys.clone();
-        sorted.sort();
-        assert_eq!(keys.len(), 13);
         assert_eq!(value["manifest_version"], 2);
         let compose = value["docker_compose_file"].as_str().unwrap();
         assert!(compose.contains(&format!("\n    image: {}\n", image())));
@@ -507,6 +644,245 @@ mod tests {
         assert_eq!(render_template(image()).unwrap(), rendered);
         let other = ImageRef::new("ghcr.io/example/appliance", [7; 32]).unwrap();
         assert_ne!(render_template(other).unwrap().hash(), rendered.hash());
+    }
+
+    /// The bytes equal a serialization built here key by key: the keys in byte order,
+    /// each value compact, nothing between tokens.
+    fn assert_canonical(bytes: &[u8]) {
+        let value: serde_json::Value = serde_json::from_slice(bytes).unwrap();
+        let object = value.as_object().unwrap();
+        let mut keys: Vec<&String> = object.keys().collect();
+        keys.sort();
+        let fields: Vec<String> = keys
+            .iter()
+            .map(|k| {
+                format!(
+                    "{}:{}",
+                    serde_json::to_string(k).unwrap(),
+                    serde_json::to_string(&object[k.as_str()]).unwrap()
+                )
+            })
+            .collect();
+        let expected = format!("{{{}}}", fields.join(","));
+        assert_eq!(std::str::from_utf8(bytes).unwrap(), expected);
+        assert!(bytes.is_ascii());
+    }
+
+    /// The top-level keys of rendered bytes, in the order written.
+    fn keys_in_order(bytes: &[u8]) -> Vec<String> {
+        let value: serde_json::Value = serde_json::from_slice(bytes).unwrap();
+        let text = std::str::from_utf8(bytes).unwrap();
+        let mut keys: Vec<(usize, String)> = value
+            .as_object()
+            .unwrap()
+            .iter()
+            .map(|(k, v)| {
+                // A key is written as `"k":<value>`; the first such place is the field.
+                let written = format!("{}:{}", serde_json::to_string(k).unwrap(), v);
+                (text.find(&written).unwrap(), k.clone())
+            })
+            .collect();
+        keys.sort();
+        keys.into_iter().map(|(_, k)| k).collect()
+    }
+
+    #[test]
+    fn the_current_form_names_the_kms_and_its_pin() {
+        let rendered = render_template(image()).unwrap();
+        assert_eq!(
+            keys_in_order(rendered.bytes()),
+            [
+                "allowed_envs",
+                "docker_compose_file",
+                "gateway_enabled",
+                "key_provider",
+                "key_provider_id",
+                "manifest_version",
+                "name",
+                "no_instance_id",
+                "public_logs",
+                "public_sysinfo",
+                "public_tcbinfo",
+                "runner",
+                "secure_time",
+            ]
+        );
+        let value: serde_json::Value = serde_json::from_slice(rendered.bytes()).unwrap();
+        assert_eq!(value["key_provider"], "kms");
+        // No pin by default: dstack takes the KMS the host names.
+        assert_eq!(value["key_provider_id"], "");
+        assert_eq!(value["gateway_enabled"], false);
+        assert_eq!(value["secure_time"], false);
+        assert_eq!(value["no_instance_id"], false);
+        assert_eq!(value["public_logs"], false);
+        assert_eq!(value["public_sysinfo"], true);
+        assert_eq!(value["public_tcbinfo"], true);
+        assert_eq!(value["runner"], "docker-compose");
+        let checked = check_app_compose(rendered.bytes()).unwrap();
+        assert_eq!(checked.format, ComposeFormat::Current);
+        assert!(checked.key_provider_id.is_empty());
+
+        // A pin: the bytes, as lowercase hex; another pin, another hash.
+        let mut options = RenderOptions::new(image());
+        options.key_provider_id = parse_key_provider_id("0x3059301306072A8648CE3D0201").unwrap();
+        let pinned = render(TEMPLATE, &options).unwrap();
+        assert_canonical(pinned.bytes());
+        let value: serde_json::Value = serde_json::from_slice(pinned.bytes()).unwrap();
+        assert_eq!(value["key_provider_id"], "3059301306072a8648ce3d0201");
+        assert_ne!(pinned.hash(), rendered.hash());
+        let checked = check_app_compose(pinned.bytes()).unwrap();
+        assert_eq!(checked.key_provider_id, options.key_provider_id);
+
+        // The gateway and secure time, each on its own.
+        for set in [
+            (|o: &mut RenderOptions| o.gateway_enabled = true) as fn(&mut RenderOptions),
+            |o: &mut RenderOptions| o.secure_time = true,
+        ] {
+            let mut options = RenderOptions::new(image());
+            set(&mut options);
+            let bytes = render(TEMPLATE, &options).unwrap().bytes().to_vec();
+            assert_canonical(&bytes);
+            let value: serde_json::Value = serde_json::from_slice(&bytes).unwrap();
+            assert_eq!(
+                value["gateway_enabled"].as_bool().unwrap(),
+                options.gateway_enabled
+            );
+            assert_eq!(value["secure_time"].as_bool().unwrap(), options.secure_time);
+            assert_ne!(compose_hash(&bytes), rendered.hash());
+        }
+    }
+
+    #[test]
+    fn the_legacy_form_says_kms_enabled_for_older_hosts() {
+        let mut options = RenderOptions::new(image());
+        options.format = ComposeFormat::Legacy;
+        let legacy = render(TEMPLATE, &options).unwrap();
+        assert_canonical(legacy.bytes());
+        assert_eq!(
+            keys_in_order(legacy.bytes()),
+            [
+                "allowed_envs",
+                "docker_compose_file",
+                "gateway_enabled",
+                "kms_enabled",
+                "local_key_provider_enabled",
+                "manifest_version",
+                "name",
+                "no_instance_id",
+                "public_logs",
+                "public_sysinfo",
+                "public_tcbinfo",
+                "runner",
+                "secure_time",
+            ]
+        );
+        let value: serde_json::Value = serde_json::from_slice(legacy.bytes()).unwrap();
+        assert_eq!(value["kms_enabled"], true);
+        assert_eq!(value["local_key_provider_enabled"], false);
+        let checked = check_app_compose(legacy.bytes()).unwrap();
+        assert_eq!(checked.format, ComposeFormat::Legacy);
+        assert_ne!(legacy.hash(), render_template(image()).unwrap().hash());
+
+        // A pin has no place in the legacy form.
+        options.key_provider_id = vec![1, 2, 3];
+        let err = render(TEMPLATE, &options).unwrap_err();
+        assert!(err.to_string().contains("current form"), "{err}");
+    }
+
+    #[test]
+    fn key_provider_ids_must_be_hex_bytes() {
+        assert_eq!(parse_key_provider_id("").unwrap(), Vec::<u8>::new());
+        assert_eq!(parse_key_provider_id("0x").unwrap(), Vec::<u8>::new());
+        assert_eq!(parse_key_provider_id("aBcD").unwrap(), vec![0xab, 0xcd]);
+        for (bad, why) in [
+            ("abc", "odd number"),
+            ("0xabc", "odd number"),
+            ("zz", "hex digits"),
+            ("ab cd", "hex digits"),
+            ("0X12", "hex digits"),
+        ] {
+            let err = parse_key_provider_id(bad).unwrap_err();
+            assert!(matches!(err, PinError::KeyProviderId { .. }), "{bad}");
+            let text = err.to_string();
+            assert!(text.contains(&format!("{bad:?}")), "{text}");
+            assert!(text.contains(why), "{bad}: {text}");
+        }
+    }
+
+    /// `rendered` (current form) with its key-provider fields replaced by `fields`.
+    fn with_key_provider(fields: serde_json::Value) -> Vec<u8> {
+        let rendered = render_template(image()).unwrap();
+        let mut value: serde_json::Value = serde_json::from_slice(rendered.bytes()).unwrap();
+        let object = value.as_object_mut().unwrap();
+        for key in [
+            "key_provider",
+            "key_provider_id",
+            "kms_enabled",
+            "local_key_provider_enabled",
+        ] {
+            object.remove(key);
+        }
+        object.extend(fields.as_object().unwrap().clone());
+        serde_json::to_vec(&value).unwrap()
+    }
+
+    #[test]
+    fn the_check_reads_the_key_provider_as_dstack_does() {
+        use serde_json::json;
+        // Accepted: either form, and a file that says both (any dstack version).
+        for (fields, format) in [
+            (json!({"key_provider": "kms"}), ComposeFormat::Current),
+            (
+                json!({"key_provider": "kms", "key_provider_id": "00ff"}),
+                ComposeFormat::Current,
+            ),
+            (
+                json!({"key_provider": "kms", "kms_enabled": true}),
+                ComposeFormat::Current,
+            ),
+            (json!({"kms_enabled": true}), ComposeFormat::Legacy),
+            (
+                json!({"key_provider": null, "kms_enabled": true}),
+                ComposeFormat::Legacy,
+            ),
+            (
+                json!({"kms_enabled": true, "key_provider_id": ""}),
+                ComposeFormat::Legacy,
+            ),
+        ] {
+            let checked = check_app_compose(&with_key_provider(fields.clone()))
+                .unwrap_or_else(|e| panic!("{fields}: {e}"));
+            assert_eq!(checked.format, format, "{fields}");
+        }
+        // Refused: any other key provider, named. key_provider wins over kms_enabled, as
+        // in dstack.
+        for (fields, named) in [
+            (json!({"key_provider": "none"}), "key_provider \"none\""),
+            (json!({"key_provider": "local"}), "key_provider \"local\""),
+            (json!({"key_provider": "tpm"}), "key_provider \"tpm\""),
+            (
+                json!({"key_provider": "local", "kms_enabled": true}),
+                "key_provider \"local\"",
+            ),
+            (json!({"kms_enabled": false}), "none"),
+            (json!({}), "none"),
+            (
+                json!({"kms_enabled": false, "local_key_provider_enabled": true}),
+                "local key provider",
+            ),
+        ] {
+            let err = check_app_compose(&with_key_provider(fields.clone())).unwrap_err();
+            assert!(matches!(err, PinError::NotKms { .. }), "{fields}: {err}");
+            let text = err.to_string();
+            assert!(text.contains(named), "{fields}: {text}");
+            assert!(text.contains("keys come from the KMS"), "{text}");
+        }
+        // A pin dstack could not read.
+        for id in ["abc", "0x00ff", "zz"] {
+            let fields = json!({"key_provider": "kms", "key_provider_id": id});
+            let err = check_app_compose(&with_key_provider(fields)).unwrap_err();
+            assert!(matches!(err, PinError::KeyProviderId { .. }), "{id}: {err}");
+        }
     }
 
     #[test]

@@ -9,9 +9,9 @@ use std::process::ExitCode;
 use alloy::primitives::Address;
 use clap::{Args, Parser, Subcommand};
 use compose_pin::{
-    DEFAULT_NAME, ImageRef, PinError, RenderOptions, TEMPLATE, check_app_compose,
+    ComposeFormat, DEFAULT_NAME, ImageRef, PinError, RenderOptions, TEMPLATE, check_app_compose,
     governance::{self, GovernanceError, Proposed},
-    render,
+    parse_key_provider_id, render,
 };
 
 #[derive(Parser)]
@@ -69,6 +69,23 @@ struct RenderArgs {
     /// Let the dstack host show the containers' logs.
     #[arg(long)]
     public_logs: bool,
+    /// Pin the KMS: the hex of its root CA public key (`0x` optional), as the KMS's
+    /// GetMeta shows it (bootstrap_info.ca_pubkey) and the KMS contract stores it
+    /// (caPubkey). The CVM then takes keys from no other KMS. Default: no pin.
+    #[arg(long, value_name = "HEX", conflicts_with = "legacy_compose")]
+    key_provider_id: Option<String>,
+    /// Connect the CVM to the dstack gateway (gateway_enabled true). Default: off.
+    #[arg(long)]
+    gateway: bool,
+    /// Make the boot wait for a synchronized clock (secure_time true). Default: off, as
+    /// dstack's own CLI renders it: the strict wait fails the boot when no time source
+    /// answers.
+    #[arg(long)]
+    secure_time: bool,
+    /// Render the legacy form (kms_enabled true, no key_provider) for dstack hosts older
+    /// than 0.5.6, which ignore key_provider.
+    #[arg(long)]
+    legacy_compose: bool,
     /// Where to write app-compose.json (default: standard output, and the hash on stderr).
     #[arg(long)]
     output: Option<PathBuf>,
@@ -183,6 +200,14 @@ fn run(cli: Cli) -> Result<bool, CliError> {
             let mut options = RenderOptions::new(image);
             options.name = args.name;
             options.public_logs = args.public_logs;
+            options.gateway_enabled = args.gateway;
+            options.secure_time = args.secure_time;
+            if args.legacy_compose {
+                options.format = ComposeFormat::Legacy;
+            }
+            if let Some(id) = &args.key_provider_id {
+                options.key_provider_id = parse_key_provider_id(id)?;
+            }
             if let Some(p) = &args.config {
                 options.appliance_config = read_text(p)?;
             }
@@ -222,6 +247,16 @@ fn run(cli: Cli) -> Result<bool, CliError> {
                 source,
             })?;
             say(&hex::encode(checked.hash))?;
+            let form = match checked.format {
+                ComposeFormat::Current => "current form (key_provider \"kms\")",
+                ComposeFormat::Legacy => "legacy form (kms_enabled true, for dstack before 0.5.6)",
+            };
+            let pin = if checked.key_provider_id.is_empty() {
+                "no KMS pin".to_owned()
+            } else {
+                format!("KMS pinned to {}", hex::encode(checked.key_provider_id))
+            };
+            let _ = writeln!(std::io::stderr(), "{form}, {pin}");
             Ok(true)
         }
         Command::Propose(args) => {

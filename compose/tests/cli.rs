@@ -34,7 +34,13 @@ fn the_rendered_file_hashes_to_what_the_tool_prints() {
     // keyservice, appliance and workers.
     assert_eq!(images, [image(0xab), image(0xab), image(0xab)]);
     assert_eq!(app["runner"], "docker-compose");
-    assert_eq!(app["kms_enabled"], true);
+    // The current dstack form: the KMS named as the key provider, no pin, no legacy fields.
+    assert_eq!(app["key_provider"], "kms");
+    assert_eq!(app["key_provider_id"], "");
+    assert!(app.get("kms_enabled").is_none(), "{app}");
+    assert!(app.get("local_key_provider_enabled").is_none(), "{app}");
+    assert_eq!(app["gateway_enabled"], false);
+    assert_eq!(app["secure_time"], false);
 
     // Without --output: the file on stdout, the hash on stderr.
     let out = compose_pin(&["render", "--image", &image(0xab)]);
@@ -105,4 +111,162 @@ fn dev_renders_what_the_library_renders() {
     let dev = compose_pin::render_dev().unwrap();
     assert_eq!(printed.trim(), dev.hash_hex());
     assert_eq!(std::fs::read(&file).unwrap(), dev.bytes());
+}
+
+/// `compose-pin render --image IMAGE ARGS… --output FILE`: the printed hash and the file.
+fn render_with(dir: &std::path::Path, name: &str, args: &[&str]) -> (String, serde_json::Value) {
+    let file = dir.join(name);
+    let image = image(0x5a);
+    let mut all = vec!["render", "--image", image.as_str()];
+    all.extend_from_slice(args);
+    all.extend_from_slice(&["--output", file.to_str().unwrap()]);
+    let printed = stdout(&compose_pin(&all)).trim().to_owned();
+    let bytes = std::fs::read(&file).unwrap();
+    assert_eq!(printed, hex::encode(Sha256::digest(&bytes)));
+    // `hash` accepts every form `render` writes.
+    let again = stdout(&compose_pin(&["hash", file.to_str().unwrap()]));
+    assert_eq!(again.trim(), printed);
+    (printed, serde_json::from_slice(&bytes).unwrap())
+}
+
+#[test]
+fn the_flags_set_the_dstack_fields() {
+    let dir = tempfile::tempdir().unwrap();
+    let (default_hash, default) = render_with(dir.path(), "default.json", &[]);
+
+    // --legacy-compose: today's older hosts' form.
+    let (hash, legacy) = render_with(dir.path(), "legacy.json", &["--legacy-compose"]);
+    assert_ne!(hash, default_hash);
+    assert_eq!(legacy["kms_enabled"], true);
+    assert_eq!(legacy["local_key_provider_enabled"], false);
+    assert!(legacy.get("key_provider").is_none(), "{legacy}");
+    assert!(legacy.get("key_provider_id").is_none(), "{legacy}");
+    assert_eq!(
+        legacy["docker_compose_file"],
+        default["docker_compose_file"]
+    );
+
+    // --key-provider-id: the KMS pin, as lowercase hex without 0x.
+    let (hash, pinned) = render_with(
+        dir.path(),
+        "pinned.json",
+        &["--key-provider-id", "0x3059301306072A8648CE3D0201"],
+    );
+    assert_ne!(hash, default_hash);
+    assert_eq!(pinned["key_provider"], "kms");
+    assert_eq!(pinned["key_provider_id"], "3059301306072a8648ce3d0201");
+
+    // --gateway and --secure-time, each alone.
+    let (hash, gateway) = render_with(dir.path(), "gateway.json", &["--gateway"]);
+    assert_ne!(hash, default_hash);
+    assert_eq!(gateway["gateway_enabled"], true);
+    assert_eq!(gateway["secure_time"], false);
+    let (hash, secure) = render_with(dir.path(), "secure.json", &["--secure-time"]);
+    assert_ne!(hash, default_hash);
+    assert_eq!(secure["secure_time"], true);
+    assert_eq!(secure["gateway_enabled"], false);
+}
+
+#[test]
+fn bad_key_provider_ids_and_non_kms_composes_are_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("app-compose.json");
+    let out_arg = file.to_str().unwrap().to_owned();
+    let image = image(3);
+    for (id, why) in [
+        ("abc", "odd number of hex digits"),
+        ("0xzz", "only the hex digits"),
+        ("30 59", "only the hex digits"),
+    ] {
+        let out = compose_pin(&[
+            "render",
+            "--image",
+            &image,
+            "--key-provider-id",
+            id,
+            "--output",
+            &out_arg,
+        ]);
+        assert_eq!(out.status.code(), Some(2), "{id}");
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(
+            err.contains(&format!(
+                "compose-pin: key_provider_id {id:?} is not hex bytes"
+            )),
+            "{err}"
+        );
+        assert!(err.contains(why), "{err}");
+        assert!(!file.exists());
+    }
+    // A pin has no place in the legacy form: refused before anything is written.
+    let out = compose_pin(&[
+        "render",
+        "--image",
+        &image,
+        "--legacy-compose",
+        "--key-provider-id",
+        "00ff",
+        "--output",
+        &out_arg,
+    ]);
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("--legacy-compose"), "{err}");
+    assert!(!file.exists());
+
+    // `hash` refuses a compose whose keys would not come from the KMS, naming the provider.
+    render(&image, &file);
+    let text = std::fs::read_to_string(&file).unwrap();
+    for (from, to, named) in [
+        (
+            "\"key_provider\":\"kms\"",
+            "\"key_provider\":\"none\"",
+            "key_provider \"none\"",
+        ),
+        (
+            "\"key_provider\":\"kms\"",
+            "\"key_provider\":\"local\"",
+            "key_provider \"local\"",
+        ),
+        (
+            "\"key_provider\":\"kms\"",
+            "\"key_provider\":\"tpm\"",
+            "key_provider \"tpm\"",
+        ),
+        (
+            "\"key_provider\":\"kms\",\"key_provider_id\":\"\"",
+            "\"kms_enabled\":false,\"local_key_provider_enabled\":true",
+            "the local key provider",
+        ),
+    ] {
+        assert!(text.contains(from), "{text}");
+        let edited = dir.path().join("edited.json");
+        std::fs::write(&edited, text.replacen(from, to, 1)).unwrap();
+        let out = compose_pin(&["hash", edited.to_str().unwrap()]);
+        assert_eq!(out.status.code(), Some(2), "{to}");
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(err.contains(named), "{err}");
+        assert!(err.contains("keys come from the KMS"), "{err}");
+        assert!(out.stdout.is_empty());
+    }
+    // The legacy form with kms_enabled false is refused too.
+    let legacy = dir.path().join("legacy.json");
+    stdout(&compose_pin(&[
+        "render",
+        "--image",
+        &image,
+        "--legacy-compose",
+        "--output",
+        legacy.to_str().unwrap(),
+    ]));
+    let text = std::fs::read_to_string(&legacy).unwrap();
+    std::fs::write(
+        &legacy,
+        text.replacen("\"kms_enabled\":true", "\"kms_enabled\":false", 1),
+    )
+    .unwrap();
+    let out = compose_pin(&["hash", legacy.to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("kms_enabled false"), "{err}");
 }

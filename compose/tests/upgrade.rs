@@ -1,7 +1,9 @@
 //! The operator guide's upgrade, end to end with the real binaries against anvil:
 //! render v1 and v2, run keyservice on v1, `keyservice reseal --governance` is refused
 //! while v2's hash is not allowed on-chain, `compose-pin propose` allows it (owner key
-//! only), the reseal then succeeds, and keyservice on v2 has the same wallets and payers.
+//! only), the reseal then succeeds, and keyservice on v2 has the same wallets and payers;
+//! and the same with a Safe-style multisig owner, which submits the calldata
+//! `compose-pin propose --calldata-only` prints with two of its three signatures.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
@@ -10,7 +12,9 @@ use std::process::{Child, Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
 use alloy::{
-    node_bindings::Anvil, primitives::B256, providers::ProviderBuilder,
+    node_bindings::Anvil,
+    primitives::{Address, B256, Bytes, U256},
+    providers::ProviderBuilder,
     signers::local::PrivateKeySigner,
 };
 use chain_contracts::{IAppGovernance, deploy_app_governance};
@@ -215,6 +219,117 @@ async fn upgrade_reseals_only_to_a_hash_the_governance_contract_allows() {
     let again = client.wallet(&wallet.derivation_path).await.unwrap();
     assert_eq!(again.address, wallet.address);
     assert_eq!(client.payers().await.unwrap(), payers);
+    drop(ks);
+}
+
+/// The `to` and `data` lines of `compose-pin propose --calldata-only`.
+fn calldata_only(governance: &str, hash: &str) -> (Address, Bytes) {
+    let out = Command::new(test_support::compose_pin::binary())
+        .args([
+            "propose",
+            "--calldata-only",
+            "--governance",
+            governance,
+            "--rpc",
+            "http://127.0.0.1:1",
+            "--hash",
+            hash,
+        ])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", text(&out));
+    let stdout = String::from_utf8(out.stdout).unwrap();
+    let field = |name: &str| {
+        stdout
+            .lines()
+            .find_map(|line| line.strip_prefix(name))
+            .unwrap_or_else(|| panic!("no `{name}` line in {stdout}"))
+            .trim()
+            .to_owned()
+    };
+    (field("to").parse().unwrap(), field("data").parse().unwrap())
+}
+
+#[tokio::test]
+async fn a_multisig_owner_allows_an_upgrade_with_the_printed_calldata() {
+    use test_support::chain::test_contracts::{TestMultisig, multisig_exec};
+
+    let anvil = Anvil::new()
+        .path(anvil_binary())
+        .host("127.0.0.1")
+        .port(0u16)
+        .try_spawn()
+        .unwrap();
+    let rpc = anvil.endpoint();
+    let deployer = test_support::chain::wallet(&anvil, 0);
+    let submitter = test_support::chain::wallet(&anvil, 2);
+    let deployer_key = hex::encode(PrivateKeySigner::from(anvil.keys()[0].clone()).to_bytes());
+    let signers: Vec<PrivateKeySigner> = (5..8)
+        .map(|i| PrivateKeySigner::from(anvil.keys()[i].clone()))
+        .collect();
+    let governance = deploy_app_governance(&deployer).await.unwrap();
+    let gov = governance.to_string();
+    let multisig = TestMultisig::deploy(
+        &deployer,
+        signers.iter().map(PrivateKeySigner::address).collect(),
+        U256::from(2),
+    )
+    .await
+    .unwrap();
+    // The deployer hands the contract to the multisig, as the operator guide says.
+    IAppGovernance::new(governance, &deployer)
+        .transferOwnership(*multisig.address())
+        .send()
+        .await
+        .unwrap()
+        .get_receipt()
+        .await
+        .unwrap();
+
+    let dir = tempfile::tempdir().unwrap();
+    let (v1, v2) = (dir.path().join("v1.json"), dir.path().join("v2.json"));
+    let _h1 = render(&image(1), &v1);
+    let h2 = render(&image(2), &v2);
+    let state = dir.path().join("state");
+    let socket = dir.path().join("ks.sock");
+    let ks = start_keyservice(&state, &socket, &v1);
+    let client = KeyClient::connect(&socket).await.unwrap();
+    let wallet = client.create_wallet().await.unwrap();
+    drop(client);
+    drop(ks);
+
+    // The former owner's key proposes nothing now; the error points at --calldata-only.
+    let out = propose(Some(&deployer_key), &gov, &rpc, &h2);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(text(&out).contains("--calldata-only"), "{}", text(&out));
+    assert_eq!(allowed(&gov, &rpc, &h2).status.code(), Some(1));
+
+    // Two of three owners sign the printed call; anyone submits it.
+    let (to, data) = calldata_only(&gov, &h2);
+    assert_eq!(to, governance);
+    let as_submitter = TestMultisig::new(*multisig.address(), &submitter);
+    multisig_exec(
+        &as_submitter,
+        &[&signers[2], &signers[0]],
+        to,
+        U256::ZERO,
+        data,
+    )
+    .await
+    .unwrap();
+    assert_eq!(allowed(&gov, &rpc, &h2).status.code(), Some(0));
+
+    // The upgrade goes on as with a single owner.
+    let out = reseal(&state, &v1, &h2, &gov, &rpc);
+    assert!(out.status.success(), "{}", text(&out));
+    let ks = start_keyservice(&state, &socket, &v2);
+    let client = KeyClient::connect(&socket).await.unwrap();
+    assert_eq!(
+        hex::encode(client.status().await.unwrap().compose_hash.0),
+        h2
+    );
+    let again = client.wallet(&wallet.derivation_path).await.unwrap();
+    assert_eq!(again.address, wallet.address);
     drop(ks);
 }
 

@@ -2,7 +2,11 @@
 //!
 //! * [`IAccountConfig`] — the on-chain mirror of accounts, usage keys, groups, actions and
 //!   wallets (`src/IAccountConfig.sol` documents every rule).
-//! * [`IAppGovernance`] — the compose hashes allowed to hold the keys.
+//! * [`IAppGovernance`] — the appliance's dstack app contract: the compose hashes, devices
+//!   and OS images allowed to run it and hold its keys (bound from the compiled ABI, so the
+//!   functions, events and struct it inherits from dstack's interfaces are all there).
+//! * [`dstack`] — dstack's own app-contract interfaces (`IAppAuth`, `IAppAuthBasicManagement`,
+//!   `IERC165`), written here from dstack's published ones: what its KMS calls.
 //! * [`ops`] — the vocabulary of `AccountConfig` writes ([`ops::MirrorOp`]) that the
 //!   appliance queues in its outbox and reads back from events.
 //! * [`artifacts`] — the committed solc output of `AccountConfig` and `AppGovernance`
@@ -29,6 +33,20 @@ pub use deploy::{DeployError, deploy_account_config, deploy_app_governance};
 
 pub use bindings::{IAccountConfig, IAppGovernance};
 
+/// dstack's app-contract interfaces (`src/dstack/`): the ABI dstack's on-chain KMS and its
+/// tools use to consult and manage an app's contract.
+pub mod dstack {
+    pub use super::dstack_bindings::{IAppAuth, IAppAuthBasicManagement, IERC165};
+
+    /// The ERC-165 interface id of `IAppAuth` (its one function's selector), as dstack
+    /// publishes it.
+    pub const IAPP_AUTH_INTERFACE_ID: [u8; 4] = [0x1e, 0x07, 0x91, 0x98];
+    /// The ERC-165 interface id of `IAppAuthBasicManagement`, as dstack publishes it.
+    pub const IAPP_AUTH_BASIC_MANAGEMENT_INTERFACE_ID: [u8; 4] = [0x8f, 0xd3, 0x75, 0x27];
+    /// The ERC-165 interface id of `IERC165` itself.
+    pub const IERC165_INTERFACE_ID: [u8; 4] = [0x01, 0xff, 0xc9, 0xa7];
+}
+
 /// The generated bindings, in a module of their own so that lints on generated code (a
 /// setter with one argument per field) stay here.
 #[allow(
@@ -41,8 +59,30 @@ mod bindings {
         "src/IAccountConfig.sol"
     );
 
+    // From the compiled ABI rather than `src/IAppGovernance.sol`: `sol!` neither follows
+    // imports nor flattens inheritance, and most of the interface is inherited from dstack's.
     alloy::sol!(
         #[sol(rpc, all_derives)]
-        "src/IAppGovernance.sol"
+        IAppGovernance,
+        "artifacts/AppGovernance.json"
+    );
+}
+
+/// dstack's interfaces, in a module of their own: the ABI of `IAppGovernance` names its
+/// `IAppAuth.AppBootInfo` struct too.
+mod dstack_bindings {
+    alloy::sol!(
+        #[sol(rpc, all_derives)]
+        "src/dstack/IERC165.sol"
+    );
+
+    alloy::sol!(
+        #[sol(rpc, all_derives)]
+        "src/dstack/IAppAuth.sol"
+    );
+
+    alloy::sol!(
+        #[sol(rpc, all_derives)]
+        "src/dstack/IAppAuthBasicManagement.sol"
     );
 }

@@ -14,7 +14,7 @@ use keyservice_api::{
 };
 use sha2::{Digest, Sha256};
 use test_support::dstack_agent::{
-    AgentConfig, FAKE_APP_ID, FAKE_EVENT_LOG, FAKE_VM_CONFIG, StandInAgent, fake_quote,
+    AgentConfig, FAKE_APP_ID, FAKE_VM_CONFIG, StandInAgent, fake_quote,
 };
 use test_support::keyservice::{Env, raw_connect, raw_frame, read_raw_frame, write_all};
 
@@ -52,7 +52,9 @@ fn dstack_env(config: AgentConfig) -> (Env, StandInAgent) {
 
 #[tokio::test]
 async fn keyservice_builds_the_report_data_of_both_quotes() {
-    let (env, agent) = dstack_env(AgentConfig::new(COMPOSE, 1));
+    let config = AgentConfig::new(COMPOSE, 1);
+    let event_log = config.quoted_event_log();
+    let (env, agent) = dstack_env(config);
     let ks = env.start();
     let client = KeyClient::connect(&ks.socket).await.unwrap();
 
@@ -62,7 +64,7 @@ async fn keyservice_builds_the_report_data_of_both_quotes() {
     assert_eq!(quoted(&agent), vec![expected.clone()]);
     assert_eq!(q.source, QuoteSource::Dstack);
     assert_eq!(q.quote, fake_quote(&expected));
-    assert_eq!(q.event_log, FAKE_EVENT_LOG);
+    assert_eq!(q.event_log, event_log);
     assert_eq!(q.vm_config, FAKE_VM_CONFIG);
 
     // One byte more is another report data: it is the exact bytes that count.
@@ -477,7 +479,7 @@ async fn quote_answers_must_fit_in_a_frame() {
     .unwrap();
     let real_log = tcb["event_log"].to_string();
     let mut config = AgentConfig::new(COMPOSE, 6);
-    config.quote_event_log = real_log.clone();
+    config.quote_event_log = Some(real_log.clone());
     let (env, _agent) = dstack_env(config);
     let ks = env.start();
     let client = KeyClient::connect(&ks.socket).await.unwrap();
@@ -485,7 +487,10 @@ async fn quote_answers_must_fit_in_a_frame() {
     assert_eq!(q.event_log, real_log);
 
     let mut config = AgentConfig::new(COMPOSE, 6);
-    config.quote_event_log = format!("[\"{}\"]", "e".repeat(keyservice_api::MAX_FRAME_LEN));
+    config.quote_event_log = Some(format!(
+        "[\"{}\"]",
+        "e".repeat(keyservice_api::MAX_FRAME_LEN)
+    ));
     let (env, agent) = dstack_env(config);
     let ks = env.start();
     let client = KeyClient::connect(&ks.socket).await.unwrap();

@@ -2,12 +2,15 @@
 //! ([`crate::anvil::spawn`]) with a signing provider for each of its dev accounts
 //! ([`Chain`], [`wallet`]), and helpers that send a write and return its receipt ([`send`]),
 //! expect a revert and decode it ([`revert`]), or decode a write's single event
-//! ([`only_event`]).
+//! ([`only_event`]). [`test_contracts`] deploys the test-only contracts (a stand-in for
+//! dstack's KMS contract, a Safe-style multisig).
 //!
 //! It links `chain-contracts` (the RPC client every connection to the chain is built with),
 //! so the contracts' own tests use it through a dev-dependency cycle (`chain-contracts` →
 //! `test-support` → `chain-contracts`), which cargo allows for integration tests: the test
 //! binary and this crate see the one `chain-contracts` library.
+
+pub mod test_contracts;
 
 use alloy::{
     contract::{CallBuilder, CallDecoder},
