@@ -277,14 +277,10 @@ async fn a_multisig_owner_allows_an_upgrade_with_the_printed_calldata() {
     .await
     .unwrap();
     // The deployer hands the contract to the multisig, as the operator guide says.
-    IAppGovernance::new(governance, &deployer)
-        .transferOwnership(*multisig.address())
-        .send()
-        .await
-        .unwrap()
-        .get_receipt()
-        .await
-        .unwrap();
+    test_support::chain::send(
+        IAppGovernance::new(governance, &deployer).transferOwnership(*multisig.address()),
+    )
+    .await;
 
     let dir = tempfile::tempdir().unwrap();
     let (v1, v2) = (dir.path().join("v1.json"), dir.path().join("v2.json"));
