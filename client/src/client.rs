@@ -6,6 +6,7 @@
 //! must show an attested one). Nothing but the evidence fetch (public documents, no
 //! credential) leaves the client before a verification has succeeded.
 
+use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, RwLock};
@@ -24,7 +25,7 @@ use appliance_api::error::ErrorBody;
 use crate::error::ClientError;
 use crate::pinning::{LeafHash, PinnedVerifier, Pins, Refusal};
 use crate::policy::Policy;
-use crate::verification::{Verification, unix_now, verify_bundle, verify_deployment};
+use crate::verification::{Verification, unix_now, verify_bundle, verify_deployment_via};
 
 /// The API's path prefix.
 pub const API_PREFIX: &str = "/core/v1";
@@ -42,6 +43,7 @@ pub struct ClientBuilder {
     timeout: Duration,
     pool_idle_timeout: Option<Duration>,
     reuse_connections: bool,
+    connect: Option<SocketAddr>,
 }
 
 impl ClientBuilder {
@@ -55,7 +57,18 @@ impl ClientBuilder {
             timeout: Duration::from_secs(60),
             pool_idle_timeout: Some(Duration::from_secs(90)),
             reuse_connections: true,
+            connect: None,
         }
+    }
+
+    /// Connect to `addr` instead of where the URL's host resolves (curl's `--connect-to`):
+    /// the host name stays the TLS server name (SNI), the name the certificate must carry
+    /// and the `Host` header, and the pinning is unchanged. For a deployment behind a
+    /// TLS-passthrough proxy (dstack-gateway) reached before DNS points at it. The URL
+    /// must name no port, or `addr`'s.
+    pub fn connect_to(mut self, addr: SocketAddr) -> Self {
+        self.connect = Some(addr);
+        self
     }
 
     /// The API key sent (as `Authorization: Bearer`) on calls that need one.
@@ -115,6 +128,11 @@ impl ClientBuilder {
                     .map_err(|e| ClientError::Config(format!("{}: {e}", path.display())))?;
             }
         }
+        let connect = self
+            .connect
+            .map(|addr| evidence::bundle::ConnectTo::new(&self.base_url, addr))
+            .transpose()
+            .map_err(|e| ClientError::Config(e.to_string()))?;
         let pins = Arc::new(Pins::default());
         let verifier = PinnedVerifier::new(roots, provider.clone(), pins.clone())
             .map_err(|e| ClientError::Config(format!("TLS verifier: {e}")))?;
@@ -122,7 +140,11 @@ impl ClientBuilder {
         let tls = pinned_tls(provider.clone(), verifier)?;
         // The re-verification's evidence fetch: credential-free, to an attested leaf or
         // one with the announced next key, on its own connections.
-        let evidence_http = reqwest::Client::builder()
+        let via = |b: reqwest::ClientBuilder| match &connect {
+            Some(c) => c.apply(b),
+            None => b,
+        };
+        let evidence_http = via(reqwest::Client::builder())
             .use_preconfigured_tls(pinned_tls(provider, evidence_verifier)?)
             .tls_info(true)
             .redirect(reqwest::redirect::Policy::none())
@@ -130,7 +152,7 @@ impl ClientBuilder {
             .pool_max_idle_per_host(0)
             .build()
             .map_err(|e| ClientError::Config(format!("HTTP client: {e}")))?;
-        let mut http = reqwest::Client::builder();
+        let mut http = via(reqwest::Client::builder());
         if !self.reuse_connections {
             http = http.pool_max_idle_per_host(0);
         }
@@ -147,6 +169,7 @@ impl ClientBuilder {
                 api_key: self.api_key,
                 policy: self.policy,
                 ca_file: self.ca_file,
+                connect,
                 http,
                 evidence_http,
                 pins,
@@ -221,6 +244,8 @@ struct Inner {
     api_key: Option<Zeroizing<String>>,
     policy: Policy,
     ca_file: Option<PathBuf>,
+    /// Where connections go instead of where the URL's host resolves.
+    connect: Option<evidence::bundle::ConnectTo>,
     http: reqwest::Client,
     /// For the evidence fetch of a re-verification after an announced renewal.
     evidence_http: reqwest::Client,
@@ -323,9 +348,10 @@ impl Client {
         let started = Instant::now();
         let verified = match fetch {
             Fetch::Open => {
-                verify_deployment(
+                verify_deployment_via(
                     &self.inner.base,
                     self.inner.ca_file.as_deref(),
+                    self.inner.connect.as_ref(),
                     &self.inner.policy,
                 )
                 .await

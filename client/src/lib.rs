@@ -55,4 +55,4 @@ pub use error::{ClientError, ServerError};
 pub use evidence;
 pub use policy::Policy;
 pub use typed::METHODS;
-pub use verification::{Verification, verify_bundle, verify_deployment};
+pub use verification::{Verification, verify_bundle, verify_deployment, verify_deployment_via};

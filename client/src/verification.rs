@@ -5,7 +5,7 @@ use std::collections::BTreeSet;
 use std::path::Path;
 use std::time::{SystemTime, UNIX_EPOCH};
 
-use evidence::bundle::{Bundle, cert_file_name, first_pem_cert};
+use evidence::bundle::{Bundle, ConnectTo, cert_file_name, first_pem_cert};
 use evidence::check::{self, Options, Report, Status};
 use serde::Serialize;
 
@@ -46,7 +46,18 @@ pub async fn verify_deployment(
     ca_file: Option<&Path>,
     policy: &Policy,
 ) -> Result<Verification, ClientError> {
-    let bundle = Bundle::fetch(base, ca_file).await?;
+    verify_deployment_via(base, ca_file, None, policy).await
+}
+
+/// [`verify_deployment`], connecting as `connect` says (curl's `--connect-to`: the URL's
+/// host name stays the TLS server name) when given.
+pub async fn verify_deployment_via(
+    base: &str,
+    ca_file: Option<&Path>,
+    connect: Option<&ConnectTo>,
+    policy: &Policy,
+) -> Result<Verification, ClientError> {
+    let bundle = Bundle::fetch_via(base, ca_file, connect).await?;
     verify_bundle(base, &bundle, policy, unix_now()).await
 }
 
@@ -74,6 +85,7 @@ pub async fn verify_bundle(
         os_policy: policy.os_measurements.clone(),
         os_image: None,
         allow_unpinned_os: policy.allow_unpinned_os,
+        gateway: false,
     };
     let mut report = check::run(bundle, &options).await;
     // A stale quote the policy accepts is reported as `freshness` skipped on request.

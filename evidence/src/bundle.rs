@@ -25,6 +25,7 @@
 //! evidence quote is the one that binds the certificate).
 
 use std::collections::BTreeMap;
+use std::net::SocketAddr;
 use std::path::Path;
 use std::time::Duration;
 
@@ -61,6 +62,13 @@ pub enum BundleError {
     Url(String),
     #[error("CA file {path}: {reason}")]
     Ca { path: String, reason: String },
+    /// `--connect` cannot be used with this URL.
+    #[error("--connect {addr} with {url}: {reason}")]
+    Connect {
+        url: String,
+        addr: SocketAddr,
+        reason: String,
+    },
 }
 
 /// Saved responses of one deployment.
@@ -246,7 +254,17 @@ impl Bundle {
     /// trusting the public web PKI plus `ca_pem` if given, with a fresh random nonce for
     /// the evidence quote.
     pub async fn fetch(base: &str, ca_pem: Option<&Path>) -> Result<Self, BundleError> {
-        Self::fetch_within(base, &http_client(ca_pem)?, LIMITS, Some(fresh_nonce()?)).await
+        Self::fetch_via(base, ca_pem, None).await
+    }
+
+    /// As [`Bundle::fetch`], connecting as `connect` says (see [`ConnectTo`]) when given.
+    pub async fn fetch_via(
+        base: &str,
+        ca_pem: Option<&Path>,
+        connect: Option<&ConnectTo>,
+    ) -> Result<Self, BundleError> {
+        let client = http_client_via(ca_pem, connect)?;
+        Self::fetch_within(base, &client, LIMITS, Some(fresh_nonce()?)).await
     }
 
     /// As [`Bundle::fetch`], over `client`, which must have `tls_info(true)` (the served
@@ -408,13 +426,71 @@ pub fn cert_links(html: &str) -> Vec<String> {
     out
 }
 
+/// Where to connect instead of where the URL's host resolves, as curl's `--connect-to`:
+/// the TCP connection goes to `addr`, while the URL's host name stays the TLS server name
+/// (SNI), the name the certificate must carry, and the `Host` header. For verifying
+/// through a TLS-passthrough proxy (dstack-gateway) before DNS points at it, or through
+/// one node of several.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ConnectTo {
+    /// The URL's host name.
+    pub host: String,
+    pub addr: SocketAddr,
+}
+
+impl ConnectTo {
+    /// For URL `base`, whose host must be a name (an IP address has no name to keep)
+    /// and whose port, if it names one other than 443, must be `addr`'s (the connection
+    /// goes to `addr`'s port; a URL without a port keeps `Host: name`).
+    pub fn new(base: &str, addr: SocketAddr) -> Result<Self, BundleError> {
+        let url = reqwest::Url::parse(base).map_err(|_| BundleError::Url(base.to_owned()))?;
+        let refuse = |reason: String| BundleError::Connect {
+            url: base.to_owned(),
+            addr,
+            reason,
+        };
+        let Some(host) = url.domain() else {
+            return Err(refuse(
+                "the URL names an IP address; give the host name it stands for (it stays the TLS server name)".to_owned(),
+            ));
+        };
+        if let Some(port) = url.port()
+            && port != addr.port()
+        {
+            return Err(refuse(format!(
+                "the URL names port {port}; give the URL without a port (https://{host}) or with the port of --connect"
+            )));
+        }
+        Ok(Self {
+            host: host.to_ascii_lowercase(),
+            addr,
+        })
+    }
+
+    /// `builder` connecting to [`ConnectTo::addr`] for [`ConnectTo::host`].
+    pub fn apply(&self, builder: reqwest::ClientBuilder) -> reqwest::ClientBuilder {
+        builder.resolve(&self.host, self.addr)
+    }
+}
+
 /// The HTTP client of the online verifier: rustls (ring), web PKI roots plus an optional CA.
 pub fn http_client(ca_pem: Option<&Path>) -> Result<reqwest::Client, BundleError> {
+    http_client_via(ca_pem, None)
+}
+
+/// [`http_client`], connecting as `connect` says when given.
+pub fn http_client_via(
+    ca_pem: Option<&Path>,
+    connect: Option<&ConnectTo>,
+) -> Result<reqwest::Client, BundleError> {
     let mut builder = reqwest::Client::builder()
         .use_rustls_tls()
         .tls_info(true)
         .timeout(Duration::from_secs(30))
         .redirect(reqwest::redirect::Policy::none());
+    if let Some(c) = connect {
+        builder = c.apply(builder);
+    }
     if let Some(path) = ca_pem {
         let ca_err = |reason: String| BundleError::Ca {
             path: path.display().to_string(),

@@ -4,10 +4,8 @@
 
 use std::net::SocketAddr;
 
-use hickory_resolver::config::{NameServerConfigGroup, ResolverConfig, ResolverOpts};
-use hickory_resolver::name_server::TokioConnectionProvider;
+use hickory_resolver::ResolveError;
 use hickory_resolver::proto::rr::{RData, RecordType};
-use hickory_resolver::{ResolveError, Resolver};
 
 /// Why the CAA records could not be looked up.
 #[derive(Debug, thiserror::Error)]
@@ -27,22 +25,7 @@ pub async fn account_uris(
     domain: &str,
     dns: Option<SocketAddr>,
 ) -> Result<(String, Vec<String>), CaaError> {
-    let resolver = match dns {
-        Some(addr) => {
-            let group = NameServerConfigGroup::from_ips_clear(&[addr.ip()], addr.port(), true);
-            let mut opts = ResolverOpts::default();
-            opts.cache_size = 0;
-            Resolver::builder_with_config(
-                ResolverConfig::from_parts(None, vec![], group),
-                TokioConnectionProvider::default(),
-            )
-            .with_options(opts)
-            .build()
-        }
-        None => Resolver::builder_tokio()
-            .map_err(CaaError::SystemResolver)?
-            .build(),
-    };
+    let resolver = crate::dns::resolver(dns).map_err(CaaError::SystemResolver)?;
     let mut name = domain.trim_end_matches('.').to_ascii_lowercase();
     loop {
         let fqdn = format!("{name}.");

@@ -21,6 +21,14 @@
 //! saved bundle cannot show that its quote is fresh now: the check is skipped as not
 //! applicable (and `report-data` accepts the nonce the bundle was saved with).
 //!
+//! `gateway-route` establishes that dstack-gateway sends the domain's connections to the
+//! attested app: where the attested app_compose enables the gateway (`gateway_enabled`),
+//! or the caller requires it ([`Options::gateway`]), the domain's app-address TXT record
+//! (`_dstack-app-address.<domain>`, read as [`crate::gateway`] describes) must name the
+//! attested app id (or instance id) and a port the attested compose publishes; a
+//! deployment whose app_compose does not enable the gateway passes with nothing to check
+//! (the gateway cannot route to it). It is looked up with the DNS options of `acme-caa`.
+//!
 //! `os-image` establishes which operating system produced the quote: its MRTD and RTMR0–2
 //! (firmware, kernel, command line, initrd) are recomputed from an OS image
 //! ([`Options::os_image`]) or looked up in a policy file of accepted measurements
@@ -52,7 +60,7 @@ use crate::rtmr0::{AcpiDigests, ExpectedRtmr0, Rtmr0Error, Rtmr0Event, TdHobLayo
 use crate::verify::{Policy, VerifyError, verify_quote};
 
 /// Stable names of the checks, in report order.
-pub const CHECKS: [(&str, &str); 11] = [
+pub const CHECKS: [(&str, &str); 12] = [
     (
         "compose-hash",
         "rule 1: sha256(tcb_info.app_compose) = compose_hash",
@@ -84,6 +92,10 @@ pub const CHECKS: [(&str, &str); 11] = [
     (
         "freshness",
         "evidence quote made for this verification: report_data ends with the nonce sent",
+    ),
+    (
+        "gateway-route",
+        "dstack-gateway routes the domain (_dstack-app-address TXT) to this app, on a port its compose publishes",
     ),
 ];
 
@@ -350,6 +362,10 @@ pub struct Options {
     /// Accept a quote whose OS measurements are not all pinned (`os-image` then N/A
     /// instead of failed): the report is then not a verification of the OS.
     pub allow_unpinned_os: bool,
+    /// The deployment must be behind dstack-gateway (`--gateway`): `gateway-route` fails
+    /// unless the attested app_compose enables the gateway and the domain routes to this
+    /// app. Without it the check runs only when the app_compose enables the gateway.
+    pub gateway: bool,
 }
 
 /// What a check found, before [`resolve`] decides its status: the detail of its report
@@ -455,6 +471,7 @@ pub async fn run(bundle: &Bundle, opts: &Options) -> Report {
                     ran
                 }
                 "freshness" => check_freshness(bundle, opts),
+                "gateway-route" => check_gateway_route(bundle, opts).await,
                 _ => check_compose_hash_event(bundle),
             }
         };
@@ -917,6 +934,352 @@ async fn check_governance(b: &Bundle, opts: &Options) -> Ran {
             "0x{app_id}.allowedComposeHashes(0x{compose_hash}) = false"
         )),
         Err(e) => fail(e),
+    }
+}
+
+/// Why `gateway-route` failed.
+#[derive(Debug, thiserror::Error)]
+enum GatewayFailure {
+    #[error(transparent)]
+    Evidence(#[from] EvidenceError),
+    #[error(transparent)]
+    Identity(#[from] EventLogError),
+    #[error("app_compose is not JSON: {0}")]
+    NotJson(#[source] serde_json::Error),
+    #[error(
+        "--gateway: the attested app_compose has gateway_enabled false, so dstack-gateway does not route to this CVM"
+    )]
+    NotEnabled,
+    #[error("DNS lookup for {domain}: {source}")]
+    Lookup {
+        domain: String,
+        #[source]
+        source: Box<crate::gateway::LookupError>,
+    },
+    #[error(
+        "no TXT record at {tried}: dstack-gateway cannot route {domain}; publish `{name}. TXT \"{want}\"`"
+    )]
+    NoRecord {
+        domain: String,
+        tried: String,
+        name: String,
+        want: String,
+    },
+    #[error("{name} TXT {reason}; the gateway reads `<app-id>:<port>`")]
+    Malformed { name: String, reason: String },
+    #[error(
+        "{} TXT says {:?} (id {}, port {}), but the evidence attests app id {}{}: dstack-gateway routes {} to another app{}",
+        .0.name, .0.record, .0.id, .0.port, .0.app_id, .0.instance, .0.domain, .0.hint
+    )]
+    OtherApp(Box<OtherAppRecord>),
+    #[error(
+        "{name} TXT {record:?} names port {port}, which the attested compose does not publish (it publishes {published})"
+    )]
+    OtherPort {
+        name: String,
+        record: String,
+        port: u16,
+        published: String,
+    },
+    #[error(
+        "{name} has {count} TXT records, not all of them naming this app ({values}): the gateway routes by whichever its resolver returns first"
+    )]
+    Ambiguous {
+        name: String,
+        count: usize,
+        values: String,
+    },
+    #[error(
+        "{domain} is dstack-gateway's own name for {id} port {port} without the `s` suffix: the gateway terminates TLS there with its own certificate; use {id}-{port}s.{base}"
+    )]
+    Terminated {
+        domain: String,
+        id: String,
+        port: u16,
+        base: String,
+    },
+    #[error(
+        "{domain} names port {port}, which the attested compose does not publish (it publishes {published})"
+    )]
+    OtherPortName {
+        domain: String,
+        port: u16,
+        published: String,
+    },
+    #[error(
+        "{domain} is dstack-gateway's own name for {id}, but the evidence attests app id {app_id}{instance}"
+    )]
+    OtherAppName {
+        domain: String,
+        id: String,
+        app_id: String,
+        instance: String,
+    },
+}
+
+/// A route record naming another app: what it says, and what the evidence attests.
+#[derive(Debug)]
+struct OtherAppRecord {
+    name: String,
+    record: String,
+    id: String,
+    port: u16,
+    app_id: String,
+    instance: String,
+    domain: String,
+    hint: String,
+}
+
+/// What the evidence attests the gateway must route to.
+struct GatewayTarget {
+    app_id: String,
+    /// Where the app id comes from (the app-id event, or `/info` when the log has none).
+    app_id_source: &'static str,
+    instance_id: Option<String>,
+    /// The CVM ports the attested compose publishes.
+    published: Vec<u16>,
+}
+
+impl GatewayTarget {
+    /// `this app (app id …)` or `this instance (instance id …)` if `id` names it.
+    fn names(&self, id: &str) -> Option<String> {
+        if id == self.app_id {
+            Some(format!("this app (app id {id}, {})", self.app_id_source))
+        } else if self.instance_id.as_deref() == Some(id) {
+            Some(format!(
+                "this instance (instance id {id}, from the instance-id event)"
+            ))
+        } else {
+            None
+        }
+    }
+
+    fn instance_note(&self) -> String {
+        self.instance_id
+            .as_ref()
+            .map(|i| format!(" (instance id {i})"))
+            .unwrap_or_default()
+    }
+
+    /// Why `port` is acceptable (`Ok`: a note for the report).
+    fn port_note(&self, port: u16) -> Result<String, String> {
+        if self.published.contains(&port) {
+            Ok(format!("port {port}, which the attested compose publishes"))
+        } else if self.published.is_empty() {
+            Ok(format!(
+                "port {port} (not checked: the attested compose publishes no port)"
+            ))
+        } else {
+            Err(self
+                .published
+                .iter()
+                .map(u16::to_string)
+                .collect::<Vec<_>>()
+                .join(", "))
+        }
+    }
+}
+
+/// Whether the attested app_compose enables dstack-gateway, and the CVM ports its
+/// docker-compose file publishes.
+fn gateway_compose(b: &Bundle) -> Result<(bool, Vec<u16>), GatewayFailure> {
+    let compose: serde_json::Value =
+        serde_json::from_str(&app_compose(b)?).map_err(GatewayFailure::NotJson)?;
+    let flag = |k: &str| compose.get(k).and_then(|v| v.as_bool()).unwrap_or(false);
+    // `tproxy_enabled`: the same switch under the gateway's former name.
+    let enabled = flag("gateway_enabled") || flag("tproxy_enabled");
+    let published = compose
+        .get("docker_compose_file")
+        .and_then(|d| d.as_str())
+        .map(crate::gateway::published_ports)
+        .unwrap_or_default();
+    Ok((enabled, published))
+}
+
+/// The app id (and instance id) the evidence attests, and the published ports.
+fn gateway_target(b: &Bundle, published: Vec<u16>) -> Result<GatewayTarget, GatewayFailure> {
+    let identity = event_log(b)?.identity()?;
+    let (app_id, app_id_source) = match identity.app_id {
+        Some(id) => (id, "from the app-id event"),
+        None => (
+            info(b)?
+                .get("app_id")
+                .and_then(|v| v.as_str())
+                .map(|s| strip0x(s).to_ascii_lowercase())
+                .ok_or(EvidenceError::InfoField("app_id"))?,
+            "from /info: the event log has no app-id event",
+        ),
+    };
+    Ok(GatewayTarget {
+        app_id,
+        app_id_source,
+        instance_id: identity.instance_id.filter(|i| !i.is_empty()),
+        published,
+    })
+}
+
+/// `gateway-route`: where dstack-gateway sends the domain's connections (see
+/// [`crate::gateway`]) is this app (or this instance), on a port its compose publishes.
+async fn check_gateway_route(b: &Bundle, opts: &Options) -> Ran {
+    let (enabled, published) = match gateway_compose(b) {
+        Ok(c) => c,
+        Err(e) => return fail(e),
+    };
+    if !enabled {
+        return if opts.gateway {
+            fail(GatewayFailure::NotEnabled)
+        } else {
+            pass(
+                "not behind dstack-gateway: the attested app_compose has gateway_enabled false (no route to check; --gateway requires one)",
+            )
+        };
+    }
+    let target = match gateway_target(b, published) {
+        Ok(t) => t,
+        Err(e) => return fail(e),
+    };
+    let Some(domain) = b.domain.clone() else {
+        return Ran::Skip("no domain (verify online, or give the bundle a domain.txt)".into());
+    };
+    if domain
+        .trim_matches(|c| c == '[' || c == ']')
+        .parse::<std::net::IpAddr>()
+        .is_ok()
+    {
+        return Ran::Skip(format!(
+            "{domain} is an IP address: dstack-gateway routes names (give the URL's host name, with --connect to reach it elsewhere)"
+        ));
+    }
+    if let Some(name) = crate::gateway::gateway_name(&domain) {
+        return Ran::done(gateway_own_name(&domain, &name, &target));
+    }
+    if opts.dns_server.is_none() && !opts.online {
+        return Ran::Skip("offline and no --dns server given".into());
+    }
+    let found = crate::gateway::lookup(&domain, opts.dns_server).await;
+    Ran::done(gateway_record(&domain, found, &target))
+}
+
+/// The gateway's own name `<id>-<port>s.<base>`: routed by the name itself.
+fn gateway_own_name(
+    domain: &str,
+    name: &crate::gateway::GatewayName,
+    target: &GatewayTarget,
+) -> Result<String, GatewayFailure> {
+    let Some(whom) = target.names(&name.id) else {
+        return Err(GatewayFailure::OtherAppName {
+            domain: domain.to_owned(),
+            id: name.id.clone(),
+            app_id: target.app_id.clone(),
+            instance: target.instance_note(),
+        });
+    };
+    if !name.passthrough {
+        return Err(GatewayFailure::Terminated {
+            domain: domain.to_owned(),
+            id: name.id.clone(),
+            port: name.port,
+            base: name.base.clone(),
+        });
+    }
+    let port = target
+        .port_note(name.port)
+        .map_err(|published| GatewayFailure::OtherPortName {
+            domain: domain.to_owned(),
+            port: name.port,
+            published,
+        })?;
+    Ok(format!(
+        "{domain} is dstack-gateway's own name for {whom}, {port}, TLS passed through"
+    ))
+}
+
+/// A custom domain: its app-address TXT record.
+fn gateway_record(
+    domain: &str,
+    found: Result<Option<crate::gateway::RouteRecords>, crate::gateway::LookupError>,
+    target: &GatewayTarget,
+) -> Result<String, GatewayFailure> {
+    let names = crate::gateway::record_names(domain);
+    let records = found
+        .map_err(|source| GatewayFailure::Lookup {
+            domain: domain.to_owned(),
+            source: Box::new(source),
+        })?
+        .ok_or_else(|| GatewayFailure::NoRecord {
+            domain: domain.to_owned(),
+            tried: names.join(", "),
+            name: names[0].clone(),
+            want: format!(
+                "{}:{}",
+                target.app_id,
+                target.published.first().copied().unwrap_or(443)
+            ),
+        })?;
+    let name = records.name.clone();
+    let mut passes = Vec::new();
+    let mut first_failure = None;
+    for value in &records.values {
+        let checked = (|| -> Result<String, GatewayFailure> {
+            let address = crate::gateway::AppAddress::parse(value).map_err(|e| {
+                GatewayFailure::Malformed {
+                    name: name.clone(),
+                    reason: e.to_string(),
+                }
+            })?;
+            let Some(whom) = target.names(&address.id) else {
+                let hint = if target
+                    .names(&strip0x(&address.id).to_ascii_lowercase())
+                    .is_some()
+                {
+                    " (the gateway matches the id exactly: lowercase hex without 0x)".to_owned()
+                } else {
+                    String::new()
+                };
+                return Err(GatewayFailure::OtherApp(Box::new(OtherAppRecord {
+                    name: name.clone(),
+                    record: value.clone(),
+                    id: address.id.clone(),
+                    port: address.port,
+                    app_id: target.app_id.clone(),
+                    instance: target.instance_note(),
+                    domain: domain.to_owned(),
+                    hint,
+                })));
+            };
+            let port =
+                target
+                    .port_note(address.port)
+                    .map_err(|published| GatewayFailure::OtherPort {
+                        name: name.clone(),
+                        record: value.clone(),
+                        port: address.port,
+                        published,
+                    })?;
+            Ok(format!(
+                "{name} TXT {value:?}: dstack-gateway routes {domain} to {whom}, {port}"
+            ))
+        })();
+        match checked {
+            Ok(detail) => passes.push(detail),
+            Err(e) => {
+                first_failure.get_or_insert(e);
+            }
+        }
+    }
+    match (first_failure, passes.first()) {
+        (None, Some(detail)) => Ok(detail.clone()),
+        (Some(e), _) if records.values.len() == 1 => Err(e),
+        _ => Err(GatewayFailure::Ambiguous {
+            count: records.values.len(),
+            values: records
+                .values
+                .iter()
+                .map(|v| format!("{v:?}"))
+                .collect::<Vec<_>>()
+                .join(", "),
+            name,
+        }),
     }
 }
 

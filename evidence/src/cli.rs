@@ -9,7 +9,7 @@ use std::sync::Arc;
 
 use clap::{Args, Parser, Subcommand};
 
-use crate::bundle::Bundle;
+use crate::bundle::{Bundle, ConnectTo};
 use crate::check::{CHECKS, Options};
 use crate::collateral::CollateralSource;
 use crate::event_log::EventLog;
@@ -87,9 +87,22 @@ struct VerifyArgs {
     /// Extra CA certificate(s) (PEM) to trust for --url, beside the web PKI.
     #[arg(long, value_name = "PEM")]
     ca_file: Option<PathBuf>,
-    /// DNS server for the CAA lookup (IP:PORT); default: the system resolver (online only).
+    /// Connect to IP:PORT instead of where the --url host resolves (as curl's
+    /// --connect-to): the host name stays the TLS server name (SNI), the name the
+    /// certificate must carry and the Host header. E.g. a dstack-gateway node before DNS
+    /// points at it. The URL must name no port, or this one.
+    #[arg(long, value_name = "IP:PORT", requires = "url")]
+    connect: Option<SocketAddr>,
+    /// DNS server for the CAA and gateway-route lookups (IP:PORT); default: the system
+    /// resolver (online only).
     #[arg(long, value_name = "IP:PORT")]
     dns: Option<SocketAddr>,
+    /// The deployment must be behind dstack-gateway: gateway-route fails unless the
+    /// attested app_compose enables the gateway and the domain's _dstack-app-address TXT
+    /// record names the attested app id (or instance id) and a port its compose publishes.
+    /// Without it, gateway-route runs whenever the attested app_compose enables the gateway.
+    #[arg(long)]
+    gateway: bool,
     /// Domain for the CAA lookup (default: the host of --url, or the bundle's domain.txt).
     #[arg(long)]
     domain: Option<String>,
@@ -198,10 +211,17 @@ async fn verify(args: VerifyArgs) -> ExitCode {
         None => None,
     };
     let (bundle, online) = match (&args.url, &args.bundle) {
-        (Some(url), _) => match Bundle::fetch(url, args.ca_file.as_deref()).await {
-            Ok(b) => (b, true),
-            Err(e) => return error(&e.to_string()),
-        },
+        (Some(url), _) => {
+            let connect = match args.connect.map(|addr| ConnectTo::new(url, addr)) {
+                None => None,
+                Some(Ok(c)) => Some(c),
+                Some(Err(e)) => return error(&e.to_string()),
+            };
+            match Bundle::fetch_via(url, args.ca_file.as_deref(), connect.as_ref()).await {
+                Ok(b) => (b, true),
+                Err(e) => return error(&e.to_string()),
+            }
+        }
         (None, Some(dir)) => match Bundle::load(dir) {
             Ok(b) => (b, false),
             Err(e) => return error(&e.to_string()),
@@ -235,6 +255,7 @@ async fn verify(args: VerifyArgs) -> ExitCode {
         os_policy,
         os_image,
         allow_unpinned_os: args.allow_unpinned_os,
+        gateway: args.gateway,
     };
     let report = crate::check::run(&bundle, &opts).await;
     if args.json {

@@ -10,6 +10,8 @@
 //!   (all but QEMU's ACPI tables), and an event log's RTMR0 events held to them.
 //! * [`verify`] — DCAP verification (dcap-qvl) at an explicit time, and the status policy.
 //! * [`collateral`] — collateral from a file or a PCCS.
+//! * [`gateway`] — dstack-gateway's routing of a name (the `_dstack-app-address` TXT
+//!   record), for the `gateway-route` check.
 //! * [`provider`] — where quotes come from: dstack guest agent, configfs-tsm, simulated.
 //! * [`bundle`] / [`check`] — the published evidence and the verifier's checks.
 //! * [`cli`] — the `evidence` command.
@@ -42,6 +44,10 @@ pub mod check;
 pub mod cli;
 #[cfg(feature = "verifier")]
 pub mod collateral;
+#[cfg(feature = "verifier")]
+mod dns;
+#[cfg(feature = "verifier")]
+pub mod gateway;
 #[cfg(feature = "verifier")]
 pub mod governance;
 #[cfg(feature = "providers")]

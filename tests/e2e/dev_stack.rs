@@ -111,8 +111,8 @@ async fn the_local_acme_dev_stack_passes_every_check_and_stops_its_ca() {
         };
         assert_eq!(check["status"], expected, "{check}");
     }
-    // The nine checks, os-image and freshness.
-    assert_eq!(report["checks"].as_array().unwrap().len(), 11);
+    // The nine checks, os-image, freshness and gateway-route.
+    assert_eq!(report["checks"].as_array().unwrap().len(), 12);
 
     // SIGTERM: the appliance stops, and with it Pebble and challtestsrv.
     e2e::signal(app.id(), "TERM");

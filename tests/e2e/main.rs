@@ -28,6 +28,7 @@ mod examples;
 mod execution;
 mod fair_execution;
 mod fresh_evidence;
+mod gateway;
 mod groups;
 mod http_conventions;
 mod imports;

@@ -56,6 +56,12 @@ pub struct Cli {
         value_name = "KEY"
     )]
     pub api_key: Option<String>,
+    /// Connect to IP:PORT for this run instead of where the URL's host resolves (as curl's
+    /// --connect-to): the host name stays the TLS server name and the name the attested
+    /// certificate must carry. E.g. a dstack-gateway node before DNS points at it. The URL
+    /// must name no port, or this one.
+    #[arg(long, global = true, value_name = "IP:PORT")]
+    pub connect: Option<SocketAddr>,
     /// Policy file of accepted OS measurements for this run, instead of the profile's (the
     /// format of `evidence verify --os-measurements`, written by `evidence os-measure`): a
     /// genuine quote's MRTD and RTMR0-2 must match one of its entries.

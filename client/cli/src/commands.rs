@@ -246,6 +246,9 @@ impl Session {
         if let Some(secs) = p.timeout_secs {
             builder = builder.timeout(Duration::from_secs(secs));
         }
+        if let Some(addr) = cli.connect {
+            builder = builder.connect_to(addr);
+        }
         Ok(Self {
             client: builder.build()?,
             json: cli.json,

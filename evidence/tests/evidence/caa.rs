@@ -5,61 +5,34 @@
 use std::collections::HashMap;
 use std::net::SocketAddr;
 use std::str::FromStr;
-use std::sync::Arc;
 
 use crate::fixtures::*;
 use evidence::check::{Options, Status, run};
 use evidence::verify::Policy;
-use hickory_resolver::proto::op::{Message, MessageType, ResponseCode};
 use hickory_resolver::proto::rr::rdata::caa::{CAA, KeyValue};
-use hickory_resolver::proto::rr::{Name, RData, Record, RecordType};
+use hickory_resolver::proto::rr::{Name, RData, RecordType};
 
 const ACCOUNT: &str = "https://acme.test/acme/acct/1234";
 
 /// Serves CAA records: name (no trailing dot) → accounturi values of `issue` records.
 async fn dns(zone: HashMap<String, Vec<String>>) -> SocketAddr {
-    let socket = Arc::new(tokio::net::UdpSocket::bind("127.0.0.1:0").await.unwrap());
-    let addr = socket.local_addr().unwrap();
-    tokio::spawn(async move {
-        let mut buf = vec![0u8; 4096];
-        loop {
-            let Ok((n, peer)) = socket.recv_from(&mut buf).await else {
-                return;
-            };
-            let Ok(query) = Message::from_vec(&buf[..n]) else {
-                continue;
-            };
-            let mut resp = Message::new();
-            resp.set_id(query.id())
-                .set_message_type(MessageType::Response)
-                .set_op_code(query.op_code())
-                .set_recursion_desired(query.recursion_desired())
-                .set_recursion_available(true)
-                .set_authoritative(true)
-                .set_response_code(ResponseCode::NoError);
-            for q in query.queries() {
-                resp.add_query(q.clone());
-                let name = q
-                    .name()
-                    .to_ascii()
-                    .trim_end_matches('.')
-                    .to_ascii_lowercase();
-                if q.query_type() != RecordType::CAA {
-                    continue;
-                }
-                for uri in zone.get(&name).into_iter().flatten() {
-                    let caa = CAA::new_issue(
-                        false,
-                        Some(Name::from_str("acme.test").unwrap()),
-                        vec![KeyValue::new("accounturi", uri.clone())],
-                    );
-                    resp.add_answer(Record::from_rdata(q.name().clone(), 60, RData::CAA(caa)));
-                }
-            }
-            let _ = socket.send_to(&resp.to_vec().unwrap(), peer).await;
+    dns_server(move |name, record_type| {
+        if record_type != RecordType::CAA {
+            return Vec::new();
         }
-    });
-    addr
+        zone.get(name)
+            .into_iter()
+            .flatten()
+            .map(|uri| {
+                RData::CAA(CAA::new_issue(
+                    false,
+                    Some(Name::from_str("acme.test").unwrap()),
+                    vec![KeyValue::new("accounturi", uri.clone())],
+                ))
+            })
+            .collect()
+    })
+    .await
 }
 
 fn opts(dns: SocketAddr, domain: &str) -> Options {

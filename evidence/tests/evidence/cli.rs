@@ -33,7 +33,12 @@ async fn offline_simulated_bundle_exit_codes_and_named_failures() {
     assert_eq!(code, 0, "{out}{err}");
     assert_eq!(
         out.lines().filter(|l| l.starts_with("PASS")).count(),
-        7,
+        8,
+        "{out}"
+    );
+    // Its app_compose does not enable dstack-gateway: no route to check.
+    assert!(
+        out.contains("PASS  gateway-route       not behind dstack-gateway"),
         "{out}"
     );
     assert!(out.contains("SKIP  governance"), "{out}");
@@ -50,7 +55,7 @@ async fn offline_simulated_bundle_exit_codes_and_named_failures() {
     let v: serde_json::Value = serde_json::from_str(&out).unwrap();
     assert_eq!(v["ok"], true);
     assert_eq!(v["tcb_status"], "Simulated");
-    assert_eq!(v["checks"].as_array().unwrap().len(), 11);
+    assert_eq!(v["checks"].as_array().unwrap().len(), 12);
     // A simulated quote has no OS measurement: N/A under the development rule.
     let os = v["checks"]
         .as_array()

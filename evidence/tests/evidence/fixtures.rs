@@ -4,6 +4,8 @@
 use std::path::PathBuf;
 
 use evidence::bundle::Bundle;
+use hickory_resolver::proto::op::{Message, MessageType, ResponseCode};
+use hickory_resolver::proto::rr::{RData, Record, RecordType};
 use serde_json::{Value, json};
 
 /// 2026-08-13: the near-mpc collateral is current.
@@ -135,9 +137,18 @@ pub async fn simulated_bundle_with_cert(cert: &rcgen::Certificate, domain: &str)
 /// As [`simulated_bundle_with_cert`]; `acme`: whether an `acme-account.json` is published
 /// (a self-signed development stack publishes none).
 pub async fn simulated_bundle_with(cert: &rcgen::Certificate, domain: &str, acme: bool) -> Bundle {
-    let app_compose = simulated_app_compose();
-    let provider: evidence::QuoteProvider =
-        evidence::SimulatedProvider::new(app_compose.into_bytes()).into();
+    let provider = evidence::SimulatedProvider::new(simulated_app_compose().into_bytes());
+    simulated_bundle_of(provider, cert, domain, acme).await
+}
+
+/// As [`simulated_bundle_with`], from `provider` (its own app_compose, app id, instance id).
+pub async fn simulated_bundle_of(
+    provider: evidence::SimulatedProvider,
+    cert: &rcgen::Certificate,
+    domain: &str,
+    acme: bool,
+) -> Bundle {
+    let provider: evidence::QuoteProvider = provider.into();
     let info = provider.info().await.unwrap();
     let att = provider.quote([0u8; 64]).await.unwrap();
 
@@ -187,4 +198,46 @@ pub fn simulated_app_compose() -> String {
         "docker_compose_file": "services:\n  appliance:\n    image: ghcr.io/example/appliance@sha256:5618a93a78c9ac9173e7ebf7c8af173bd675be6832a2f8c2a9a7149ac2678f54\n  keyservice:\n    image: \"ghcr.io/example/keyservice@sha256:564a5aebc33495d5610626d23cb9e3da8e9d531d0edff9e38aa1ccaf059c15d3\"\n",
     })
     .to_string()
+}
+
+/// A small authoritative DNS server on 127.0.0.1 (UDP, built from hickory-proto's message
+/// types): `answer(name, type)` gives the records of a name (lowercase, no trailing dot).
+/// Stops when the runtime ends.
+pub async fn dns_server(
+    answer: impl Fn(&str, RecordType) -> Vec<RData> + Send + Sync + 'static,
+) -> std::net::SocketAddr {
+    let socket = std::sync::Arc::new(tokio::net::UdpSocket::bind("127.0.0.1:0").await.unwrap());
+    let addr = socket.local_addr().unwrap();
+    tokio::spawn(async move {
+        let mut buf = vec![0u8; 4096];
+        loop {
+            let Ok((n, peer)) = socket.recv_from(&mut buf).await else {
+                return;
+            };
+            let Ok(query) = Message::from_vec(&buf[..n]) else {
+                continue;
+            };
+            let mut resp = Message::new();
+            resp.set_id(query.id())
+                .set_message_type(MessageType::Response)
+                .set_op_code(query.op_code())
+                .set_recursion_desired(query.recursion_desired())
+                .set_recursion_available(true)
+                .set_authoritative(true)
+                .set_response_code(ResponseCode::NoError);
+            for q in query.queries() {
+                resp.add_query(q.clone());
+                let name = q
+                    .name()
+                    .to_ascii()
+                    .trim_end_matches('.')
+                    .to_ascii_lowercase();
+                for data in answer(&name, q.query_type()) {
+                    resp.add_answer(Record::from_rdata(q.name().clone(), 60, data));
+                }
+            }
+            let _ = socket.send_to(&resp.to_vec().unwrap(), peer).await;
+        }
+    });
+    addr
 }

@@ -9,6 +9,7 @@ mod fixtures;
 mod caa;
 mod cli;
 mod dcap;
+mod gateway;
 mod governance;
 mod not_applicable;
 mod online;

@@ -12,20 +12,25 @@ use http_body_util::Full;
 use hyper::{Request, Response, StatusCode};
 use rustls::pki_types::{CertificateDer, PrivateKeyDer, PrivatePkcs8KeyDer};
 
-struct Pki {
-    ca_pem: String,
-    leaf: rcgen::Certificate,
+pub struct Pki {
+    pub ca_pem: String,
+    pub leaf: rcgen::Certificate,
     leaf_key: rcgen::KeyPair,
 }
 
 fn pki() -> Pki {
+    pki_for("localhost")
+}
+
+/// A CA and a leaf for `name` it issued.
+pub fn pki_for(name: &str) -> Pki {
     let ca_key = rcgen::KeyPair::generate().unwrap();
     let mut ca_params = rcgen::CertificateParams::new(Vec::<String>::new()).unwrap();
     ca_params.is_ca = rcgen::IsCa::Ca(rcgen::BasicConstraints::Unconstrained);
     let ca = ca_params.self_signed(&ca_key).unwrap();
     let issuer = rcgen::Issuer::new(ca_params, ca_key);
     let leaf_key = rcgen::KeyPair::generate().unwrap();
-    let leaf = rcgen::CertificateParams::new(vec!["localhost".to_owned()])
+    let leaf = rcgen::CertificateParams::new(vec![name.to_owned()])
         .unwrap()
         .signed_by(&leaf_key, &issuer)
         .unwrap();
@@ -37,7 +42,7 @@ fn pki() -> Pki {
 }
 
 /// Serves `bundle` over HTTPS on 127.0.0.1 at a port chosen now; stops when the runtime ends.
-async fn serve(bundle: Bundle, pki: &Pki) -> u16 {
+pub async fn serve(bundle: Bundle, pki: &Pki) -> u16 {
     let provider = Arc::new(rustls::crypto::ring::default_provider());
     let config = rustls::ServerConfig::builder_with_provider(provider)
         .with_safe_default_protocol_versions()
@@ -106,7 +111,8 @@ fn route(b: &Bundle, path: &str) -> Response<Full<Bytes>> {
     }
 }
 
-fn verify(args: &[&str]) -> (i32, String) {
+/// Runs the `evidence` binary; its exit code and its stdout followed by its stderr.
+pub fn verify(args: &[&str]) -> (i32, String) {
     let out = Command::new(env!("CARGO_BIN_EXE_evidence"))
         .args(args)
         .output()
