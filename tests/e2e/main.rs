@@ -21,6 +21,7 @@ mod container;
 mod cors;
 mod dashboard;
 mod deploy;
+mod deploy_dstack;
 mod dev_stack;
 mod durability;
 mod evidence_e2e;
