@@ -127,6 +127,19 @@ enum Command {
         /// Transfer AppGovernance's ownership to this address (e.g. a multisig).
         #[arg(long)]
         governance_owner: Option<alloy::primitives::Address>,
+        /// Make this address an AccountConfig API payer instead of keyservice's (repeat
+        /// for several). With DEPLOYER_PRIVATE_KEY, keyservice is then not needed.
+        #[arg(
+            long = "api-payer",
+            value_name = "ADDRESS",
+            conflicts_with = "without_api_payers"
+        )]
+        api_payers: Vec<alloy::primitives::Address>,
+        /// Authorize no API payer now (e.g. before the CVM whose keyservice will have them
+        /// exists: authorize its payers later with setApiPayer). With DEPLOYER_PRIVATE_KEY,
+        /// keyservice is then not needed.
+        #[arg(long)]
+        without_api_payers: bool,
         /// Seconds to wait for each transaction to be mined.
         #[arg(long, default_value_t = 300)]
         receipt_timeout_secs: u64,
@@ -568,8 +581,16 @@ fn main() -> ExitCode {
             force,
             account_config_owner,
             governance_owner,
+            api_payers,
+            without_api_payers,
             receipt_timeout_secs,
         } => {
+            use appliance::commands::deploy::ApiPayers;
+            let api_payers = if without_api_payers || !api_payers.is_empty() {
+                ApiPayers::Given(api_payers)
+            } else {
+                ApiPayers::FromKeyservice
+            };
             return block_on(deploy(appliance::commands::deploy::DeployArgs {
                 rpc_url: rpc,
                 config_path: config,
@@ -577,6 +598,7 @@ fn main() -> ExitCode {
                 force,
                 account_config_owner,
                 governance_owner,
+                api_payers,
                 receipt_timeout: std::time::Duration::from_secs(receipt_timeout_secs),
             }));
         }

@@ -257,6 +257,115 @@ async fn deploy_writes_a_config_that_serve_mirrors_to() {
     assert!(contract.isApiPayer(api_payers[0]).call().await.unwrap());
 }
 
+/// The first deployment on dstack happens before the CVM, and so its keyservice, exists:
+/// with a deployer key and `--without-api-payers` (or `--api-payer`), `appliance deploy`
+/// needs no keyservice; the payers are authorized afterwards with `setApiPayer`.
+#[tokio::test]
+async fn deploy_needs_no_keyservice_with_a_deployer_key_and_given_payers() {
+    let anvil: AnvilInstance = anvil();
+    let rpc = anvil.endpoint();
+    let dir = tempfile::tempdir().unwrap();
+    let config_path = dir.path().join("appliance.toml");
+    // A socket nobody serves, and no keyservice to spawn.
+    let nowhere = dir.path().join("no-keyservice.sock");
+    std::fs::write(
+        &config_path,
+        format!("[keyservice]\nsocket = \"{}\"\n", nowhere.display()),
+    )
+    .unwrap();
+    let config = config_path.to_str().unwrap();
+    let deployer = alloy::signers::local::PrivateKeySigner::from(anvil.keys()[3].clone());
+    let key = hex::encode(deployer.to_bytes());
+    let env = [("DEPLOYER_PRIVATE_KEY", key.as_str())];
+
+    // Without given payers keyservice is still asked, and its absence is the error.
+    let (ok, _, err) = deploy(&["--rpc", &rpc, "--config", config], &env);
+    assert!(!ok);
+    assert!(err.contains("keyservice"), "{err}");
+    // Both options at once are refused.
+    let (ok, _, err) = deploy(
+        &[
+            "--rpc",
+            &rpc,
+            "--config",
+            config,
+            "--without-api-payers",
+            "--api-payer",
+            &Address::repeat_byte(1).to_string(),
+        ],
+        &env,
+    );
+    assert!(!ok);
+    assert!(err.contains("cannot be used with"), "{err}");
+
+    let payer = Address::repeat_byte(0x7e);
+    let (ok, out, err) = deploy(
+        &[
+            "--rpc",
+            &rpc,
+            "--config",
+            config,
+            "--api-payer",
+            &payer.to_string(),
+        ],
+        &env,
+    );
+    assert!(ok, "deploy failed: {err}");
+    assert!(out.contains("AccountConfig 0x"), "{out}");
+    assert!(!nowhere.exists(), "nothing dialled or created the socket");
+    let table: toml::Table = std::fs::read_to_string(&config_path)
+        .unwrap()
+        .parse()
+        .unwrap();
+    let chain = table["chain"].as_table().unwrap();
+    let account_config: Address = chain["account_config_address"]
+        .as_str()
+        .unwrap()
+        .parse()
+        .unwrap();
+    let provider = ProviderBuilder::new().connect_reqwest(
+        chain_contracts::rpc::http_client().unwrap(),
+        anvil.endpoint_url(),
+    );
+    let contract = IAccountConfig::new(account_config, &provider);
+    assert_eq!(contract.owner().call().await.unwrap(), deployer.address());
+    assert!(contract.isApiPayer(payer).call().await.unwrap());
+    assert!(
+        !contract
+            .isApiPayer(Address::repeat_byte(0x7f))
+            .call()
+            .await
+            .unwrap()
+    );
+
+    // Again with none: the contracts exist, no API payer yet.
+    let (ok, _, err) = deploy(
+        &[
+            "--rpc",
+            &rpc,
+            "--config",
+            config,
+            "--force",
+            "--without-api-payers",
+        ],
+        &env,
+    );
+    assert!(ok, "deploy failed: {err}");
+    let table: toml::Table = std::fs::read_to_string(&config_path)
+        .unwrap()
+        .parse()
+        .unwrap();
+    let replaced: Address = table["chain"]["account_config_address"]
+        .as_str()
+        .unwrap()
+        .parse()
+        .unwrap();
+    assert_ne!(replaced, account_config);
+    let contract = IAccountConfig::new(replaced, &provider);
+    assert!(!contract.isApiPayer(payer).call().await.unwrap());
+    assert_eq!(contract.owner().call().await.unwrap(), deployer.address());
+}
+
 /// The dev chain's RPC URL, from the appliance's log.
 fn dev_rpc(app: &Appliance) -> String {
     let log = app.log();

@@ -6,6 +6,12 @@
 //! child when `keyservice.spawn` is set), or — when the environment variable
 //! [`DEPLOYER_KEY_ENV`] holds a private key — that key. The signer becomes the owner of
 //! both contracts unless `--account-config-owner` / `--governance-owner` hand them on.
+//!
+//! API payers: keyservice's, or the ones given ([`ApiPayers::Given`]: `--api-payer`, or
+//! none with `--without-api-payers`). With a deployer key and given payers no keyservice is
+//! needed at all: the first deployment on dstack happens before the CVM (and its
+//! keyservice, whose payers are new) exists; its payers are authorized afterwards with
+//! `setApiPayer`.
 
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -38,8 +44,20 @@ pub struct DeployArgs {
     pub force: bool,
     pub account_config_owner: Option<Address>,
     pub governance_owner: Option<Address>,
+    /// Which addresses become `AccountConfig` API payers.
+    pub api_payers: ApiPayers,
     /// How long to wait for each transaction.
     pub receipt_timeout: Duration,
+}
+
+/// Which addresses `appliance deploy` makes `AccountConfig` API payers.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub enum ApiPayers {
+    /// keyservice's API payers (asked through `keyservice.socket`).
+    #[default]
+    FromKeyservice,
+    /// These (possibly none): keyservice is not asked.
+    Given(Vec<Address>),
 }
 
 /// Why `appliance deploy` failed.
@@ -109,14 +127,38 @@ pub async fn run(args: &DeployArgs) -> Result<Deployed, DeployCmdError> {
         Err(_) => DeploySigner::Payer(Payer::Admin),
     };
 
-    let (keys, supervisor) = crate::startup::start_keyservice(&config, &Default::default())
-        .await
-        .map_err(|e| DeployCmdError::Keyservice(e.to_string()))?;
-    let result = deploy_with(&config, &keys, signer, args).await;
-    if let Some(supervisor) = supervisor {
-        supervisor.shutdown().await;
-    }
-    let deployed = result?;
+    let deployed = match (&signer, &args.api_payers) {
+        // Nothing to ask keyservice: a client that never dials (it dials on first use).
+        (DeploySigner::Local(_), ApiPayers::Given(payers)) => {
+            let keys = keyservice_api::KeyClient::new(&config.keyservice.socket);
+            deploy_with(&config, &keys, signer, payers.clone(), args).await?
+        }
+        _ => {
+            let (keys, supervisor) = crate::startup::start_keyservice(&config, &Default::default())
+                .await
+                .map_err(|e| DeployCmdError::Keyservice(e.to_string()))?;
+            let result = async {
+                let payers = match &args.api_payers {
+                    ApiPayers::Given(payers) => payers.clone(),
+                    ApiPayers::FromKeyservice => keys
+                        .client()
+                        .payers()
+                        .await
+                        .map_err(|e| DeployCmdError::Keyservice(e.to_string()))?
+                        .api
+                        .iter()
+                        .map(|a| Address::from(a.0))
+                        .collect(),
+                };
+                deploy_with(&config, keys.client(), signer, payers, args).await
+            }
+            .await;
+            if let Some(supervisor) = supervisor {
+                supervisor.shutdown().await;
+            }
+            result?
+        }
+    };
     write_chain_settings(
         &args.config_path,
         &args.rpc_url,
@@ -128,14 +170,15 @@ pub async fn run(args: &DeployArgs) -> Result<Deployed, DeployCmdError> {
 
 async fn deploy_with(
     config: &Config,
-    keys: &crate::keyservice_client::Keys,
+    keys: &keyservice_api::KeyClient,
     signer: DeploySigner,
+    api_payers: Vec<Address>,
     args: &DeployArgs,
 ) -> Result<Deployed, DeployCmdError> {
     let client = ChainClient::new(
         &args.rpc_url,
         config.chain.chain_id,
-        keys.client().clone(),
+        keys.clone(),
         Duration::from_millis(config.chain.request_timeout_ms),
     )?;
     match client.check_chain_id().await {
@@ -154,13 +197,8 @@ async fn deploy_with(
             });
         }
     }
-    let payers = keys
-        .client()
-        .payers()
-        .await
-        .map_err(|e| DeployCmdError::Keyservice(e.to_string()))?;
     let plan = DeployPlan {
-        api_payers: payers.api.iter().map(|a| Address::from(a.0)).collect(),
+        api_payers,
         account_config_owner: args.account_config_owner,
         governance_owner: args.governance_owner,
         receipt_timeout: args.receipt_timeout,
