@@ -13,6 +13,7 @@ pub mod binaries;
 pub mod chain;
 pub mod container;
 pub mod dev_stack;
+pub mod evidence_report;
 pub mod flood;
 pub mod http;
 pub mod ids;

@@ -12,36 +12,20 @@ use std::time::Duration;
 
 use e2e::attested::{AttestedStack, CAA_DOMAIN, DOMAIN};
 use e2e::binary;
+use e2e::evidence_report::check;
 use e2e::relay::Relay;
 use serde_json::Value;
 use sha2::{Digest, Sha256};
 
 /// Runs `evidence verify … --json`; returns the exit code and the report.
 fn verify(args: &[&str]) -> (i32, Value) {
-    let out = Command::new(binary("evidence"))
+    let mut command = Command::new(binary("evidence"));
+    command
         .arg("verify")
         .args(args)
         .arg("--allow-simulated")
-        .arg("--json")
-        .output()
-        .expect("run evidence");
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    let report: Value = serde_json::from_str(&stdout).unwrap_or_else(|e| {
-        panic!(
-            "evidence printed no JSON report ({e}): {stdout}\nstderr: {}",
-            String::from_utf8_lossy(&out.stderr)
-        )
-    });
-    (out.status.code().unwrap_or(-1), report)
-}
-
-fn check<'a>(report: &'a Value, id: &str) -> &'a Value {
-    report["checks"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|c| c["id"] == id)
-        .unwrap_or_else(|| panic!("no check {id} in {report:#}"))
+        .arg("--json");
+    e2e::evidence_report::run(command)
 }
 
 fn statuses(report: &Value) -> Vec<(String, String)> {

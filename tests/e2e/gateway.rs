@@ -36,6 +36,7 @@ use appliance_client::api::groups::AddGroupRequest;
 use appliance_client::evidence::check::Status;
 use appliance_client::{Client, Policy};
 use chain_contracts::{IAppGovernance, deploy_app_governance};
+use e2e::evidence_report::check;
 use e2e::pebble::{Pebble, PebbleOptions, free_port};
 use e2e::{Appliance, Launch, binary, eventually_async};
 use serde_json::{Value, json};
@@ -184,7 +185,8 @@ async fn set_txt(pebble: &Pebble, name: &str, value: Option<&str>) {
 /// `evidence verify --url https://NAME --connect PROXY … --gateway --json`: the exit code
 /// and the report.
 fn evidence_verify(proxy: SocketAddr, root: &Path, dns: &str, rpc: &str) -> (i32, Value) {
-    let out = Command::new(binary("evidence"))
+    let mut command = Command::new(binary("evidence"));
+    command
         .args(["verify", "--url"])
         .arg(format!("https://{NAME}"))
         .arg("--connect")
@@ -192,26 +194,8 @@ fn evidence_verify(proxy: SocketAddr, root: &Path, dns: &str, rpc: &str) -> (i32
         .arg("--ca-file")
         .arg(root)
         .args(["--dns", dns, "--rpc-url", rpc])
-        .args(["--gateway", "--allow-simulated", "--json"])
-        .output()
-        .expect("run evidence");
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    let report: Value = serde_json::from_str(&stdout).unwrap_or_else(|e| {
-        panic!(
-            "evidence printed no JSON report ({e}): {stdout}\nstderr: {}",
-            String::from_utf8_lossy(&out.stderr)
-        )
-    });
-    (out.status.code().unwrap_or(-1), report)
-}
-
-fn check<'a>(report: &'a Value, id: &str) -> &'a Value {
-    report["checks"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|c| c["id"] == id)
-        .unwrap_or_else(|| panic!("no check {id} in {report:#}"))
+        .args(["--gateway", "--allow-simulated", "--json"]);
+    e2e::evidence_report::run(command)
 }
 
 /// Every check passes but `os-image`, N/A on a simulated quote.
