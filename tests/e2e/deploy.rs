@@ -61,6 +61,17 @@ async fn payers(socket: &Path) -> (Address, Vec<Address>) {
     )
 }
 
+/// The address `key` (`account_config_address`, `governance_address`) of the `[chain]`
+/// table `appliance deploy` wrote into the file at `path`.
+fn written_address(path: &Path, key: &str) -> Address {
+    let table: toml::Table = std::fs::read_to_string(path).unwrap().parse().unwrap();
+    table["chain"][key]
+        .as_str()
+        .unwrap_or_else(|| panic!("no chain.{key} in {}", path.display()))
+        .parse()
+        .unwrap()
+}
+
 /// Waits until account `key`'s group `group_id` is on chain.
 async fn group_on_chain(rpc: &str, contract: Address, key: &str, group_id: u64) -> bool {
     let provider = ProviderBuilder::new().connect_reqwest(
@@ -242,15 +253,7 @@ async fn deploy_writes_a_config_that_serve_mirrors_to() {
         &[("DEPLOYER_PRIVATE_KEY", &key_hex)],
     );
     assert!(ok, "{err}");
-    let table: toml::Table = std::fs::read_to_string(&config_path)
-        .unwrap()
-        .parse()
-        .unwrap();
-    let replaced: Address = table["chain"]["account_config_address"]
-        .as_str()
-        .unwrap()
-        .parse()
-        .unwrap();
+    let replaced = written_address(&config_path, "account_config_address");
     assert_ne!(replaced, account_config);
     let contract = IAccountConfig::new(replaced, &provider);
     assert_eq!(contract.owner().call().await.unwrap(), deployer.address());
@@ -313,16 +316,7 @@ async fn deploy_needs_no_keyservice_with_a_deployer_key_and_given_payers() {
     assert!(ok, "deploy failed: {err}");
     assert!(out.contains("AccountConfig 0x"), "{out}");
     assert!(!nowhere.exists(), "nothing dialled or created the socket");
-    let table: toml::Table = std::fs::read_to_string(&config_path)
-        .unwrap()
-        .parse()
-        .unwrap();
-    let chain = table["chain"].as_table().unwrap();
-    let account_config: Address = chain["account_config_address"]
-        .as_str()
-        .unwrap()
-        .parse()
-        .unwrap();
+    let account_config = written_address(&config_path, "account_config_address");
     let provider = ProviderBuilder::new().connect_reqwest(
         chain_contracts::rpc::http_client().unwrap(),
         anvil.endpoint_url(),
@@ -351,15 +345,7 @@ async fn deploy_needs_no_keyservice_with_a_deployer_key_and_given_payers() {
         &env,
     );
     assert!(ok, "deploy failed: {err}");
-    let table: toml::Table = std::fs::read_to_string(&config_path)
-        .unwrap()
-        .parse()
-        .unwrap();
-    let replaced: Address = table["chain"]["account_config_address"]
-        .as_str()
-        .unwrap()
-        .parse()
-        .unwrap();
+    let replaced = written_address(&config_path, "account_config_address");
     assert_ne!(replaced, account_config);
     let contract = IAccountConfig::new(replaced, &provider);
     assert!(!contract.isApiPayer(payer).call().await.unwrap());
