@@ -116,3 +116,33 @@ fn a_timer_due_after_the_deadline_ends_the_job_at_once_with_a_timeout() {
     let (done, _) = w.run_job(j, |call| panic!("unexpected host call {call:?}"));
     assert_eq!(ok(&done), &json!("on time"));
 }
+
+#[test]
+fn a_flood_of_timers_is_refused_at_the_bound_and_cleared_timers_free_their_place() {
+    let resp = run("async function main() {
+        const ids = [];
+        let refused = null;
+        for (let i = 0; i < 20000; i++) {
+            try { ids.push(setTimeout(() => {}, 60000)); }
+            catch (e) { refused = {at: i, name: e.name, message: e.message}; break; }
+        }
+        let interval = null;
+        try { setInterval(() => {}, 1000); } catch (e) { interval = e.message; }
+        clearTimeout(ids[0]);
+        const again = setTimeout(() => {}, 60000) > 0;
+        ids.forEach(clearTimeout);
+        return {refused, interval, again};
+    }");
+    assert_eq!(
+        resp,
+        json!({
+            "refused": {
+                "at": 10000,
+                "name": "RangeError",
+                "message": "setTimeout: too many pending timers (10000); clear some first"
+            },
+            "interval": "setInterval: too many pending timers (10000); clear some first",
+            "again": true
+        })
+    );
+}

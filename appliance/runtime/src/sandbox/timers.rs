@@ -21,7 +21,12 @@
 //! integer id; a delay that is not a finite non-negative number counts as 0 (an
 //! interval's as 1 ms), and delays are capped at 2^31 - 1 ms as in browsers and node.
 //! The callback must be a function (a string is not evaluated). `clearTimeout(id)` and
-//! `clearInterval(id)` cancel either kind; unknown ids are ignored.
+//! `clearInterval(id)` cancel either kind; unknown ids are ignored. At most
+//! [`MAX_PENDING_TIMERS`] timers may be pending at once: one more throws a `RangeError`
+//! (`setTimeout: too many pending timers (10000); clear some first`), so a flood of timers
+//! is refused with a clear error rather than growing the worker's own memory until its
+//! limit kills the job. A timer stops counting when it has run (an interval: when
+//! cleared) or is cleared.
 
 use std::cell::RefCell;
 use std::collections::{BTreeMap, HashMap};
@@ -36,6 +41,9 @@ use super::state::{self, Abort};
 
 /// The longest delay (2^31 - 1 ms), as browsers and node cap it.
 const MAX_DELAY_MS: f64 = 2_147_483_647.0;
+
+/// How many timers one job may have pending at once (the runtime's own waits included).
+pub(crate) const MAX_PENDING_TIMERS: usize = 10_000;
 
 /// One pending timer.
 struct Timer {
@@ -81,11 +89,16 @@ impl Timers {
         self.queue.insert(key, timer);
     }
 
-    fn add(&mut self, delay: Duration, timer: impl FnOnce(u32) -> Timer) -> u32 {
+    /// Schedules `timer` `delay` from now; refused (`None`) when [`MAX_PENDING_TIMERS`]
+    /// are pending.
+    fn add(&mut self, delay: Duration, timer: impl FnOnce(u32) -> Timer) -> Option<u32> {
+        if self.queue.len() >= MAX_PENDING_TIMERS {
+            return None;
+        }
         self.next_id = self.next_id.wrapping_add(1).max(1);
         let id = self.next_id;
         self.insert(Instant::now() + delay, timer(id));
-        id
+        Some(id)
     }
 
     fn clear(&mut self, id: u32) {
@@ -160,12 +173,15 @@ fn schedule_js(args: &[JsValue], ctx: &mut Context, repeat: bool) -> JsResult<Js
         if repeat { 1.0 } else { 0.0 },
     )?;
     let extra = args.get(2..).unwrap_or(&[]).to_vec();
-    let id = timers(ctx)?.borrow_mut().add(delay, |id| Timer {
-        id,
-        callback,
-        args: extra,
-        interval: repeat.then_some(delay),
-    });
+    let id = timers(ctx)?
+        .borrow_mut()
+        .add(delay, |id| Timer {
+            id,
+            callback,
+            args: extra,
+            interval: repeat.then_some(delay),
+        })
+        .ok_or_else(|| too_many(name))?;
     Ok(JsValue::from(id))
 }
 
@@ -191,12 +207,23 @@ fn clear(_: &JsValue, args: &[JsValue], ctx: &mut Context) -> JsResult<JsValue> 
 /// Schedules a native callback (called with no arguments) `delay` from now, for the
 /// runtime's own waits (`TransactionResponse.wait()`); returns its id.
 pub(crate) fn schedule(ctx: &Context, callback: JsObject, delay: Duration) -> JsResult<u32> {
-    Ok(timers(ctx)?.borrow_mut().add(delay, |id| Timer {
-        id,
-        callback,
-        args: Vec::new(),
-        interval: None,
-    }))
+    timers(ctx)?
+        .borrow_mut()
+        .add(delay, |id| Timer {
+            id,
+            callback,
+            args: Vec::new(),
+            interval: None,
+        })
+        .ok_or_else(|| too_many("wait"))
+}
+
+fn too_many(name: &str) -> boa_engine::JsError {
+    JsNativeError::range()
+        .with_message(format!(
+            "{name}: too many pending timers ({MAX_PENDING_TIMERS}); clear some first"
+        ))
+        .into()
 }
 
 /// Runs the promise jobs, then timers in order (each followed by the jobs it queued),
