@@ -73,6 +73,30 @@ fn run(dir: &Path, args: &[&str]) -> Output {
         .unwrap()
 }
 
+/// Runs the script, which must succeed and print no secret; returns its standard output.
+fn run_ok(dir: &Path, args: &[&str]) -> String {
+    let output = run(dir, args);
+    let stdout = String::from_utf8_lossy(&output.stdout).into_owned();
+    assert!(
+        output.status.success(),
+        "{stdout}\n{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    assert_no_secret(&output);
+    stdout
+}
+
+/// `compose-pin hash FILE`: the compose hash of the file the script wrote.
+fn compose_pin_hash(compose: &Path) -> String {
+    let check = Command::new(e2e::binary("compose-pin"))
+        .arg("hash")
+        .arg(compose)
+        .output()
+        .unwrap();
+    assert!(check.status.success());
+    String::from_utf8_lossy(&check.stdout).trim().to_owned()
+}
+
 fn common_args(rpc: &str) -> Vec<String> {
     [
         "--dry-run",
@@ -202,25 +226,12 @@ async fn dstack_dry_run_prints_the_pinned_deployment_and_sends_nothing() {
         .map(str::to_owned),
     );
     let args: Vec<&str> = args.iter().map(String::as_str).collect();
-    let output = run(dir.path(), &args);
-    let stdout = String::from_utf8_lossy(&output.stdout).into_owned();
-    assert!(
-        output.status.success(),
-        "{stdout}\n{}",
-        String::from_utf8_lossy(&output.stderr)
-    );
-    assert_no_secret(&output);
+    let stdout = run_ok(dir.path(), &args);
 
     // The printed hash is the hash of the file written, by compose-pin's own check.
     let compose = dir.path().join("out/app-compose.json");
     let printed = line_value(&stdout, "compose hash:");
-    let check = Command::new(e2e::binary("compose-pin"))
-        .arg("hash")
-        .arg(&compose)
-        .output()
-        .unwrap();
-    assert!(check.status.success());
-    assert_eq!(printed, String::from_utf8_lossy(&check.stdout).trim());
+    assert_eq!(printed, compose_pin_hash(&compose));
     // The compose pins the image and allows exactly the secrets' names.
     let app_compose: serde_json::Value =
         serde_json::from_slice(&std::fs::read(&compose).unwrap()).unwrap();
@@ -325,14 +336,7 @@ async fn dry_run_without_contracts_prints_appliance_deploy_and_deploys_nothing()
         .map(str::to_owned),
     );
     let args: Vec<&str> = args.iter().map(String::as_str).collect();
-    let output = run(dir.path(), &args);
-    let stdout = String::from_utf8_lossy(&output.stdout).into_owned();
-    assert!(
-        output.status.success(),
-        "{stdout}\n{}",
-        String::from_utf8_lossy(&output.stderr)
-    );
-    assert_no_secret(&output);
+    let stdout = run_ok(dir.path(), &args);
     let appliance = e2e::binary("appliance");
     assert!(stdout.contains(&format!(
         "+ {} deploy --rpc {rpc} --config appliance.toml --governance-owner 0x2222222222222222222222222222222222222222",
@@ -354,24 +358,12 @@ async fn phala_dry_run_pins_the_compose_and_prints_phala_deploy() {
     let image = image();
     args.extend(["--target", "phala", "--image", &image].map(str::to_owned));
     let args: Vec<&str> = args.iter().map(String::as_str).collect();
-    let output = run(dir.path(), &args);
-    let stdout = String::from_utf8_lossy(&output.stdout).into_owned();
-    assert!(
-        output.status.success(),
-        "{stdout}\n{}",
-        String::from_utf8_lossy(&output.stderr)
-    );
-    assert_no_secret(&output);
+    let stdout = run_ok(dir.path(), &args);
 
     let compose = dir.path().join("out/app-compose.json");
-    let check = Command::new(e2e::binary("compose-pin"))
-        .arg("hash")
-        .arg(&compose)
-        .output()
-        .unwrap();
     assert_eq!(
         line_value(&stdout, "compose hash:"),
-        String::from_utf8_lossy(&check.stdout).trim()
+        compose_pin_hash(&compose)
     );
     let governance: Address = GOVERNANCE.parse().unwrap();
     assert_eq!(

@@ -184,7 +184,7 @@ async fn set_txt(pebble: &Pebble, name: &str, value: Option<&str>) {
 
 /// `evidence verify --url https://NAME --connect PROXY … --gateway --json`: the exit code
 /// and the report.
-fn evidence_verify(proxy: SocketAddr, root: &Path, dns: &str, rpc: &str) -> (i32, Value) {
+async fn evidence_verify(proxy: SocketAddr, root: &Path, dns: &str, rpc: &str) -> (i32, Value) {
     let mut command = Command::new(binary("evidence"));
     command
         .args(["verify", "--url"])
@@ -195,7 +195,10 @@ fn evidence_verify(proxy: SocketAddr, root: &Path, dns: &str, rpc: &str) -> (i32
         .arg(root)
         .args(["--dns", dns, "--rpc-url", rpc])
         .args(["--gateway", "--allow-simulated", "--json"]);
-    e2e::evidence_report::run(command)
+    // A blocking child process: off the test's runtime, which serves the stand-ins.
+    tokio::task::spawn_blocking(move || e2e::evidence_report::run(command))
+        .await
+        .unwrap()
 }
 
 /// Every check passes but `os-image`, N/A on a simulated quote.
@@ -320,28 +323,12 @@ async fn verify_and_call_through_an_sni_routing_passthrough_proxy() {
         .await;
     set_txt(&pebble, RECORD, Some(format!("{app_id}:443").as_str())).await;
     let compose_hash = B256::from(compose.hash());
-    IAppGovernance::new(governance, &chain)
-        .addComposeHash(compose_hash)
-        .send()
-        .await
-        .unwrap()
-        .get_receipt()
-        .await
-        .unwrap();
+    test_support::chain::send(IAppGovernance::new(governance, &chain).addComposeHash(compose_hash))
+        .await;
 
     // evidence verify through the proxy: every check passes, the route record included.
     let rpc = anvil.endpoint();
-    let (code, report) = tokio::task::spawn_blocking({
-        let (proxy, root, dns, rpc) = (
-            proxy.addr(),
-            root.clone(),
-            pebble.dns_addr.clone(),
-            rpc.clone(),
-        );
-        move || evidence_verify(proxy, &root, &dns, &rpc)
-    })
-    .await
-    .unwrap();
+    let (code, report) = evidence_verify(proxy.addr(), &root, &pebble.dns_addr, &rpc).await;
     assert_eq!(code, 0, "{report:#}");
     every_check_passes(&report);
     let route = check(&report, "gateway-route")["detail"].as_str().unwrap();
@@ -354,17 +341,7 @@ async fn verify_and_call_through_an_sni_routing_passthrough_proxy() {
     // The record naming another app: gateway-route fails, alone, saying both ids.
     let other = "ab".repeat(20);
     set_txt(&pebble, RECORD, Some(format!("{other}:443").as_str())).await;
-    let (code, report) = tokio::task::spawn_blocking({
-        let (proxy, root, dns, rpc) = (
-            proxy.addr(),
-            root.clone(),
-            pebble.dns_addr.clone(),
-            rpc.clone(),
-        );
-        move || evidence_verify(proxy, &root, &dns, &rpc)
-    })
-    .await
-    .unwrap();
+    let (code, report) = evidence_verify(proxy.addr(), &root, &pebble.dns_addr, &rpc).await;
     assert_eq!(code, 1, "{report:#}");
     let failed: Vec<&Value> = report["checks"]
         .as_array()
