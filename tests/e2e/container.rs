@@ -1,7 +1,9 @@
 //! The image under a real container engine: the services of the rendered compose file,
 //! run as it describes them (users, groups, read-only root, tmpfs, volumes, configs, ports,
-//! network mode, start order), with a stand-in for the dstack guest agent, and the key
-//! boundary checked from inside each container.
+//! network mode, start order, restart policy), with a stand-in for the dstack guest agent
+//! in a container of its own, and the key boundary checked from inside each container;
+//! then a signing action, keyservice killed and recovered, and an upgrade to another
+//! compose hash with a resealed root.
 //!
 //! The test starts its own `dockerd` (`e2e::container::Engine`; skipped with a printed
 //! `SKIPPED:` where none can start, see there), takes the release image `scripts/image`
@@ -20,6 +22,33 @@
 //! read-only into every container as scaffolding) with `docker exec`, so each attempt is
 //! made with the container's own user, groups and mounts. Every denial has a control that
 //! succeeds, so that no check passes because the probe itself is broken.
+//!
+//! The guest agent is `test_support::dstack_agent` as its own binary,
+//! `dstack-agent-standin` (`tests/support/src/bin/dstack-agent-standin.rs`, compiled static
+//! by the test with cargo, `static_agent`), run in a container of the loaded image with the
+//! binary bind-mounted read-only (`AgentContainer`): its socket, in a host folder, is what
+//! the compose's `/var/run/dstack.sock` bind mount gets, so only keyservice reaches it; it
+//! logs every key request to a file there, so the test sees which sealing keys were asked
+//! for.
+//!
+//! After the boundary checks, with the account `new_account` made:
+//! * a signing action (`Lit.Actions.signEcdsa` with the account's wallet) whose signature
+//!   recovers to the wallet's address;
+//! * keyservice's process killed with SIGKILL from the host (a crash): the engine's restart
+//!   policy (`restart: always`) brings it back, it opens the same sealed file (no second
+//!   root) and the wallet signs the same signature. Then `docker kill` (which the engine
+//!   counts as an operator's stop: no restart): while it is down, `new_account` answers 503
+//!   at once, a signing action ends with "the key service is unavailable", `/health` says
+//!   `unavailable` and a request needing no key is served; `docker start` and it signs
+//!   the same again;
+//! * the upgrade: a second compose (another appliance configuration, so another compose
+//!   hash) with an agent reporting it. Its keyservice, as composed and on the same volumes,
+//!   refuses the old root (naming both hashes) and makes none of its own; the running
+//!   keyservice refuses to reseal to a hash off the allow-list, then `docker exec …
+//!   keyservice reseal --platform dstack --to NEW --allow-list` (the list a read-only
+//!   scaffolding mount) writes `root.sealed.<first 16 hex of NEW>` beside the old file; the
+//!   old containers are stopped and removed, the new compose's started on the same
+//!   volumes, and the wallet made before signs the same signature (same address).
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
@@ -31,7 +60,6 @@ use compose_pin::{ImageRef, RenderOptions, TEMPLATE, render};
 use e2e::container::{Context, Engine, Plan, translate};
 use e2e::{bin_dir, binary, client_trusting, read, workspace_root};
 use serde_json::{Value, json};
-use test_support::dstack_agent::StandInAgent;
 
 /// The measured appliance configuration of the test: the defaults (HTTPS on
 /// 0.0.0.0:8443, data in /var/lib/appliance, a self-signed certificate for localhost and
@@ -340,6 +368,402 @@ fn build_image(out: &Path) -> (ImageRef, String, PathBuf) {
     (pinned, image.config.digest_string(), written.archive)
 }
 
+/// The 32-byte app key the stand-in agent derives keys from (the KMS's app key in dstack:
+/// the same for every version of the app, so a reseal can ask for the new version's
+/// sealing key).
+const AGENT_SEED: [u8; 32] = [7; 32];
+
+/// Where the stand-in agent's binary is mounted in its container, and the folder (a host
+/// folder, bind-mounted) where it keeps its socket, the compose it reports and its key log.
+const AGENT_BIN: &str = "/agent/dstack-agent-standin";
+const AGENT_DIR: &str = "/run/dstack";
+
+/// Where the scaffolding folder (the reseal's allow-list) is mounted, read-only, in every
+/// container.
+const SCAFFOLD: &str = "/scaffold";
+
+/// The measured appliance configuration of the upgrade: another configuration (three
+/// workers), so another compose hash.
+const APPLIANCE_CONFIG_V2: &str = "\
+# container test, the upgrade: the defaults, three action workers
+[actions]
+workers = 3
+";
+
+/// The digest every signature of the test is made over.
+const DIGEST: [u8; 32] = [0x5a; 32];
+
+/// `dstack-agent-standin` (test-support's binary wrapping `test_support::dstack_agent`)
+/// compiled statically, as [`STATIC_BUILD`] compiles the image's binaries (same flags, so
+/// the two builds share their dependencies), copied into `dir`. It has dependencies, so
+/// cargo builds it (not `rustc` alone, as for [`static_probe`]): about two minutes the
+/// first time on the 2-core machine, nothing afterwards.
+fn static_agent(dir: &Path) -> PathBuf {
+    let debug = bin_dir();
+    let target = debug.parent().expect("<target>/debug has a parent");
+    let cargo = std::env::var_os("CARGO").unwrap_or_else(|| env!("CARGO").into());
+    let mut command = std::process::Command::new(cargo);
+    // What `cargo test` set for this test process describes this package, not the build:
+    // left in, `CARGO_MANIFEST_DIR` alone makes ring (which tracks it) and everything
+    // above it rebuild whenever this build and one from a shell alternate.
+    for (name, _) in std::env::vars_os() {
+        let name = name.to_string_lossy();
+        if name.starts_with("CARGO_PKG_")
+            || name.starts_with("CARGO_MANIFEST_")
+            || [
+                "CARGO_CRATE_NAME",
+                "CARGO_BIN_NAME",
+                "CARGO_PRIMARY_PACKAGE",
+                "CARGO_TARGET_TMPDIR",
+                "CARGO_RUSTC_CURRENT_DIR",
+                "OUT_DIR",
+            ]
+            .contains(&name.as_ref())
+        {
+            command.env_remove(name.as_ref());
+        }
+    }
+    let built = command
+        .current_dir(workspace_root())
+        .args([
+            "build",
+            "--locked",
+            "--target",
+            oci_image::reproduce::TARGET_TRIPLE,
+            "-p",
+            "test-support",
+            "--bin",
+            "dstack-agent-standin",
+        ])
+        .env("CARGO_TARGET_DIR", target)
+        .env(
+            "RUSTFLAGS",
+            format!(
+                "-Ctarget-feature=+crt-static {}",
+                oci_image::reproduce::GETRANDOM_CFG
+            ),
+        )
+        .env_remove("CARGO_ENCODED_RUSTFLAGS")
+        .env_remove("CARGO_BUILD_RUSTFLAGS")
+        .output()
+        .expect("cargo runs");
+    assert!(
+        built.status.success(),
+        "static build of dstack-agent-standin: {}",
+        String::from_utf8_lossy(&built.stderr)
+    );
+    let from = target
+        .join(oci_image::reproduce::TARGET_TRIPLE)
+        .join(debug.file_name().expect("profile directory"))
+        .join("dstack-agent-standin");
+    let out = dir.join("dstack-agent-standin");
+    std::fs::copy(&from, &out).unwrap_or_else(|e| panic!("{}: {e}", from.display()));
+    out
+}
+
+/// A stand-in guest agent running in a container of its own (from the loaded image, as
+/// root, no network, read-only root), reporting one version's `app-compose.json`. Its
+/// socket, the compose and its key log are in `dir` on the host; the socket file is what
+/// the compose's `/var/run/dstack.sock` bind mount gets.
+struct AgentContainer {
+    name: String,
+    dir: PathBuf,
+}
+
+impl AgentContainer {
+    /// Starts the agent `name` for `compose` and waits until its socket accepts.
+    fn start(
+        engine: &Engine,
+        image: &str,
+        binary: &Path,
+        dir: &Path,
+        name: &str,
+        compose: &compose_pin::Rendered,
+    ) -> Self {
+        use std::os::unix::fs::PermissionsExt as _;
+        std::fs::create_dir_all(dir).expect("agent dir");
+        std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o755)).expect("chmod");
+        std::fs::write(dir.join("app-compose.json"), compose.bytes()).expect("app-compose.json");
+        let socket = dir.join("dstack.sock");
+        let _ = std::fs::remove_file(&socket); // a previous agent's (killed) socket
+        let binary_mount = format!(
+            "type=bind,src={},dst={AGENT_BIN},readonly",
+            binary.display()
+        );
+        let dir_mount = format!("type=bind,src={},dst={AGENT_DIR}", dir.display());
+        let seed = hex::encode(AGENT_SEED);
+        engine.docker_ok(&[
+            "create",
+            "--name",
+            name,
+            "--user",
+            "0:0",
+            "--network",
+            "none",
+            "--read-only",
+            "--mount",
+            &binary_mount,
+            "--mount",
+            &dir_mount,
+            "--entrypoint",
+            AGENT_BIN,
+            image,
+            &format!("{AGENT_DIR}/dstack.sock"),
+            "666",
+            &format!("{AGENT_DIR}/app-compose.json"),
+            &seed,
+            &format!("{AGENT_DIR}/key-requests.log"),
+        ]);
+        engine.docker_ok(&["start", name]);
+        let deadline = Instant::now() + Duration::from_secs(30);
+        while std::os::unix::net::UnixStream::connect(&socket).is_err() {
+            assert!(
+                Instant::now() < deadline,
+                "the stand-in agent {name} did not listen within 30 s; logs:\n{}",
+                engine.all_logs()
+            );
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        Self {
+            name: name.to_owned(),
+            dir: dir.to_owned(),
+        }
+    }
+
+    /// The socket on the host (the stand-in for the compose's `/var/run/dstack.sock`).
+    fn socket(&self) -> PathBuf {
+        self.dir.join("dstack.sock")
+    }
+
+    /// `(path, purpose)` of every `/GetKey` request the agent answered so far (it writes
+    /// them to its key log within 50 ms).
+    fn key_requests(&self) -> Vec<(String, String)> {
+        std::thread::sleep(Duration::from_millis(150));
+        std::fs::read_to_string(self.dir.join("key-requests.log"))
+            .unwrap_or_default()
+            .lines()
+            .filter_map(|line| line.split_once('\t'))
+            .map(|(path, purpose)| (path.to_owned(), purpose.to_owned()))
+            .collect()
+    }
+
+    /// Whether the agent was asked for the sealing key of `compose_hash`.
+    fn sealing_key_asked(&self, compose_hash: &[u8; 32]) -> bool {
+        let path = format!("keyservice/seal/v1/{}", hex::encode(compose_hash));
+        self.key_requests()
+            .iter()
+            .any(|(p, purpose)| *p == path && purpose == "keyservice-root-sealing")
+    }
+
+    /// Kills and removes the container (the agent has no SIGTERM handler).
+    fn remove(self, engine: &Engine) {
+        engine.docker_ok(&["rm", "-f", &self.name]);
+    }
+}
+
+/// Renders the compose with `config` as the measured appliance configuration.
+fn render_with(config: &str, pinned: &ImageRef) -> (compose_pin::Rendered, String) {
+    let rendered = render(
+        TEMPLATE,
+        &RenderOptions {
+            appliance_config: config.to_owned(),
+            ..RenderOptions::new(pinned.clone())
+        },
+    )
+    .expect("compose-pin render");
+    let app_compose: Value = serde_json::from_slice(rendered.bytes()).expect("app-compose.json");
+    let yaml = app_compose["docker_compose_file"]
+        .as_str()
+        .expect("docker_compose_file")
+        .to_owned();
+    (rendered, yaml)
+}
+
+/// Creates and starts `plan`'s networks, volumes (both only if missing: an upgrade keeps
+/// them) and services, dependencies first.
+fn create_and_start(engine: &Engine, plan: &Plan) {
+    for network in &plan.networks {
+        if !engine
+            .docker(&["network", "inspect", network])
+            .status
+            .success()
+        {
+            engine.docker_ok(&["network", "create", network]);
+        }
+    }
+    for volume in plan.volumes.values() {
+        engine.docker_ok(&["volume", "create", volume]);
+    }
+    for service in &plan.services {
+        let mut args = vec!["create"];
+        args.extend(service.create_args.iter().map(String::as_str));
+        engine.docker_ok(&args);
+        engine.docker_ok(&["start", &service.container]);
+    }
+}
+
+/// Stops (SIGTERM, as `docker compose` does for an upgrade) and removes `plan`'s
+/// containers; the volumes stay.
+fn stop_and_remove(engine: &Engine, plan: &Plan) {
+    let mut args = vec!["stop", "-t", "10"];
+    args.extend(plan.services.iter().map(|s| s.container.as_str()));
+    engine.docker_ok(&args);
+    args.splice(0..3, ["rm"]);
+    engine.docker_ok(&args);
+}
+
+/// The host folder of a named volume of `plan`.
+fn volume_on_host(engine: &Engine, plan: &Plan, volume: &str) -> PathBuf {
+    let name = plan
+        .volumes
+        .get(volume)
+        .expect("the volume is in the compose");
+    PathBuf::from(engine.docker_ok(&["volume", "inspect", "--format", "{{.Mountpoint}}", name]))
+}
+
+/// The names in keyservice's state volume that start with `root.sealed`, sorted.
+fn sealed_roots(engine: &Engine, plan: &Plan) -> Vec<String> {
+    let dir = volume_on_host(engine, plan, "keyservice-state");
+    let mut names: Vec<String> = std::fs::read_dir(&dir)
+        .unwrap_or_else(|e| panic!("{}: {e}", dir.display()))
+        .filter_map(|entry| entry.ok()?.file_name().into_string().ok())
+        .filter(|name| name.starts_with("root.sealed"))
+        .collect();
+    names.sort();
+    names
+}
+
+/// Waits until the appliance of `plan` answers `/health` with 200 over TLS on its
+/// published port, trusting exactly its own self-signed certificate (read from its data
+/// volume on the host); returns the client, the address and the health answer.
+async fn api_of(engine: &Engine, plan: &Plan) -> (reqwest::Client, String, e2e::Reply) {
+    let appliance = plan.service("appliance").expect("an appliance service");
+    let port = appliance
+        .ports
+        .first()
+        .map(|(_, container_port)| *container_port)
+        .expect("the appliance publishes a port");
+    let published = engine.docker_ok(&["port", &appliance.container, &port.to_string()]);
+    let address = published
+        .lines()
+        .find(|line| line.starts_with("127.0.0.1:"))
+        .unwrap_or_else(|| panic!("not published on 127.0.0.1: {published}"))
+        .to_owned();
+    let pem_path = volume_on_host(engine, plan, "appliance-data")
+        .join("tls")
+        .join("self-signed.pem");
+    let deadline = Instant::now() + Duration::from_secs(90);
+    let mut last = String::from("no answer");
+    while Instant::now() < deadline {
+        if let Ok(pem) = std::fs::read(&pem_path) {
+            let client = client_trusting(&pem, None);
+            if let Ok(resp) = client.get(format!("https://{address}/health")).send().await {
+                let reply = read(resp).await;
+                if reply.status == 200 {
+                    return (client, address, reply);
+                }
+                last = format!("{} {}", reply.status, reply.text);
+            }
+        }
+        tokio::time::sleep(Duration::from_millis(300)).await;
+    }
+    panic!(
+        "the appliance did not answer /health with 200 within 90 s on {address} (last: {last}); logs:\n{}",
+        engine.all_logs()
+    );
+}
+
+/// Runs an action that signs [`DIGEST`] with the wallet `pkp_id` inside keyservice
+/// (`Lit.Actions.signEcdsa`).
+async fn sign_action(
+    client: &reqwest::Client,
+    address: &str,
+    key: &str,
+    pkp_id: &str,
+) -> e2e::Reply {
+    let code = "async function main(p) { return await Lit.Actions.signEcdsa({pkpId: p.pkpId, toSign: p.digest}); }";
+    read(
+        client
+            .post(format!("https://{address}/core/v1/lit_action"))
+            .bearer_auth(key)
+            .json(&json!({
+                "code": code,
+                "js_params": {"pkpId": pkp_id, "digest": format!("0x{}", hex::encode(DIGEST))},
+            }))
+            .send()
+            .await
+            .expect("lit_action"),
+    )
+    .await
+}
+
+/// The signature a signing action returned (`0x` + r ‖ s ‖ v), after checking the run
+/// succeeded.
+#[track_caller]
+fn signature_of(reply: &e2e::Reply, logs: impl FnOnce() -> String) -> String {
+    assert!(
+        reply.status == 200 && reply.body["has_error"] == json!(false),
+        "the signing action: {} {}\n{}",
+        reply.status,
+        reply.text,
+        logs()
+    );
+    let signature = reply.body["response"]
+        .as_str()
+        .unwrap_or_default()
+        .to_owned();
+    assert_eq!(signature.len(), 132, "0x + r ‖ s ‖ v: {}", reply.text);
+    signature
+}
+
+/// The EIP-55 address whose key made `signature` (`0x` + r ‖ s ‖ v, v 27 or 28) over
+/// [`DIGEST`].
+fn signer(signature: &str) -> String {
+    use k256::ecdsa::{RecoveryId, Signature, VerifyingKey};
+    let bytes = hex::decode(signature.trim_start_matches("0x")).expect("hex signature");
+    let sig = Signature::from_slice(&bytes[..64]).expect("r ‖ s");
+    let recovery = RecoveryId::from_byte(bytes[64].wrapping_sub(27)).expect("v is 27 or 28");
+    let key = VerifyingKey::recover_from_prehash(&DIGEST, &sig, recovery).expect("recovers");
+    let point = key.to_encoded_point(false);
+    let hash = e2e::keccak_hex(&point.as_bytes()[1..]);
+    e2e::eip55(&format!("0x{}", &hash[2 + 24..]))
+}
+
+/// What a container wrote (standard output and error; the services log to the latter).
+fn container_log(engine: &Engine, container: &str) -> String {
+    let out = engine.docker(&["logs", container]);
+    format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    )
+}
+
+/// `docker inspect` of one field of a container.
+fn inspect(engine: &Engine, container: &str, format: &str) -> String {
+    engine.docker_ok(&["inspect", "--format", format, container])
+}
+
+/// Retries the signing action until keyservice answers again (at most 60 s); returns the
+/// signature.
+async fn sign_when_back(
+    engine: &Engine,
+    client: &reqwest::Client,
+    address: &str,
+    key: &str,
+    pkp_id: &str,
+) -> String {
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        let reply = sign_action(client, address, key, pkp_id).await;
+        let unavailable = reply.text.contains("key service is unavailable");
+        if !unavailable || Instant::now() > deadline {
+            return signature_of(&reply, || engine.all_logs());
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+}
+
 #[tokio::test(flavor = "multi_thread")]
 async fn the_compose_keeps_the_key_boundary_under_a_real_engine() {
     let started = Instant::now();
@@ -370,36 +794,51 @@ async fn the_compose_keeps_the_key_boundary_under_a_real_engine() {
     );
     let image_loaded = started.elapsed();
 
-    // The compose, rendered with the pinned image and the test configuration.
-    let rendered = render(
-        TEMPLATE,
-        &RenderOptions {
-            appliance_config: APPLIANCE_CONFIG.to_owned(),
-            ..RenderOptions::new(pinned.clone())
-        },
-    )
-    .expect("compose-pin render");
-    let app_compose: Value = serde_json::from_slice(rendered.bytes()).expect("app-compose.json");
-    let compose_yaml = app_compose["docker_compose_file"]
-        .as_str()
-        .expect("docker_compose_file")
-        .to_owned();
-
-    // The guest agent's stand-in, reachable by any container user that has it mounted.
-    let agent = StandInAgent::start(
-        &work.path().join("dstack.sock"),
-        0o666,
-        rendered.bytes(),
-        [7; 32],
+    // The compose, rendered with the pinned image and the test configuration; and the
+    // upgrade's compose (another configuration, so another compose hash).
+    let (rendered, compose_yaml) = render_with(APPLIANCE_CONFIG, &pinned);
+    let (upgraded, upgraded_yaml) = render_with(APPLIANCE_CONFIG_V2, &pinned);
+    assert_ne!(
+        rendered.hash(),
+        upgraded.hash(),
+        "the upgrade changes the compose hash"
     );
-    let host_paths =
-        BTreeMap::from([("/var/run/dstack.sock".to_owned(), agent.socket().to_owned())]);
+
+    // The guest agent's stand-in, in a container of its own (as dstack's agent is outside
+    // the app's containers), its socket reachable by any container user that has it
+    // mounted: only keyservice does.
+    let agent_binary = static_agent(work.path());
+    let agent = AgentContainer::start(
+        &engine,
+        &config_digest,
+        &agent_binary,
+        &work.path().join("agent-v1"),
+        "dstack-agent-v1",
+        &rendered,
+    );
+    let agent_up = started.elapsed();
+    let host_paths = BTreeMap::from([("/var/run/dstack.sock".to_owned(), agent.socket())]);
     let configs = work.path().join("configs");
     std::fs::create_dir(&configs).expect("configs dir");
     let probe = static_probe(work.path());
     let probe = probe.display();
-    let scaffolding = [format!("type=bind,src={probe},dst={PROBE},readonly")];
-    let resolve = image_resolver(pinned, config_digest);
+    // Scaffolding, read-only in every container: the probe, and the reseal's allow-list
+    // (the upgrade's compose hash).
+    let scaffold = work.path().join("scaffold");
+    std::fs::create_dir(&scaffold).expect("scaffold dir");
+    std::fs::write(
+        scaffold.join("allow-list"),
+        format!("# the upgrade\n{}\n", hex::encode(upgraded.hash())),
+    )
+    .expect("allow-list");
+    let scaffolding = [
+        format!("type=bind,src={probe},dst={PROBE},readonly"),
+        format!(
+            "type=bind,src={},dst={SCAFFOLD},readonly",
+            scaffold.display()
+        ),
+    ];
+    let resolve = image_resolver(pinned, config_digest.clone());
     let environment = BTreeMap::new();
     let plan = translate(
         &compose_yaml,
@@ -415,68 +854,11 @@ async fn the_compose_keeps_the_key_boundary_under_a_real_engine() {
     .unwrap_or_else(|err| panic!("{err}"));
 
     // Create and start everything, dependencies first.
-    for network in &plan.networks {
-        engine.docker_ok(&["network", "create", network]);
-    }
-    for volume in plan.volumes.values() {
-        engine.docker_ok(&["volume", "create", volume]);
-    }
-    for service in &plan.services {
-        let mut args = vec!["create"];
-        args.extend(service.create_args.iter().map(String::as_str));
-        engine.docker_ok(&args);
-        engine.docker_ok(&["start", &service.container]);
-    }
+    create_and_start(&engine, &plan);
 
     // The API over TLS, on the published port, trusting exactly the appliance's own
     // self-signed certificate (read from its data volume on the host).
-    let appliance = plan.service("appliance").expect("an appliance service");
-    let port = appliance
-        .ports
-        .first()
-        .map(|(_, container_port)| *container_port)
-        .expect("the appliance publishes a port");
-    let published = engine.docker_ok(&["port", &appliance.container, &port.to_string()]);
-    let address = published
-        .lines()
-        .find(|line| line.starts_with("127.0.0.1:"))
-        .unwrap_or_else(|| panic!("not published on 127.0.0.1: {published}"))
-        .to_owned();
-    let data_volume = plan
-        .volumes
-        .get("appliance-data")
-        .expect("an appliance-data volume");
-    let data_on_host = PathBuf::from(engine.docker_ok(&[
-        "volume",
-        "inspect",
-        "--format",
-        "{{.Mountpoint}}",
-        data_volume,
-    ]));
-    let pem_path = data_on_host.join("tls").join("self-signed.pem");
-    let deadline = Instant::now() + Duration::from_secs(90);
-    let mut health = None;
-    let mut last = String::from("no answer");
-    while Instant::now() < deadline {
-        if let Ok(pem) = std::fs::read(&pem_path) {
-            let client = client_trusting(&pem, None);
-            if let Ok(resp) = client.get(format!("https://{address}/health")).send().await {
-                let reply = read(resp).await;
-                if reply.status == 200 {
-                    health = Some((client, reply));
-                    break;
-                }
-                last = format!("{} {}", reply.status, reply.text);
-            }
-        }
-        tokio::time::sleep(Duration::from_millis(300)).await;
-    }
-    let Some((client, health)) = health else {
-        panic!(
-            "the appliance did not answer /health with 200 within 90 s on {address} (last: {last}); logs:\n{}",
-            engine.all_logs()
-        );
-    };
+    let (client, address, health) = api_of(&engine, &plan).await;
     let api_up = started.elapsed();
     assert_eq!(
         health.body["checks"]["keyservice"], "ok",
@@ -564,14 +946,12 @@ async fn the_compose_keeps_the_key_boundary_under_a_real_engine() {
         );
     }
 
-    // keyservice used the stand-in agent it was given.
-    let key_requests = agent.key_requests();
+    // keyservice used the stand-in agent it was given, across the containers: the agent
+    // (in its own container) was asked for the sealing key of this compose hash.
     assert!(
-        key_requests
-            .iter()
-            .any(|(path, purpose)| path.starts_with("keyservice/seal/v1/")
-                && purpose == "keyservice-root-sealing"),
-        "keyservice derived its sealing key from the stand-in agent: {key_requests:?}"
+        agent.sealing_key_asked(&rendered.hash()),
+        "keyservice derived its sealing key from the stand-in agent: {:?}",
+        agent.key_requests()
     );
 
     // The boundary, from inside each container.
@@ -822,11 +1202,328 @@ async fn the_compose_keeps_the_key_boundary_under_a_real_engine() {
         failures.join("\n"),
         engine.all_logs()
     );
+    let probed = started.elapsed();
+
+    // A signing action: the account's wallet signs inside keyservice, and the signature
+    // recovers to the wallet's address.
+    let wallets = read(
+        client
+            .get(format!("https://{address}/core/v1/list_wallets"))
+            .bearer_auth(&key)
+            .send()
+            .await
+            .expect("list_wallets"),
+    )
+    .await;
+    let wallet = wallets.assert_ok()[0].clone();
+    let pkp_id = wallet["pkp_id"].as_str().expect("pkp_id").to_owned();
+    let wallet_address = e2e::eip55(wallet["wallet_address"].as_str().expect("address"));
+    assert_eq!(
+        json!(wallet_address),
+        json!(e2e::eip55(
+            account["wallet_address"].as_str().expect("address")
+        )),
+        "the account's wallet is the one new_account named"
+    );
+    let first_signature =
+        signature_of(&sign_action(&client, &address, &key, &pkp_id).await, || {
+            engine.all_logs()
+        });
+    assert_eq!(
+        signer(&first_signature),
+        wallet_address,
+        "the signature recovers to the wallet"
+    );
+
+    // keyservice crashes (SIGKILL of its process, not through the engine): the engine's
+    // restart policy (`restart: always`) brings it back, it unseals the same root from the
+    // same file, and the wallet signs again, the same signature (RFC 6979).
+    let keyservice = plan
+        .service("keyservice")
+        .expect("keyservice")
+        .container
+        .clone();
+    let pid: u32 = inspect(&engine, &keyservice, "{{.State.Pid}}")
+        .parse()
+        .expect("keyservice's pid");
+    e2e::signal(pid, "KILL");
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let state = inspect(
+            &engine,
+            &keyservice,
+            "{{.RestartCount}} {{.State.Running}} {{.State.Pid}}",
+        );
+        if state.starts_with("1 true ") && !state.ends_with(&format!(" {pid}")) {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the engine did not restart keyservice (restart: always) within 30 s: {state}\n{}",
+            engine.all_logs()
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let after_crash = sign_when_back(&engine, &client, &address, &key, &pkp_id).await;
+    assert_eq!(
+        after_crash, first_signature,
+        "after the crash the same root signs: same wallet, same signature"
+    );
+    assert_eq!(
+        sealed_roots(&engine, &plan),
+        ["root.sealed"],
+        "the restart opened the sealed root; it did not make another"
+    );
+
+    // `docker kill`: the engine counts it as stopped by the operator and does not restart
+    // it. While keyservice is down, requests that need a key fail at once with a clear
+    // error (no hang); the others are served.
+    engine.docker_ok(&["kill", &keyservice]);
+    std::thread::sleep(Duration::from_secs(1));
+    assert_eq!(
+        inspect(&engine, &keyservice, "{{.State.Running}} {{.RestartCount}}"),
+        "false 1",
+        "a container killed through the engine stays down"
+    );
+    let down = Instant::now();
+    let reply = read(
+        client
+            .post(format!("https://{address}/core/v1/new_account"))
+            .json(&json!({"account_name": "while down"}))
+            .send()
+            .await
+            .expect("new_account while keyservice is down"),
+    )
+    .await;
+    let description = reply.assert_error(503);
+    assert!(description.contains("key service"), "{description}");
+    let reply = sign_action(&client, &address, &key, &pkp_id).await;
+    assert!(
+        reply.status == 200
+            && reply.body["has_error"] == json!(true)
+            && reply.body["error"]["message"]
+                .as_str()
+                .is_some_and(|m| m.contains("key service is unavailable")),
+        "a signing action while keyservice is down ends with a clear error: {}",
+        reply.text
+    );
+    let health = read(
+        client
+            .get(format!("https://{address}/health"))
+            .send()
+            .await
+            .expect("health"),
+    )
+    .await;
+    health.assert_error_free_503();
+    assert_eq!(health.body["checks"]["keyservice"], json!("unavailable"));
+    let exists = read(
+        client
+            .get(format!("https://{address}/core/v1/account_exists"))
+            .bearer_auth(&key)
+            .send()
+            .await
+            .expect("account_exists"),
+    )
+    .await;
+    assert_eq!(
+        exists.assert_ok(),
+        &json!(true),
+        "requests needing no key are served"
+    );
+    assert!(
+        down.elapsed() < Duration::from_secs(10),
+        "the failures came at once, not after a hang: {:?}",
+        down.elapsed()
+    );
+    // Started again (as the engine starts it at boot): the same root, the same signature.
+    engine.docker_ok(&["start", &keyservice]);
+    let after_kill = sign_when_back(&engine, &client, &address, &key, &pkp_id).await;
+    assert_eq!(
+        after_kill, first_signature,
+        "after docker kill and start, the same root signs"
+    );
+    let recovered = started.elapsed();
+
+    // The upgrade. The new version's keyservice, exactly as its compose describes it and on
+    // the same volumes, with an agent reporting the new app-compose, refuses the old root
+    // until it is resealed (it names both hashes) and makes no root of its own. (Run beside
+    // the old version under another name: it stops before it touches the socket.)
+    let agent_v2 = AgentContainer::start(
+        &engine,
+        &config_digest,
+        &agent_binary,
+        &work.path().join("agent-v2"),
+        "dstack-agent-v2",
+        &upgraded,
+    );
+    let host_paths_v2 = BTreeMap::from([("/var/run/dstack.sock".to_owned(), agent_v2.socket())]);
+    let configs_v2 = work.path().join("configs-v2");
+    std::fs::create_dir(&configs_v2).expect("configs dir");
+    let plan_v2 = translate(
+        &upgraded_yaml,
+        &Context {
+            project: PROJECT,
+            resolve_image: &resolve,
+            host_paths: &host_paths_v2,
+            environment: &environment,
+            config_dir: &configs_v2,
+            scaffolding_mounts: &scaffolding,
+        },
+    )
+    .unwrap_or_else(|err| panic!("{err}"));
+    assert_eq!(
+        plan_v2.volumes, plan.volumes,
+        "the upgrade keeps the volumes"
+    );
+    let early = "boundary-keyservice-unresealed";
+    let mut args: Vec<String> = vec!["create".into()];
+    args.extend(
+        plan_v2
+            .service("keyservice")
+            .expect("keyservice")
+            .create_args
+            .iter()
+            .map(|a| {
+                if *a == keyservice {
+                    early.to_owned()
+                } else {
+                    a.clone()
+                }
+            }),
+    );
+    engine.docker_ok(&args.iter().map(String::as_str).collect::<Vec<_>>());
+    engine.docker_ok(&["start", early]);
+    let v1_hex = hex::encode(rendered.hash());
+    let v2_hex = hex::encode(upgraded.hash());
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let refusal = loop {
+        let log = container_log(&engine, early);
+        if log.contains(&format!("is bound to compose hash 0x{v1_hex}"))
+            && log.contains(&format!("measured compose hash is 0x{v2_hex}"))
+        {
+            break log;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the new version's keyservice did not refuse the old root within 30 s: {log}"
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    };
+    assert!(
+        !refusal.contains("keyservice ready"),
+        "the new version's keyservice never serves with the old root: {refusal}"
+    );
+    engine.docker_ok(&["rm", "-f", early]);
+    assert_eq!(
+        sealed_roots(&engine, &plan),
+        ["root.sealed"],
+        "the refused start made no root of its own"
+    );
+
+    // The reseal, run by the running version in its own container with the policy's
+    // allow-list: a hash not on it is refused and nothing is written; the upgrade's is
+    // resealed to `root.sealed.<first 16 hex>`, asking the running version's agent for the
+    // new version's sealing key.
+    let reseal = |to: &str| {
+        engine.docker(&[
+            "exec",
+            &keyservice,
+            "/usr/local/bin/keyservice",
+            "reseal",
+            "--platform",
+            "dstack",
+            "--state-dir",
+            "/var/lib/keyservice",
+            "--to",
+            to,
+            "--allow-list",
+            &format!("{SCAFFOLD}/allow-list"),
+        ])
+    };
+    let refused = reseal(&"ab".repeat(32));
+    assert!(
+        !refused.status.success(),
+        "a reseal to a hash off the allow-list is refused: {}",
+        String::from_utf8_lossy(&refused.stdout)
+    );
+    assert_eq!(
+        sealed_roots(&engine, &plan),
+        ["root.sealed"],
+        "and writes nothing"
+    );
+    let resealed = reseal(&v2_hex);
+    assert!(
+        resealed.status.success(),
+        "keyservice reseal: {}{}",
+        String::from_utf8_lossy(&resealed.stdout),
+        String::from_utf8_lossy(&resealed.stderr)
+    );
+    let new_root = format!("root.sealed.{}", &v2_hex[..16]);
+    assert_eq!(
+        sealed_roots(&engine, &plan),
+        ["root.sealed".to_owned(), new_root.clone()],
+        "the reseal wrote the new version's root beside the old one"
+    );
+    assert!(
+        agent.sealing_key_asked(&upgraded.hash()),
+        "the reseal asked the running version's agent for the new sealing key: {:?}",
+        agent.key_requests()
+    );
+
+    // Stop the old version, start the new one on the same volumes (its agent reports the
+    // new app-compose): it serves, and the wallet created before signs the same.
+    stop_and_remove(&engine, &plan);
+    agent.remove(&engine);
+    create_and_start(&engine, &plan_v2);
+    let (client, address, health) = api_of(&engine, &plan_v2).await;
+    assert_eq!(health.body["checks"]["keyservice"], "ok", "{}", health.text);
+    let after_upgrade = signature_of(&sign_action(&client, &address, &key, &pkp_id).await, || {
+        engine.all_logs()
+    });
+    assert_eq!(
+        signer(&after_upgrade),
+        wallet_address,
+        "after the upgrade the wallet signs with the same address"
+    );
+    assert_eq!(
+        after_upgrade, first_signature,
+        "the same root: the same signature"
+    );
+    assert!(
+        agent_v2.sealing_key_asked(&upgraded.hash()),
+        "the new version unsealed with its own sealing key: {:?}",
+        agent_v2.key_requests()
+    );
+    let ks_v2 = &plan_v2.service("keyservice").expect("keyservice").container;
+    assert!(
+        container_log(&engine, ks_v2).contains(&format!("compose_hash=0x{v2_hex}")),
+        "the new keyservice runs under the new compose hash"
+    );
+    let listed = run_probe(
+        &engine,
+        &plan_v2,
+        "keyservice",
+        "list",
+        "/var/lib/keyservice",
+    );
+    assert!(
+        matches!(&listed, Probe::Ok(names) if names.split(',').any(|n| n == new_root)),
+        "the new keyservice's state volume holds {new_root}: {listed:?}"
+    );
+    let upgraded_at = started.elapsed();
+
     say(&format!(
-        "container test timings: engine {:?}, image built and loaded {:?}, API answering {:?}, total {:?}",
+        "container test timings: engine {:?}, image built and loaded {:?}, agent built and started {:?}, \
+         API answering {:?}, probes {:?}, signing and keyservice kill and recovery {:?}, \
+         upgrade with a resealed root {:?}, total {:?}",
         engine_ready,
         image_loaded - engine_ready,
-        api_up - image_loaded,
+        agent_up - image_loaded,
+        api_up - agent_up,
+        probed - api_up,
+        recovered - probed,
+        upgraded_at - recovered,
         started.elapsed()
     ));
 }
