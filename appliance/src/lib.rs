@@ -26,7 +26,8 @@
 //! May depend on: every crate below it: `appliance-store`, `appliance-chain`,
 //! `appliance-execution`, `appliance-domain`, `appliance-api`, `keyservice-api`,
 //! `action-runtime` (the worker protocol), `worker-launcher` (its client), `evidence`,
-//! `chain-contracts`, `compose-pin`, `typed-data` and `usage-key-permissions`. No
+//! `chain-contracts`, `compose-pin`, `typed-data`, `usage-key-permissions` and
+//! `operator-auth` (the operator endpoints' signed requests). No
 //! workspace crate depends on it, so nothing below can reach the HTTP layer.
 
 pub mod acme;

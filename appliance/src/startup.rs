@@ -346,6 +346,9 @@ async fn start_with(
         keys,
         executor,
         billing,
+        operators: operator_auth::Verifier::new(
+            config.operator.addresses.iter().map(|a| a.0.0).collect(),
+        ),
         config: Arc::new(config),
         acme: acme.as_ref().map(|a| a.handle.clone()),
         attestation,
@@ -582,6 +585,14 @@ pub(crate) async fn start_keyservice(
         tsm_dir: config.attestation.tsm_dir.clone(),
         app_id,
         account_configs,
+        operators: config
+            .operator
+            .addresses
+            .iter()
+            .map(ToString::to_string)
+            .collect(),
+        governance: config.chain.governance_address.map(|a| a.to_string()),
+        governance_rpc: config.chain.rpc_url.clone(),
         shared_root: config.store.engine == config::StoreEngine::Postgres,
         dev_secret: ks.dev_secret.clone(),
     };

@@ -42,6 +42,9 @@ pub struct Services {
     pub attestation: crate::attest::Attestation,
     /// The singletons (chain relayer, indexer) and whether this replica leads each.
     pub singletons: Vec<crate::store::Leadership>,
+    /// The operators of `[operator] addresses` and the nonces of their requests
+    /// (`crate::operator`).
+    pub operators: operator_auth::Verifier,
     /// This appliance's metrics registry (made by `crate::startup`, scraped by
     /// `crate::metrics_listener`).
     pub metrics: Arc<crate::telemetry::metrics::Metrics>,

@@ -9,8 +9,9 @@
 //! this crate for the threat model, formats and derivations.
 //!
 //! May depend on: `keyservice-api` (the protocol it answers), `evidence` (the quote
-//! providers), `chain-contracts` (the payer policy's contracts and the governance check)
-//! and `socket-file` (its socket); never on `appliance` or any other front-end crate
+//! providers), `chain-contracts` (the payer policy's contracts and the governance check),
+//! `operator-auth` (the operator's signed requests, [`operator`]) and `socket-file` (its
+//! socket); never on `appliance` or any other front-end crate
 //! (`appliance-store`, `appliance-chain`): it shares only the protocol crate with the
 //! front end.
 
@@ -18,6 +19,7 @@ pub mod acme_key;
 pub mod attest;
 pub mod derive;
 pub mod op_error;
+pub mod operator;
 pub mod ops;
 pub mod payer_policy;
 pub mod platform;

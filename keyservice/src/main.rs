@@ -6,6 +6,7 @@ use std::sync::Arc;
 
 use clap::{Args, Parser, Subcommand, ValueEnum};
 use keyservice::attest::{self, ProviderChoice, QuoteConfig, Quoter};
+use keyservice::operator::{self, OperatorDesk, OperatorSettingsError};
 use keyservice::ops::OpError;
 use keyservice::ops::{KeyOps, MAX_API_PAYERS};
 use keyservice::payer_policy::{self, PayerPolicyConfig};
@@ -126,7 +127,33 @@ struct RunArgs {
     #[command(flatten)]
     quote: QuoteArgs,
     #[command(flatten)]
+    operator: OperatorArgs,
+    #[command(flatten)]
     platform: PlatformArgs,
+}
+
+/// Who may ask for a reseal over the socket (`OperatorReseal`, relayed by the appliance
+/// from the operator's signed request) and what decides the target. Default: `[operator]
+/// addresses`, `[chain] governance_address` and `[chain] rpc_url` of --chain-config (the
+/// measured configuration); the RPC URL usually comes from `APPLIANCE_CHAIN__RPC_URL`, the
+/// secret the appliance gets too.
+#[derive(Args)]
+struct OperatorArgs {
+    /// An operator's address (0x + 40 hex); repeatable, replaces `[operator] addresses`.
+    #[arg(long = "operator", env = "KEYSERVICE_OPERATORS", value_delimiter = ',')]
+    operators: Vec<String>,
+    /// The governance contract whose `allowedComposeHashes` decides reseal targets;
+    /// replaces `[chain] governance_address`.
+    #[arg(long = "governance", env = "KEYSERVICE_GOVERNANCE")]
+    governance: Option<String>,
+    /// The JSON-RPC URL to read it with; wins over `APPLIANCE_CHAIN__RPC_URL` and
+    /// `[chain] rpc_url`.
+    #[arg(
+        long = "governance-rpc",
+        env = "KEYSERVICE_GOVERNANCE_RPC",
+        hide_env_values = true
+    )]
+    governance_rpc: Option<String>,
 }
 
 #[derive(Clone, Copy, ValueEnum)]
@@ -205,6 +232,8 @@ enum CliError {
     ResealPolicy(#[from] PolicyError),
     #[error("no sealed root in {} ({SEALED_FILE_NAME}*) to reseal", state_dir.display())]
     NoSealedRoot { state_dir: PathBuf },
+    #[error("--operator: {0}")]
+    Operator(String),
 }
 
 /// What is wrong in the `--chain-config` file (the appliance's measured configuration).
@@ -218,6 +247,8 @@ enum ChainConfigError {
     Chain(#[from] payer_policy::ChainSettingsError),
     #[error("store.engine must be \"sqlite\" or \"postgres\", not {0}")]
     StoreEngine(toml::Value),
+    #[error(transparent)]
+    Operator(#[from] OperatorSettingsError),
 }
 
 /// The text of `--chain-config` at `path`.
@@ -426,26 +457,32 @@ fn run(args: RunArgs) -> Result<(), CliError> {
     if args.payers > MAX_API_PAYERS {
         return Err(CliError::TooManyPayers);
     }
-    let platform = build_platform(&args.platform, Some(&args.state_dir))?;
+    let platform: Arc<dyn Platform> =
+        Arc::from(build_platform(&args.platform, Some(&args.state_dir))?);
     // The measured configuration decides too: with `[store] engine = "postgres"` every
     // replica shares the root kept in the database.
     let shared_root = args.shared_root || store_is_shared(args.payer.chain_config.as_deref())?;
-    let (source, compose_hash) = if shared_root {
+    let (source, compose_hash, own_file) = if shared_root {
         // No root file is looked for or written; the state directory still holds
         // payer-contracts.json. The sealing key is fetched now, so a platform that cannot
         // give one stops the start-up instead of the adoption.
         root::ensure_state_dir(&args.state_dir)?;
         let measured = platform.measured_compose_hash()?;
         let key = platform.sealing_key(&measured)?;
-        (RootSource::Shared(key), measured)
+        (RootSource::Shared(key), measured, None)
     } else {
         let unsealed = root::open_or_create(
             platform.as_ref(),
             &args.state_dir,
             args.sealed_file.as_deref(),
         )?;
-        (RootSource::Unsealed(unsealed.root), unsealed.compose_hash)
+        (
+            RootSource::Unsealed(unsealed.root),
+            unsealed.compose_hash,
+            Some(unsealed.path),
+        )
     };
+    let desk = operator_desk(&args, Arc::clone(&platform), own_file, compose_hash)?;
     let payer_config = payer_policy_config(&args.payer, &args.state_dir)?;
     let quotes = quote_config(&args)?;
     let quoter = Quoter::new(quotes.build()?);
@@ -473,8 +510,8 @@ fn run(args: RunArgs) -> Result<(), CliError> {
             };
             Service::awaiting_root(status, key, build)
         }
-    };
-    drop(platform);
+    }
+    .with_operator_desk(desk);
     let service = Arc::new(service);
     let config = ServerConfig {
         max_connections: args.max_connections.max(1),
@@ -545,6 +582,67 @@ fn run(args: RunArgs) -> Result<(), CliError> {
         Ok(())
     })
 }
+
+/// The operator tasks: the operators and governance contract of the measured
+/// configuration, the RPC URL from it or (winning) from `APPLIANCE_CHAIN__RPC_URL`.
+fn operator_desk(
+    args: &RunArgs,
+    platform: Arc<dyn Platform>,
+    own_file: Option<PathBuf>,
+    measured: ComposeHash,
+) -> Result<OperatorDesk, CliError> {
+    let mut settings = match &args.payer.chain_config {
+        Some(path) => operator::settings_from_toml(&read_chain_config(path)?)
+            .map_err(|e| chain_config_error(path, e))?,
+        None => operator::OperatorSettings::default(),
+    };
+    if let Some(url) = std::env::var(RPC_URL_ENV)
+        .ok()
+        .filter(|u| !u.trim().is_empty())
+    {
+        // The appliance reads `APPLIANCE_*` values as TOML, strings optionally quoted.
+        settings.rpc_url = Some(url.trim().trim_matches('"').to_owned());
+    }
+    if !args.operator.operators.is_empty() {
+        settings.operators = args
+            .operator
+            .operators
+            .iter()
+            .map(|a| operator::parse_address(a.trim()))
+            .collect::<Result<_, _>>()
+            .map_err(|e| CliError::Operator(e.to_string()))?;
+    }
+    if let Some(governance) = &args.operator.governance {
+        settings.governance = Some(governance.clone());
+    }
+    if let Some(rpc) = &args.operator.governance_rpc {
+        settings.rpc_url = Some(rpc.clone());
+    }
+    let policy: Result<Arc<dyn ComposeHashPolicy + Send + Sync>, &'static str> =
+        match (&settings.governance, &settings.rpc_url) {
+            (None, _) => Err(operator::NO_GOVERNANCE),
+            (Some(_), None) => Err(operator::NO_RPC_URL),
+            (Some(address), Some(rpc)) => Ok(Arc::new(GovernanceContract::new(address, rpc)?)),
+        };
+    if !settings.operators.is_empty() {
+        tracing::info!(
+            operators = settings.operators.len(),
+            governance = settings.governance.as_deref().unwrap_or("none"),
+            "operator tasks: signed requests of the configured operators are served"
+        );
+    }
+    Ok(OperatorDesk::new(
+        settings.operators,
+        policy,
+        platform,
+        args.state_dir.clone(),
+        own_file,
+        measured,
+    ))
+}
+
+/// The environment variable of the chain's RPC URL, shared with the appliance.
+const RPC_URL_ENV: &str = "APPLIANCE_CHAIN__RPC_URL";
 
 /// Resolves once the parent process is no longer `parent` (never, for `None`).
 async fn parent_exit(parent: Option<u32>) {

@@ -28,6 +28,10 @@ pub enum OpError {
     /// no key material: lengths, compose hashes, "failed authentication").
     #[error("{0}")]
     RootRefused(String),
+    /// An operator task refused: the request's signer, app, compose hash, freshness or
+    /// target, or the governance contract's answer (public facts only).
+    #[error("{0}")]
+    OperatorRefused(String),
 }
 
 impl OpError {
@@ -39,7 +43,7 @@ impl OpError {
             Self::Refused(_) => ErrorCode::Refused,
             Self::QuoteUnavailable(_) => ErrorCode::QuoteUnavailable,
             Self::NoRoot(_) => ErrorCode::NoRoot,
-            Self::RootRefused(_) => ErrorCode::Refused,
+            Self::RootRefused(_) | Self::OperatorRefused(_) => ErrorCode::Refused,
         }
     }
 }

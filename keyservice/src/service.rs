@@ -18,13 +18,14 @@
 //! Everything else answers `NoRoot`. Outside shared-root mode the service holds its root
 //! from the start and `CreateSealedRoot` / `AdoptRoot` are refused.
 
-use std::sync::{Mutex, MutexGuard, OnceLock};
+use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
 
 use keyservice_api::protocol::{Request, Response, SEALED_ROOT_LEN};
 use keyservice_api::{NewSealedRoot, RootStatus, ServiceStatus};
 use tokio::sync::watch;
 
 use crate::derive::KeyDeriver;
+use crate::operator::OperatorDesk;
 use crate::ops::{KeyOps, OpError};
 use crate::root;
 use crate::sealing::{FORMAT_VERSION, SealError};
@@ -58,7 +59,12 @@ pub struct Service {
     awaiting: Mutex<Option<Awaiting>>,
     /// Set once, when an `AdoptRoot` fails: why the process must stop.
     failure: watch::Sender<Option<String>>,
+    /// The operator tasks (`OperatorReseal`, `StateFiles`); without it they are refused.
+    operator: Option<Arc<OperatorDesk>>,
 }
+
+const NO_OPERATOR_DESK: &str =
+    "this keyservice serves no operator tasks (started without a state directory for them)";
 
 impl Service {
     /// A service holding its root from the start (the root file was unsealed at start).
@@ -71,7 +77,14 @@ impl Service {
             ready,
             awaiting: Mutex::new(None),
             failure: watch::Sender::new(None),
+            operator: None,
         }
+    }
+
+    /// Serves the operator tasks with `desk`.
+    pub fn with_operator_desk(mut self, desk: OperatorDesk) -> Self {
+        self.operator = Some(Arc::new(desk));
+        self
     }
 
     /// Shared-root mode: a service awaiting its root. `status` is what `Status` answers
@@ -83,6 +96,7 @@ impl Service {
             ready: OnceLock::new(),
             awaiting: Mutex::new(Some(Awaiting { sealing_key, build })),
             failure: watch::Sender::new(None),
+            operator: None,
         }
     }
 
@@ -93,7 +107,30 @@ impl Service {
 
     /// Answers one request (see the module docs for what is answered in which state).
     pub async fn handle(&self, request: Request) -> Result<Response, OpError> {
+        if let Request::StateFiles = request {
+            let desk = self
+                .operator
+                .as_ref()
+                .ok_or(OpError::Refused(NO_OPERATOR_DESK))?;
+            return desk.state_files().map(Response::StateFiles);
+        }
         if let Some(ops) = self.ready.get() {
+            if let Request::OperatorReseal {
+                target,
+                signature,
+                request,
+                source,
+            } = request
+            {
+                let desk = self
+                    .operator
+                    .as_ref()
+                    .ok_or(OpError::Refused(NO_OPERATOR_DESK))?;
+                return desk
+                    .reseal(ops, target, signature, &request, source)
+                    .await
+                    .map(Response::Resealed);
+            }
             return ops.handle(request).await;
         }
         match request {

@@ -27,6 +27,9 @@
 //! [`Verifier`] checks a request against them; the appliance checks every operator
 //! request, and keyservice checks again the ones that reach a key (reseal), with its own
 //! replay memory, so a compromised front end cannot reseal the root by itself.
+//!
+//! May depend on: no workspace crate: it is a vocabulary the front end, the key process
+//! and the command line share.
 
 mod request;
 mod signature;
@@ -36,4 +39,4 @@ pub use request::{Action, MAX_TEXT_LEN, OperatorRequest, PREAMBLE, ParseError};
 pub use signature::{
     Address, SIGNATURE_LEN, SignatureError, address_of, eip191_digest, recover, sign,
 };
-pub use verify::{Authorized, Binding, MAX_REMEMBERED, VerifyError, Verifier, WINDOW_SECS};
+pub use verify::{Authorized, Binding, MAX_REMEMBERED, Verifier, VerifyError, WINDOW_SECS};

@@ -40,7 +40,11 @@ pub enum VerifyError {
     Parse(#[from] ParseError),
     #[error("operator request signature: {0}")]
     Signature(#[from] SignatureError),
-    #[error("the request is for app 0x{}, this is app 0x{}", hex::encode(found), hex::encode(expected))]
+    #[error(
+        "the request is for app 0x{}, this is app 0x{}",
+        hex::encode(found),
+        hex::encode(expected)
+    )]
     WrongApp { expected: [u8; 20], found: [u8; 20] },
     #[error(
         "the request is for compose hash 0x{}, this deployment runs 0x{} (verify the deployment again and sign a new request)",
@@ -133,10 +137,7 @@ impl Verifier {
         if remembered.len() >= MAX_REMEMBERED {
             return Err(VerifyError::Busy);
         }
-        remembered.insert(
-            request.nonce,
-            request.issued_at.saturating_add(WINDOW_SECS),
-        );
+        remembered.insert(request.nonce, request.issued_at.saturating_add(WINDOW_SECS));
         Ok(Authorized {
             request,
             operator: signer,

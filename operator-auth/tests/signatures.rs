@@ -5,7 +5,7 @@
 
 use k256::ecdsa::SigningKey;
 use operator_auth::{
-    Action, Binding, MAX_REMEMBERED, OperatorRequest, SignatureError, VerifyError, Verifier,
+    Action, Binding, MAX_REMEMBERED, OperatorRequest, SignatureError, Verifier, VerifyError,
     WINDOW_SECS, address_of, eip191_digest, recover, sign,
 };
 use serde_json::Value;
@@ -60,7 +60,8 @@ fn malformed_signatures_are_refused() {
     bad_v[64] = 29;
     assert_eq!(recover(b"x", &bad_v), Err(SignatureError::RecoveryId));
     // The same signature with s replaced by n - s (the malleable twin) is refused.
-    let n = hex::decode("fffffffffffffffffffffffffffffffebaaedce6af48a03bbfd25e8cd0364141").unwrap();
+    let n =
+        hex::decode("fffffffffffffffffffffffffffffffebaaedce6af48a03bbfd25e8cd0364141").unwrap();
     let s = &sig[32..64];
     let mut high = [0u8; 32];
     let mut borrow = 0i16;

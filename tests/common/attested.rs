@@ -45,6 +45,12 @@ pub struct AttestedStack {
 
 impl AttestedStack {
     pub async fn start() -> Self {
+        Self::start_with(Vec::new()).await
+    }
+
+    /// [`Self::start`] with more `APPLIANCE_*` (or `KEYSERVICE_*`) variables for the
+    /// appliance and its keyservice child.
+    pub async fn start_with(extra_env: Vec<(String, String)>) -> Self {
         let anvil = crate::chain::anvil();
         let chain = crate::chain::wallet(&anvil, 0);
         let governance = deploy_app_governance(&chain).await.unwrap();
@@ -67,7 +73,11 @@ impl AttestedStack {
                 "APPLIANCE_CHAIN__GOVERNANCE_ADDRESS".to_owned(),
                 governance.to_string(),
             ),
+            // keyservice (a child of the dev appliance, which has no chain of its own here)
+            // reads the governance contract from this chain to decide reseal targets.
+            ("KEYSERVICE_GOVERNANCE_RPC".to_owned(), anvil.endpoint()),
         ]);
+        env.extend(extra_env);
         let data = tempfile::tempdir().unwrap();
         let app = Appliance::launch(data.path(), Launch::DevWith { env }).await;
         let plain = reqwest::Client::builder()
@@ -161,6 +171,27 @@ impl AttestedStack {
     /// The RPC URL of the chain holding the governance contract.
     pub fn rpc_url(&self) -> String {
         self.anvil.endpoint()
+    }
+
+    /// `appliance-cli profile set …` for this stack: its URL, Pebble's root, simulated
+    /// quotes allowed, its chain, DNS server and CAA domain.
+    pub fn cli_profile_args(&self) -> Vec<String> {
+        vec![
+            "profile".into(),
+            "set".into(),
+            "--url".into(),
+            self.base.clone(),
+            "--ca-file".into(),
+            self.root_file.display().to_string(),
+            "--allow-simulated".into(),
+            "true".into(),
+            "--rpc-url".into(),
+            self.rpc_url(),
+            "--dns".into(),
+            self.dns().to_string(),
+            "--caa-domain".into(),
+            CAA_DOMAIN.into(),
+        ]
     }
 
     /// challtestsrv's DNS server.

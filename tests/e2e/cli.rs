@@ -16,7 +16,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 use std::sync::Arc;
 
-use e2e::attested::{AttestedStack, CAA_DOMAIN, DOMAIN};
+use e2e::attested::{AttestedStack, DOMAIN};
 use e2e::relay::{Relay, Tamper};
 use e2e::{Appliance, Launch};
 use serde_json::{Value, json};
@@ -98,22 +98,7 @@ fn mode(path: &Path) -> u32 {
 }
 
 fn profile_args(stack: &AttestedStack) -> Vec<String> {
-    vec![
-        "profile".into(),
-        "set".into(),
-        "--url".into(),
-        stack.base.clone(),
-        "--ca-file".into(),
-        stack.root_file.display().to_string(),
-        "--allow-simulated".into(),
-        "true".into(),
-        "--rpc-url".into(),
-        stack.rpc_url(),
-        "--dns".into(),
-        stack.dns().to_string(),
-        "--caa-domain".into(),
-        CAA_DOMAIN.into(),
-    ]
+    stack.cli_profile_args()
 }
 
 fn strs(v: &[String]) -> Vec<&str> {

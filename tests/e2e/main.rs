@@ -37,6 +37,7 @@ mod keyservice;
 mod kill_campaign;
 mod observability;
 mod openapi;
+mod operator;
 mod permissions;
 mod proxy_protocol;
 mod reference_examples;

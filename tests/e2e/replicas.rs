@@ -451,6 +451,108 @@ async fn the_shared_root_exports_and_imports_for_an_upgrade() {
     cluster.a().get("/get_api_payers", None).await.assert_ok();
 }
 
+/// Replicas on PostgreSQL: the operator's reseal (`/operator/v1/reseal`) reseals the
+/// database's shared root in a replica's keyservice and records the result in the
+/// database beside the running one, where the new version's replicas find it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_operator_reseals_the_shared_root_into_the_database() {
+    use alloy::primitives::B256;
+    use chain_contracts::{IAppGovernance, deploy_app_governance};
+    use k256::ecdsa::SigningKey;
+    use operator_auth::{Action, OperatorRequest, address_of, sign};
+
+    let chain = anvil();
+    let owner = test_support::chain::wallet(&chain, 0);
+    let governance = deploy_app_governance(&owner).await.unwrap();
+    // Anvil's well-known dev key 8 (a public test key) plays the operator.
+    let operator = SigningKey::from_slice(
+        &hex::decode("dbda1821b80551c9d65939329250298aa3472ba22feea921c0cf5d620ea67b97").unwrap(),
+    )
+    .unwrap();
+    let operator_address = format!("0x{}", hex::encode(address_of(operator.verifying_key())));
+    let Some(cluster) = Cluster::start_n(
+        1,
+        vec![
+            (
+                "APPLIANCE_OPERATOR__ADDRESSES".to_owned(),
+                format!("[\"{operator_address}\"]"),
+            ),
+            (
+                "APPLIANCE_CHAIN__GOVERNANCE_ADDRESS".to_owned(),
+                governance.to_string(),
+            ),
+            ("KEYSERVICE_GOVERNANCE_RPC".to_owned(), chain.endpoint()),
+        ],
+    )
+    .await
+    else {
+        return;
+    };
+    let app = cluster.a();
+    let info = app.send(app.client.get(app.url("/info"))).await;
+    let info = info.assert_ok().clone();
+    let unhex = |v: &Value| hex::decode(v.as_str().unwrap().trim_start_matches("0x")).unwrap();
+    let target = [0x5a; 32];
+    test_support::chain::send(
+        IAppGovernance::new(governance, &owner).addComposeHash(B256::from(target)),
+    )
+    .await;
+    let request = OperatorRequest {
+        action: Action::Reseal { target },
+        app: unhex(&info["app_id"]).try_into().unwrap(),
+        compose_hash: unhex(&info["compose_hash"]).try_into().unwrap(),
+        issued_at: std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap()
+            .as_secs(),
+        nonce: [0x42; 16],
+    };
+    let text = request.render();
+    let body = json!({
+        "request": text,
+        "signature": format!("0x{}", hex::encode(sign(&operator, text.as_bytes()).unwrap())),
+    });
+    let resealed = app
+        .send(app.client.post(app.url("/operator/v1/reseal")).json(&body))
+        .await;
+    let resealed = resealed.assert_ok().clone();
+    assert_eq!(resealed["stored"], "database", "{resealed}");
+    // The database now holds the root sealed for both compose hashes, with one root id.
+    let out = tempfile::tempdir().unwrap();
+    let file = out.path().join("next.sealed");
+    let exported = e2e::appliance_command()
+        .args([
+            "root",
+            "export",
+            "--compose-hash",
+            &hex::encode(target),
+            "--out",
+        ])
+        .arg(&file)
+        .env("APPLIANCE_STORE__ENGINE", "postgres")
+        .env("APPLIANCE_STORE__URL", &cluster.url)
+        .output()
+        .unwrap();
+    assert!(exported.status.success(), "{exported:?}");
+    let line = String::from_utf8_lossy(&exported.stdout).into_owned();
+    assert!(
+        line.contains(
+            resealed["root_id"]
+                .as_str()
+                .unwrap()
+                .trim_start_matches("0x")
+        ),
+        "{line} / {resealed}"
+    );
+    let blob = std::fs::read(&file).unwrap();
+    assert_eq!(&blob[9..41], &target[..], "sealed for the target hash");
+    // The same request again is a replay.
+    let again = app
+        .send(app.client.post(app.url("/operator/v1/reseal")).json(&body))
+        .await;
+    assert_eq!(again.status, 401, "{}", again.text);
+}
+
 /// The leaf certificate `port` serves for `domain`, verified against `root_pem`.
 async fn served_leaf(port: u16, domain: &str, root_pem: &str) -> Option<Vec<u8>> {
     let config = e2e::http::tls_client_config(root_pem.as_bytes(), b"http/1.1");

@@ -19,6 +19,7 @@ pub mod error;
 pub mod execution;
 pub mod groups;
 pub mod ids;
+pub mod operator;
 mod pattern;
 pub mod signatures;
 pub mod system;

@@ -15,6 +15,7 @@ pub mod billing;
 pub mod chain;
 pub mod execution;
 pub mod groups;
+pub mod operator;
 pub mod signatures;
 pub mod system;
 pub mod usage_keys;
@@ -79,10 +80,11 @@ fn api_routes() -> OpenApiRouter<AppState> {
         .routes(routes!(signatures::convert_to_chain_secured_account))
 }
 
-/// Every documented route, and the OpenAPI document describing them (served by
-/// `crate::http::app`).
+/// Every route, and the OpenAPI document describing the documented ones (served by
+/// `crate::http::app`): all but the operator's day-2 endpoints ([`operator`]), which
+/// API clients have no use for (docs/operators.md documents them).
 pub fn routes() -> (Router<AppState>, utoipa::openapi::OpenApi) {
-    OpenApiRouter::with_openapi(ApiDoc::openapi())
+    let (router, document) = OpenApiRouter::with_openapi(ApiDoc::openapi())
         .nest(API_PREFIX, api_routes())
         .routes(routes!(system::health))
         .routes(routes!(system::version))
@@ -91,7 +93,8 @@ pub fn routes() -> (Router<AppState>, utoipa::openapi::OpenApi) {
         .routes(routes!(attestation::evidences_index))
         .routes(routes!(attestation::evidence_quote))
         .routes(routes!(attestation::evidence_file))
-        .split_for_parts()
+        .split_for_parts();
+    (router.merge(operator::routes()), document)
 }
 
 /// The `{"success": true}` answer.

@@ -122,7 +122,7 @@ pub async fn import(config: &Config, from: &Path) -> Result<String, RootCommandE
 }
 
 /// The compose hash in a sealed root's header, if it is one.
-fn sealed_compose_hash(sealed: &[u8]) -> Option<[u8; 32]> {
+pub fn sealed_compose_hash(sealed: &[u8]) -> Option<[u8; 32]> {
     if sealed.len() != SEALED_LEN || &sealed[..8] != MAGIC || sealed[8] != 1 {
         return None;
     }

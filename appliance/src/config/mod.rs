@@ -3,7 +3,7 @@
 //! (`[store]` in `appliance-store`, `[chain]` in `appliance-chain`, `[actions]` in
 //! `appliance-execution`); the front end's own (`[http]`, `[rate_limits]`, `[acme]`,
 //! `[billing]`, `[log]`, `[metrics]`, `[traces]`, `[tls]`, `[attestation]`,
-//! `[keyservice]`) are the submodules here, one file per subsystem, because the
+//! `[keyservice]`, `[operator]`) are the submodules here, one file per subsystem, because the
 //! subsystems that read them sit above the state that holds the whole configuration
 //! (`tests/architecture.rs` holds every crate's modules free of import circles). Each
 //! section owns its keys, defaults and checks; this module loads the file, layers the
@@ -33,6 +33,7 @@ mod attestation;
 mod billing;
 mod http;
 mod keyservice;
+mod operator;
 mod telemetry;
 mod tls;
 
@@ -45,6 +46,7 @@ pub use attestation::{AttestationConfig, QuoteProviderKind};
 pub use billing::BillingConfig;
 pub use http::{CorsOrigin, HttpConfig, MAX_CORS_MAX_AGE_SECS, RateLimitsConfig};
 pub use keyservice::KeyserviceConfig;
+pub use operator::OperatorConfig;
 pub use telemetry::{
     LogConfig, LogFormat, MAX_TRACE_QUEUE_SPANS, MIN_METRICS_TOKEN_CHARS, MetricsConfig,
     TracesConfig,
@@ -90,6 +92,7 @@ pub struct Config {
     pub attestation: AttestationConfig,
     pub http: HttpConfig,
     pub keyservice: KeyserviceConfig,
+    pub operator: OperatorConfig,
     pub actions: ActionsConfig,
     pub chain: ChainConfig,
     pub billing: BillingConfig,
@@ -110,6 +113,7 @@ impl Default for Config {
             attestation: AttestationConfig::default(),
             http: HttpConfig::default(),
             keyservice: KeyserviceConfig::default(),
+            operator: OperatorConfig::default(),
             actions: ActionsConfig::default(),
             chain: ChainConfig::default(),
             billing: BillingConfig::default(),

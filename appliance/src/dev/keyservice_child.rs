@@ -33,6 +33,17 @@ pub struct ChildSpec {
     /// `AccountConfig` contracts deployed by someone else that the payers may call
     /// (`--account-config`); contracts keyservice's admin payer deploys it records itself.
     pub account_configs: Vec<String>,
+    /// `--operator`: `[operator] addresses`, whose signed reseal requests keyservice
+    /// checks itself.
+    pub operators: Vec<String>,
+    /// `--governance`: `chain.governance_address`, which decides reseal targets (read over
+    /// `KEYSERVICE_GOVERNANCE_RPC` or `APPLIANCE_CHAIN__RPC_URL` of the environment the
+    /// child inherits).
+    pub governance: Option<String>,
+    /// The RPC URL to read it with (`chain.rpc_url` when known at start), given in the
+    /// environment (`KEYSERVICE_GOVERNANCE_RPC`), never on the command line: it may hold
+    /// an API key.
+    pub governance_rpc: Option<String>,
     /// `--shared-root`: keyservice makes no root of its own and waits for the appliance to
     /// hand it the shared sealed root (replicas of one app on one database).
     pub shared_root: bool,
@@ -66,6 +77,15 @@ impl ChildSpec {
         }
         for address in &self.account_configs {
             cmd.arg("--account-config").arg(address);
+        }
+        for address in &self.operators {
+            cmd.arg("--operator").arg(address);
+        }
+        if let Some(governance) = &self.governance {
+            cmd.arg("--governance").arg(governance);
+        }
+        if let Some(rpc) = &self.governance_rpc {
+            cmd.env("KEYSERVICE_GOVERNANCE_RPC", rpc);
         }
         if self.shared_root {
             cmd.arg("--shared-root");

@@ -157,6 +157,60 @@ pub enum Command {
     /// Credit.
     #[command(subcommand)]
     Billing(BillingCommand),
+    /// The operator's day-2 tasks (inspect, export the sealed root, back up the database,
+    /// reseal for an upgrade), each a request signed with the operator's key for the app
+    /// and compose hash just verified. The key is read from `APPLIANCE_CLI_OPERATOR_KEY`
+    /// (0x + 64 hex digits; never a command-line argument), or sign elsewhere with
+    /// `--print-request` / `--request-file` and `--signature`.
+    #[command(subcommand)]
+    Operator(OperatorCommand),
+}
+
+/// The environment variable holding the operator's private key.
+pub const ENV_OPERATOR_KEY: &str = "APPLIANCE_CLI_OPERATOR_KEY";
+
+#[derive(Subcommand, Debug)]
+pub enum OperatorCommand {
+    /// What the deployment runs and holds: versions, root id, sealed roots, operators.
+    Status(OperatorSigning),
+    /// Write keyservice's state files (sealed roots, payer-contract record) and, on
+    /// PostgreSQL, the shared root's sealed copies into DIR.
+    ExportRoot {
+        /// A new or empty directory.
+        #[arg(long, value_name = "DIR")]
+        out: PathBuf,
+        #[command(flatten)]
+        signing: OperatorSigning,
+    },
+    /// Write a consistent copy of the SQLite database to FILE (which must not exist).
+    BackupDatabase {
+        #[arg(long, value_name = "FILE")]
+        out: PathBuf,
+        #[command(flatten)]
+        signing: OperatorSigning,
+    },
+    /// Reseal the root for the compose hash HASH of the next version (it must be allowed
+    /// on the governance contract first).
+    Reseal {
+        #[arg(long, value_name = "HASH")]
+        to: String,
+        #[command(flatten)]
+        signing: OperatorSigning,
+    },
+}
+
+/// How the request gets its signature.
+#[derive(Args, Debug, Default)]
+pub struct OperatorSigning {
+    /// Verify, print the request text to sign (EIP-191, e.g. `cast wallet sign`) and stop.
+    #[arg(long, conflicts_with_all = ["request_file", "signature"])]
+    pub print_request: bool,
+    /// Send this request text (as printed by --print-request, within 5 minutes) ...
+    #[arg(long, value_name = "FILE", requires = "signature")]
+    pub request_file: Option<PathBuf>,
+    /// ... with this signature (0x + 130 hex digits).
+    #[arg(long, value_name = "HEX", requires = "request_file")]
+    pub signature: Option<String>,
 }
 
 #[derive(Subcommand, Debug)]

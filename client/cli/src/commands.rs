@@ -64,6 +64,7 @@ pub async fn run(cli: Cli) -> Result<(), CliError> {
         Command::Wallets(cmd) => session.wallets(cmd).await,
         Command::Actions(cmd) => session.actions(cmd).await,
         Command::Billing(cmd) => session.billing(cmd).await,
+        Command::Operator(cmd) => session.operator(cmd).await,
     }
 }
 
@@ -717,6 +718,16 @@ impl Session {
                 }
             }
         }
+        Ok(())
+    }
+
+    async fn operator(&self, cmd: &crate::args::OperatorCommand) -> Result<(), CliError> {
+        let verified = self.verified().await?;
+        let progress = Progress::start("asking".to_owned());
+        let result = crate::operator::run(&self.client, &verified, cmd).await;
+        progress.finish();
+        let outcome = result?;
+        self.out(&outcome.json, |_| outcome.text.clone());
         Ok(())
     }
 

@@ -1,11 +1,13 @@
 //! `appliance-cli`: the appliance's command line (see `args.rs` for the commands and the
 //! exit statuses, and the README beside this crate).
 //!
-//! May depend on: `appliance-client` only, so every call goes through the attested,
-//! pinned connection; never on `appliance-api` directly (the client re-exports it).
+//! May depend on: `appliance-client`, so every call goes through the attested, pinned
+//! connection, and `operator-auth`, the requests `appliance-cli operator` signs; never
+//! on `appliance-api` directly (the client re-exports it).
 
 mod args;
 mod commands;
+mod operator;
 mod output;
 mod profile;
 

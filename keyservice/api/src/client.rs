@@ -25,15 +25,16 @@ use crate::codec::{self, FrameHeader};
 use crate::error::KeyError;
 use crate::protocol::{
     ACME_PUBLIC_KEY_LEN, ACME_SIGNATURE_LEN, ErrorCode, HEADER_LEN, MAX_ACME_SIGNING_INPUT_LEN,
-    MAX_CID_LEN, MAX_EVIDENCE_SUMS_LEN, MAX_FRAME_LEN, MAX_PLAINTEXT_LEN, MAX_RANDOM_BYTES,
-    MAX_ROW_MAC_ITEM_LEN, MAX_ROW_MAC_ITEMS, MAX_SERVICE_PLAINTEXT_LEN, MAX_TLS_CHAIN_LEN,
-    MAX_TLS_SIGN_MESSAGE_LEN, MAX_UNSIGNED_TX_LEN, NONCE_LEN, Op, PROTOCOL_VERSION, Request,
-    Response, TAG_LEN, TLS_SCHEME_ECDSA_P256_SHA256,
+    MAX_CID_LEN, MAX_EVIDENCE_SUMS_LEN, MAX_FRAME_LEN, MAX_OPERATOR_REQUEST_LEN, MAX_PLAINTEXT_LEN,
+    MAX_RANDOM_BYTES, MAX_ROW_MAC_ITEM_LEN, MAX_ROW_MAC_ITEMS, MAX_SERVICE_PLAINTEXT_LEN,
+    MAX_TLS_CHAIN_LEN, MAX_TLS_SIGN_MESSAGE_LEN, MAX_UNSIGNED_TX_LEN, NONCE_LEN,
+    OPERATOR_SIGNATURE_LEN, Op, PROTOCOL_VERSION, Request, Resealed, Response, SEALED_ROOT_LEN,
+    StateFile, TAG_LEN, TLS_SCHEME_ECDSA_P256_SHA256,
 };
 use crate::types::{
-    Address, DeploymentInfo, DerivationPath, NewSealedRoot, NewWallet, Payer, PayerList,
-    QuoteBundle, RootId, RootStatus, SecretBytes, SecretKey32, ServicePurpose, ServiceStatus,
-    Signature, WalletInfo,
+    Address, ComposeHash, DeploymentInfo, DerivationPath, NewSealedRoot, NewWallet, Payer,
+    PayerList, QuoteBundle, RootId, RootStatus, SecretBytes, SecretKey32, ServicePurpose,
+    ServiceStatus, Signature, WalletInfo,
 };
 
 /// Client tuning. The defaults suit an appliance on the same host.
@@ -637,6 +638,45 @@ impl KeyClient {
         match self.call(req).await? {
             Response::RootId(id) => Ok(id),
             other => Err(unexpected(Op::AdoptRoot, &other)),
+        }
+    }
+
+    /// Reseals the running root for `target`, as the operator's signed `request`
+    /// (`operator-auth` text, EIP-191 `signature`) asks; keyservice checks the request
+    /// itself (its own operators, its governance contract). `source`: the shared sealed
+    /// root of the measured compose hash in shared-root mode, `None` for keyservice's own
+    /// root file (it then writes `root.sealed.<prefix>` and names it in the answer).
+    pub async fn operator_reseal(
+        &self,
+        target: ComposeHash,
+        signature: [u8; OPERATOR_SIGNATURE_LEN],
+        request: &str,
+        source: Option<[u8; SEALED_ROOT_LEN]>,
+    ) -> Result<Resealed, KeyError> {
+        if request.is_empty() || request.len() > MAX_OPERATOR_REQUEST_LEN {
+            return Err(KeyError::InvalidArgument(format!(
+                "an operator request is 1..={MAX_OPERATOR_REQUEST_LEN} bytes, not {}",
+                request.len()
+            )));
+        }
+        let req = Request::OperatorReseal {
+            target,
+            signature,
+            request: request.as_bytes().to_vec(),
+            source,
+        };
+        match self.call(req).await? {
+            Response::Resealed(r) => Ok(r),
+            other => Err(unexpected(Op::OperatorReseal, &other)),
+        }
+    }
+
+    /// The files of keyservice's state directory an operator backs up (`root.sealed*`,
+    /// `payer-contracts.json`).
+    pub async fn state_files(&self) -> Result<Vec<StateFile>, KeyError> {
+        match self.call(Request::StateFiles).await? {
+            Response::StateFiles(files) => Ok(files),
+            other => Err(unexpected(Op::StateFiles, &other)),
         }
     }
 

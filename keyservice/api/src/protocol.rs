@@ -35,6 +35,21 @@
 //! | 0x1C | `FreshEvidenceQuote` | `nonce:32 ‖ sha256sum.txt bytes (1..=8192)` | `quote`, report data = SHA-256(bytes) ‖ nonce |
 //! | 0x1D | `AcmeAccountPublicKey` | — | `point:65` (uncompressed P-256 `0x04 ‖ x ‖ y` of the ACME account key) |
 //! | 0x1E | `AcmeAccountSign` | `signing input (1..=16384)` | `sig:64` (ES256, fixed `r ‖ s`) |
+//! | 0x1F | `OperatorReseal` | `target:32 ‖ sig:65 ‖ len:u16 ‖ request (1..=1024) ‖ [source:101]` | `sealed:101 ‖ root_id:32 ‖ len:u16 ‖ file name` |
+//! | 0x20 | `StateFiles` | — | `n:u16 ‖ n × (len:u16 ‖ name ‖ len:u32 ‖ bytes)` |
+//!
+//! `OperatorReseal` rewraps the running root for the compose hash `target`, authorised by
+//! an operator: `request` is the text of an `operator-auth` request (action `reseal`, the
+//! same target, this app and compose hash, fresh, unused) and `sig` its EIP-191 signature
+//! by an address of `[operator] addresses` in keyservice's own measured configuration; the
+//! governance contract of that configuration must allow `target`. `source` is the shared
+//! sealed root (shared-root mode: the front end's copy for the measured compose hash, which
+//! must open here and be the running root); without it keyservice reseals its own root
+//! file and writes `root.sealed.<first 16 hex of target>` beside it (the answer's file
+//! name; empty in shared-root mode, where nothing is written). `StateFiles` returns the
+//! state directory's files an operator backs up (`root.sealed*`, `payer-contracts.json`:
+//! sealed or public, never a secret) for at most [`MAX_STATE_FILES`] files of at most
+//! [`MAX_STATE_FILE_LEN`] bytes each.
 //!
 //! `RootStatus`, `CreateSealedRoot` and `AdoptRoot` serve shared-root mode (replicas of one
 //! app sharing one sealed root, kept by the front end): `sealed` is the 101-byte sealed-root
@@ -119,6 +134,18 @@ pub const MAX_ACME_SIGNING_INPUT_LEN: usize = 16 * 1024;
 pub const ACME_PUBLIC_KEY_LEN: usize = 65;
 /// Length of an ES256 JWS signature (`r ‖ s`).
 pub const ACME_SIGNATURE_LEN: usize = 64;
+/// Longest operator request text an `OperatorReseal` may carry.
+pub const MAX_OPERATOR_REQUEST_LEN: usize = 1024;
+/// Length of an operator's EIP-191 signature (`r ‖ s ‖ v`).
+pub const OPERATOR_SIGNATURE_LEN: usize = 65;
+/// Most files a `StateFiles` answer lists.
+pub const MAX_STATE_FILES: usize = 64;
+/// Largest file a `StateFiles` answer carries (a sealed root is 101 bytes, the
+/// payer-contract record a few hundred bytes per contract); all of them together must also
+/// fit one frame, or keyservice answers `InvalidArgument` rather than leave one out.
+pub const MAX_STATE_FILE_LEN: usize = 16 * 1024;
+/// Longest file name in a `StateFiles` or `OperatorReseal` answer.
+pub const MAX_STATE_FILE_NAME_LEN: usize = 128;
 
 /// Operation codes (the header's `op` byte).
 #[derive(Clone, Copy, PartialEq, Eq, Hash, Debug)]
@@ -154,6 +181,8 @@ pub enum Op {
     FreshEvidenceQuote = 0x1C,
     AcmeAccountPublicKey = 0x1D,
     AcmeAccountSign = 0x1E,
+    OperatorReseal = 0x1F,
+    StateFiles = 0x20,
 }
 
 impl Op {
@@ -188,6 +217,8 @@ impl Op {
             Self::FreshEvidenceQuote => "fresh_evidence_quote",
             Self::AcmeAccountPublicKey => "acme_account_public_key",
             Self::AcmeAccountSign => "acme_account_sign",
+            Self::OperatorReseal => "operator_reseal",
+            Self::StateFiles => "state_files",
         }
     }
 
@@ -221,6 +252,8 @@ impl Op {
             0x1C => Self::FreshEvidenceQuote,
             0x1D => Self::AcmeAccountPublicKey,
             0x1E => Self::AcmeAccountSign,
+            0x1F => Self::OperatorReseal,
+            0x20 => Self::StateFiles,
             _ => return None,
         })
     }
@@ -419,6 +452,34 @@ pub enum Request {
     AcmeAccountSign {
         signing_input: Vec<u8>,
     },
+    /// Reseal the running root for `target`, as an operator's signed `request` asks (see
+    /// the module docs); `source` is the shared sealed root in shared-root mode, `None`
+    /// for the keyservice's own root file.
+    OperatorReseal {
+        target: ComposeHash,
+        signature: [u8; OPERATOR_SIGNATURE_LEN],
+        request: Vec<u8>,
+        source: Option<[u8; SEALED_ROOT_LEN]>,
+    },
+    /// The state directory's files an operator backs up.
+    StateFiles,
+}
+
+/// One file of keyservice's state directory (`StateFiles`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StateFile {
+    pub name: String,
+    pub bytes: Vec<u8>,
+}
+
+/// `OperatorReseal`'s answer.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Resealed {
+    /// The root sealed for the target compose hash.
+    pub sealed: [u8; SEALED_ROOT_LEN],
+    pub root_id: RootId,
+    /// The file written in the state directory (`None` in shared-root mode).
+    pub file: Option<String>,
 }
 
 /// A successful response payload.
@@ -453,6 +514,10 @@ pub enum Response {
     AcmeAccountKey([u8; ACME_PUBLIC_KEY_LEN]),
     /// `AcmeAccountSign`: the ES256 signature `r ‖ s`.
     AcmeSignature([u8; ACME_SIGNATURE_LEN]),
+    /// `OperatorReseal`.
+    Resealed(Resealed),
+    /// `StateFiles`.
+    StateFiles(Vec<StateFile>),
 }
 
 impl fmt::Debug for Response {
@@ -484,6 +549,11 @@ impl fmt::Debug for Response {
             }
             Self::AcmeAccountKey(point) => write!(f, "AcmeAccountKey({})", hex_prefix(point)),
             Self::AcmeSignature(_) => f.write_str("AcmeSignature(<64 bytes>)"),
+            Self::Resealed(r) => f.debug_tuple("Resealed").field(r).finish(),
+            Self::StateFiles(files) => {
+                let names: Vec<&str> = files.iter().map(|f| f.name.as_str()).collect();
+                f.debug_tuple("StateFiles").field(&names).finish()
+            }
         }
     }
 }
@@ -551,6 +621,18 @@ impl<'a> Reader<'a> {
         std::mem::take(&mut self.buf)
     }
 
+    /// A file name: `len:u16 ‖ UTF-8`, at most [`MAX_STATE_FILE_NAME_LEN`] bytes.
+    fn name(&mut self) -> Result<String, DecodeError> {
+        let len = usize::from(self.u16()?);
+        if len > MAX_STATE_FILE_NAME_LEN {
+            return Err(self.err("a file name is at most 128 bytes"));
+        }
+        let raw = self.take(len)?;
+        std::str::from_utf8(raw)
+            .map(str::to_owned)
+            .map_err(|_| self.err("a file name is not UTF-8"))
+    }
+
     fn cid(&mut self) -> Result<String, DecodeError> {
         let len = usize::from(self.u16()?);
         if len == 0 || len > MAX_CID_LEN {
@@ -589,6 +671,15 @@ fn put_bytes32(buf: &mut Vec<u8>, bytes: &[u8]) {
 
 fn hex_prefix(bytes: &[u8]) -> String {
     bytes.iter().take(8).map(|b| format!("{b:02x}")).collect()
+}
+
+/// `len:u16 ‖ UTF-8`, at most [`MAX_STATE_FILE_NAME_LEN`] bytes (longer names are cut by
+/// the sender, which only ever sends names it chose).
+fn put_name(buf: &mut Vec<u8>, name: &str) {
+    let bytes = name.as_bytes();
+    let len = bytes.len().min(MAX_STATE_FILE_NAME_LEN);
+    buf.extend_from_slice(&(len as u16).to_be_bytes());
+    buf.extend_from_slice(&bytes[..len]);
 }
 
 fn put_cid(buf: &mut Vec<u8>, cid: &str) {
@@ -631,6 +722,8 @@ impl Request {
             Self::TlsRegisterCertificate { .. } => Op::TlsRegisterCertificate,
             Self::AcmeAccountPublicKey => Op::AcmeAccountPublicKey,
             Self::AcmeAccountSign { .. } => Op::AcmeAccountSign,
+            Self::OperatorReseal { .. } => Op::OperatorReseal,
+            Self::StateFiles => Op::StateFiles,
         }
     }
 
@@ -644,8 +737,25 @@ impl Request {
             | Self::AttestationInfo
             | Self::RootStatus
             | Self::CreateSealedRoot
-            | Self::AcmeAccountPublicKey => {}
+            | Self::AcmeAccountPublicKey
+            | Self::StateFiles => {}
             Self::AcmeAccountSign { signing_input } => buf.extend_from_slice(signing_input),
+            Self::OperatorReseal {
+                target,
+                signature,
+                request,
+                source,
+            } => {
+                buf.extend_from_slice(&target.0);
+                buf.extend_from_slice(signature);
+                // Checked by the client before encoding; clamped so prefix and bytes agree.
+                let len = request.len().min(MAX_OPERATOR_REQUEST_LEN);
+                buf.extend_from_slice(&(len as u16).to_be_bytes());
+                buf.extend_from_slice(&request[..len]);
+                if let Some(sealed) = source {
+                    buf.extend_from_slice(sealed);
+                }
+            }
             Self::EvidenceQuote { sums } => buf.extend_from_slice(sums),
             Self::FreshEvidenceQuote { nonce, sums } => {
                 buf.extend_from_slice(nonce);
@@ -736,6 +846,29 @@ impl Request {
             Op::RootStatus => Self::RootStatus,
             Op::CreateSealedRoot => Self::CreateSealedRoot,
             Op::AcmeAccountPublicKey => Self::AcmeAccountPublicKey,
+            Op::StateFiles => Self::StateFiles,
+            Op::OperatorReseal => {
+                let target = ComposeHash(r.array()?);
+                let signature = r.array()?;
+                let len = usize::from(r.u16()?);
+                if len == 0 || len > MAX_OPERATOR_REQUEST_LEN {
+                    return Err(r.err("an operator request must be 1..=1024 bytes"));
+                }
+                let request = r.take(len)?.to_vec();
+                let source = match r.rest() {
+                    [] => None,
+                    rest => Some(
+                        rest.try_into()
+                            .map_err(|_| r.err("a sealed root is 101 bytes"))?,
+                    ),
+                };
+                Self::OperatorReseal {
+                    target,
+                    signature,
+                    request,
+                    source,
+                }
+            }
             Op::AcmeAccountSign => {
                 let input = r.rest();
                 if input.is_empty() || input.len() > MAX_ACME_SIGNING_INPUT_LEN {
@@ -956,6 +1089,21 @@ impl Response {
             Self::CertificateRegistered(hash) => buf.extend_from_slice(hash),
             Self::AcmeAccountKey(point) => buf.extend_from_slice(point),
             Self::AcmeSignature(sig) => buf.extend_from_slice(sig),
+            Self::Resealed(r) => {
+                buf.extend_from_slice(&r.sealed);
+                buf.extend_from_slice(&r.root_id.0);
+                put_name(buf, r.file.as_deref().unwrap_or(""));
+            }
+            Self::StateFiles(files) => {
+                let n = files.len().min(MAX_STATE_FILES);
+                buf.extend_from_slice(&(n as u16).to_be_bytes());
+                for file in &files[..n] {
+                    put_name(buf, &file.name);
+                    let len = file.bytes.len().min(MAX_STATE_FILE_LEN);
+                    buf.extend_from_slice(&(len as u32).to_be_bytes());
+                    buf.extend_from_slice(&file.bytes[..len]);
+                }
+            }
         }
     }
 
@@ -1090,6 +1238,35 @@ impl Response {
                 Self::AcmeAccountKey(point)
             }
             Op::AcmeAccountSign => Self::AcmeSignature(r.array()?),
+            Op::OperatorReseal => {
+                let sealed = r.array()?;
+                let root_id = RootId(r.array()?);
+                let name = r.name()?;
+                Self::Resealed(Resealed {
+                    sealed,
+                    root_id,
+                    file: (!name.is_empty()).then_some(name),
+                })
+            }
+            Op::StateFiles => {
+                let n = usize::from(r.u16()?);
+                if n > MAX_STATE_FILES {
+                    return Err(r.err("too many state files"));
+                }
+                let mut files = Vec::with_capacity(n);
+                for _ in 0..n {
+                    let name = r.name()?;
+                    let len = r.u32()? as usize;
+                    if len > MAX_STATE_FILE_LEN {
+                        return Err(r.err("a state file is at most 16384 bytes"));
+                    }
+                    files.push(StateFile {
+                        name,
+                        bytes: r.take(len)?.to_vec(),
+                    });
+                }
+                Self::StateFiles(files)
+            }
             Op::RowMac => {
                 let d = r.rest();
                 if d.is_empty() || !d.len().is_multiple_of(ROW_MAC_LEN) {
@@ -1263,6 +1440,76 @@ mod tests {
         assert!(Response::decode(Op::AcmeAccountSign, &sig).is_ok());
         sig.push(0);
         assert!(Response::decode(Op::AcmeAccountSign, &sig).is_err());
+    }
+
+    #[test]
+    fn operator_requests_round_trip_and_are_bounded() {
+        let reseal = |request: Vec<u8>, source| Request::OperatorReseal {
+            target: ComposeHash([3; 32]),
+            signature: [4; OPERATOR_SIGNATURE_LEN],
+            request,
+            source,
+        };
+        round_trip(reseal(b"appliance operator request".to_vec(), None));
+        round_trip(reseal(b"x".to_vec(), Some([5; SEALED_ROOT_LEN])));
+        round_trip(Request::StateFiles);
+        let mut buf = Vec::new();
+        reseal(b"abc".to_vec(), Some([5; SEALED_ROOT_LEN])).encode_payload(&mut buf);
+        assert_eq!(buf.len(), 32 + 65 + 2 + 3 + 101);
+        // A source that is not a whole sealed root, an empty or oversized request.
+        assert!(Request::decode(Op::OperatorReseal, &buf[..buf.len() - 1]).is_err());
+        let mut empty = buf[..97].to_vec();
+        empty.extend_from_slice(&0u16.to_be_bytes());
+        assert!(Request::decode(Op::OperatorReseal, &empty).is_err());
+        let mut long = buf[..97].to_vec();
+        long.extend_from_slice(&1025u16.to_be_bytes());
+        long.extend_from_slice(&[b'a'; 1025]);
+        assert!(Request::decode(Op::OperatorReseal, &long).is_err());
+
+        let resealed = Resealed {
+            sealed: [6; SEALED_ROOT_LEN],
+            root_id: RootId([7; 32]),
+            file: Some("root.sealed.0303030303030303".into()),
+        };
+        for answer in [
+            resealed.clone(),
+            Resealed {
+                file: None,
+                ..resealed.clone()
+            },
+        ] {
+            let mut buf = Vec::new();
+            Response::Resealed(answer.clone()).encode_payload(&mut buf);
+            match Response::decode(Op::OperatorReseal, &buf).unwrap() {
+                Response::Resealed(got) => assert_eq!(got, answer),
+                other => panic!("{other:?}"),
+            }
+        }
+        let files = vec![
+            StateFile {
+                name: "root.sealed".into(),
+                bytes: vec![1; SEALED_ROOT_LEN],
+            },
+            StateFile {
+                name: "payer-contracts.json".into(),
+                bytes: b"{}".to_vec(),
+            },
+        ];
+        let mut buf = Vec::new();
+        Response::StateFiles(files.clone()).encode_payload(&mut buf);
+        match Response::decode(Op::StateFiles, &buf).unwrap() {
+            Response::StateFiles(got) => assert_eq!(got, files),
+            other => panic!("{other:?}"),
+        }
+        // The bounds hold on decoding too.
+        let mut many = (MAX_STATE_FILES as u16 + 1).to_be_bytes().to_vec();
+        many.extend_from_slice(&[0; 8]);
+        assert!(Response::decode(Op::StateFiles, &many).is_err());
+        let mut big = 1u16.to_be_bytes().to_vec();
+        big.extend_from_slice(&0u16.to_be_bytes());
+        big.extend_from_slice(&(MAX_STATE_FILE_LEN as u32 + 1).to_be_bytes());
+        big.extend_from_slice(&vec![0; MAX_STATE_FILE_LEN + 1]);
+        assert!(Response::decode(Op::StateFiles, &big).is_err());
     }
 
     #[test]
