@@ -242,3 +242,36 @@ impl RowAuthenticator for KeyserviceRowKey {
             .map_err(|e| e.to_string())
     }
 }
+
+/// The sealed-root format (keyservice/src/sealing.rs): magic, version, compose hash,
+/// nonce, ciphertext and tag.
+const SEALED_LEN: usize = keyservice_api::SEALED_ROOT_LEN;
+const MAGIC: &[u8; 8] = b"KSVCSEAL";
+
+/// The compose hash in a sealed root's header, if it is one.
+pub fn sealed_compose_hash(sealed: &[u8]) -> Option<[u8; 32]> {
+    if sealed.len() != SEALED_LEN || &sealed[..8] != MAGIC || sealed[8] != 1 {
+        return None;
+    }
+    sealed[9..41].try_into().ok()
+}
+
+#[cfg(test)]
+mod sealed_format_tests {
+    use super::*;
+
+    #[test]
+    fn only_a_sealed_root_names_a_compose_hash() {
+        let mut blob = vec![0u8; SEALED_LEN];
+        blob[..8].copy_from_slice(MAGIC);
+        blob[8] = 1;
+        blob[9..41].copy_from_slice(&[7; 32]);
+        assert_eq!(sealed_compose_hash(&blob), Some([7; 32]));
+        assert_eq!(sealed_compose_hash(&blob[..100]), None);
+        blob[8] = 2;
+        assert_eq!(sealed_compose_hash(&blob), None);
+        blob[8] = 1;
+        blob[0] = b'X';
+        assert_eq!(sealed_compose_hash(&blob), None);
+    }
+}

@@ -28,6 +28,13 @@ pub mod resources;
 pub mod rng;
 pub mod viem;
 
+/// Held by a test while it changes the machine's network interfaces (the container
+/// test's own dockerd: bridges, veth pairs) or while it drives Chromium, so the two never
+/// overlap: Chromium abandons requests in flight with `ERR_NETWORK_CHANGED` whenever an
+/// interface appears or goes (all e2e tests run in one process, so one lock serves).
+pub static NETWORK_CHANGES: std::sync::LazyLock<tokio::sync::Mutex<()>> =
+    std::sync::LazyLock::new(|| tokio::sync::Mutex::new(()));
+
 pub use appliance::{Appliance, Launch};
 pub use binaries::{appliance_command, bin_dir, binary, workspace_root};
 pub use dev_stack::DevStack;

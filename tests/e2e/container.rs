@@ -766,6 +766,8 @@ async fn sign_when_back(
 
 #[tokio::test(flavor = "multi_thread")]
 async fn the_compose_keeps_the_key_boundary_under_a_real_engine() {
+    // No browser test runs while this engine adds and removes interfaces (dropped last).
+    let _network = e2e::NETWORK_CHANGES.lock().await;
     let started = Instant::now();
     let engine = match Engine::start() {
         Ok(engine) => engine,

@@ -32,10 +32,10 @@ use keyservice_api::{ComposeHash, ErrorCode, KeyError, SEALED_ROOT_LEN};
 use operator_auth::{Action, Authorized, Binding, SIGNATURE_LEN, VerifyError};
 use sha2::{Digest as _, Sha256};
 
-use crate::commands::root::sealed_compose_hash;
 use crate::config::StoreEngine;
 use crate::error::ApiError;
 use crate::http::extract::{JsonBody, limit};
+use crate::shared_root::sealed_compose_hash;
 use crate::state::AppState;
 
 /// The routes, merged beside the documented ones by [`super::routes`] (the same

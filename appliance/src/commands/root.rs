@@ -13,12 +13,11 @@
 use std::path::Path;
 
 use crate::config::Config;
+use crate::shared_root::sealed_compose_hash;
 use crate::store::{SealedRootRow, Store, StoreError};
 
-/// The sealed-root file format (keyservice/src/sealing.rs): magic, version, compose hash,
-/// nonce, ciphertext and tag.
+/// The sealed-root file format's length (keyservice/src/sealing.rs).
 const SEALED_LEN: usize = keyservice_api::SEALED_ROOT_LEN;
-const MAGIC: &[u8; 8] = b"KSVCSEAL";
 
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
@@ -119,32 +118,4 @@ pub async fn import(config: &Config, from: &Path) -> Result<String, RootCommandE
         hex::encode(compose_hash),
         hex::encode(root_id)
     ))
-}
-
-/// The compose hash in a sealed root's header, if it is one.
-pub fn sealed_compose_hash(sealed: &[u8]) -> Option<[u8; 32]> {
-    if sealed.len() != SEALED_LEN || &sealed[..8] != MAGIC || sealed[8] != 1 {
-        return None;
-    }
-    sealed[9..41].try_into().ok()
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn only_a_sealed_root_names_a_compose_hash() {
-        let mut blob = vec![0u8; SEALED_LEN];
-        blob[..8].copy_from_slice(MAGIC);
-        blob[8] = 1;
-        blob[9..41].copy_from_slice(&[7; 32]);
-        assert_eq!(sealed_compose_hash(&blob), Some([7; 32]));
-        assert_eq!(sealed_compose_hash(&blob[..100]), None);
-        blob[8] = 2;
-        assert_eq!(sealed_compose_hash(&blob), None);
-        blob[8] = 1;
-        blob[0] = b'X';
-        assert_eq!(sealed_compose_hash(&blob), None);
-    }
 }
