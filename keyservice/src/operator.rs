@@ -17,7 +17,6 @@
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
-use std::time::{SystemTime, UNIX_EPOCH};
 
 use keyservice_api::ComposeHash;
 use keyservice_api::protocol::{
@@ -85,7 +84,7 @@ impl OperatorDesk {
         };
         let authorized = self
             .verifier
-            .verify(text, &signature, &binding, unix_now())
+            .verify_now(text, &signature, &binding)
             .map_err(|e| OpError::OperatorRefused(e.to_string()))?;
         if authorized.request.action != (Action::Reseal { target: target.0 }) {
             return Err(OpError::OperatorRefused(format!(
@@ -379,13 +378,6 @@ async fn app_id(ops: &KeyOps) -> Result<[u8; 20], OpError> {
             .map_err(|_| OpError::Internal("the deployment's app id is not 40 hex digits")),
         _ => Err(OpError::Internal("unexpected answer to AttestationInfo")),
     }
-}
-
-fn unix_now() -> u64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map(|d| d.as_secs())
-        .unwrap_or(0)
 }
 
 #[cfg(test)]

@@ -92,6 +92,20 @@ impl Verifier {
         !self.operators.is_empty()
     }
 
+    /// [`Self::verify`] at the system clock's time.
+    pub fn verify_now(
+        &self,
+        text: &str,
+        signature: &[u8],
+        binding: &Binding,
+    ) -> Result<Authorized, VerifyError> {
+        let now = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| d.as_secs())
+            .unwrap_or(0);
+        self.verify(text, signature, binding, now)
+    }
+
     /// Checks `text` signed with `signature` for the deployment `binding` at Unix time
     /// `now`; on success its nonce is used up.
     pub fn verify(

@@ -15,7 +15,6 @@
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::time::{SystemTime, UNIX_EPOCH};
 
 use appliance_api::operator::{
     BACKUP_SUMMARY_HEADER, BackupSummary, ExportedRoot, OPERATOR_PREFIX, OperatorStatus, Resealed,
@@ -86,7 +85,7 @@ async fn authorize(
     let (binding, _) = binding(state).await?;
     let authorized = state
         .operators
-        .verify(&body.request, &signature, &binding, unix_now())
+        .verify_now(&body.request, &signature, &binding)
         .map_err(refusal)?;
     if authorized.request.action.name() != action {
         return Err(ApiError::bad_request(format!(
@@ -129,13 +128,6 @@ fn keyservice_refusal(e: KeyError) -> ApiError {
         | KeyError::InvalidArgument(message) => ApiError::bad_request(message),
         other => other.into(),
     }
-}
-
-fn unix_now() -> u64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map(|d| d.as_secs())
-        .unwrap_or(0)
 }
 
 fn hex0x(bytes: &[u8]) -> String {
@@ -239,7 +231,8 @@ async fn reseal(
     let target = ComposeHash(target);
     let shared = state.config.store.engine == StoreEngine::Postgres;
     let source = if shared {
-        let current = state.keys.root_status().await?.compose_hash;
+        // The verifier checked the request names the running compose hash.
+        let current = ComposeHash(authorized.request.compose_hash);
         let row = state
             .store
             .sealed_roots()

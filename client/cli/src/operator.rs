@@ -112,12 +112,23 @@ pub async fn run(
     verified: &Verification,
     cmd: &OperatorCommand,
 ) -> Result<Outcome, CliError> {
+    let (action, signing) = match cmd {
+        OperatorCommand::Status(signing) => (Action::Status, signing),
+        OperatorCommand::ExportRoot { signing, .. } => (Action::ExportRoot, signing),
+        OperatorCommand::BackupDatabase { signing, .. } => (Action::BackupDatabase, signing),
+        OperatorCommand::Reseal { to, signing } => (
+            Action::Reseal {
+                target: hex_array::<32>("--to", to)?,
+            },
+            signing,
+        ),
+    };
+    let body = match signed(action, verified, signing)? {
+        Ok(body) => body,
+        Err(text) => return Ok(printed(text)),
+    };
     match cmd {
-        OperatorCommand::Status(signing) => {
-            let body = match signed(Action::Status, verified, signing)? {
-                Ok(body) => body,
-                Err(text) => return Ok(printed(text)),
-            };
+        OperatorCommand::Status(_) => {
             let status: OperatorStatus = client
                 .post_json(
                     &format!("{OPERATOR_PREFIX}/status"),
@@ -167,11 +178,7 @@ pub async fn run(
                 text,
             })
         }
-        OperatorCommand::ExportRoot { out, signing } => {
-            let body = match signed(Action::ExportRoot, verified, signing)? {
-                Ok(body) => body,
-                Err(text) => return Ok(printed(text)),
-            };
+        OperatorCommand::ExportRoot { out, .. } => {
             prepare_dir(out)?;
             let exported: ExportedRoot = client
                 .post_json(
@@ -203,11 +210,7 @@ pub async fn run(
                 text,
             })
         }
-        OperatorCommand::BackupDatabase { out, signing } => {
-            let body = match signed(Action::BackupDatabase, verified, signing)? {
-                Ok(body) => body,
-                Err(text) => return Ok(printed(text)),
-            };
+        OperatorCommand::BackupDatabase { out, .. } => {
             if out.exists() {
                 return Err(CliError::Input(format!("{} exists", out.display())));
             }
@@ -237,12 +240,7 @@ pub async fn run(
                 ),
             })
         }
-        OperatorCommand::Reseal { to, signing } => {
-            let target = hex_array::<32>("--to", to)?;
-            let body = match signed(Action::Reseal { target }, verified, signing)? {
-                Ok(body) => body,
-                Err(text) => return Ok(printed(text)),
-            };
+        OperatorCommand::Reseal { .. } => {
             let resealed: Resealed = client
                 .post_json(
                     &format!("{OPERATOR_PREFIX}/reseal"),
