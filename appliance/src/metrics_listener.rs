@@ -183,6 +183,8 @@ async fn refresh(shared: &Shared) {
     {
         m.set_certificate_expiry(expiry);
     }
+    let writes = state.store.write_stats();
+    m.set_store_writes(writes.batches, writes.writes, writes.round_trips);
     if let Some(report) = state.store.integrity_report() {
         m.set_store_refused_rows(report.failures());
         m.set_store_database_checks(

@@ -165,6 +165,9 @@ pub struct Metrics {
     store_refused_rows: Gauge,
     store_rollbacks: Gauge,
     store_foreign_objects: Gauge,
+    store_write_batches: Gauge,
+    store_writes: Gauge,
+    store_write_round_trips: Gauge,
 
     outbox_entries: Family<StateLabel, Gauge>,
     mirror_lag_seconds: Gauge,
@@ -215,6 +218,9 @@ impl Metrics {
             store_refused_rows: Gauge::default(),
             store_rollbacks: Gauge::default(),
             store_foreign_objects: Gauge::default(),
+            store_write_batches: Gauge::default(),
+            store_writes: Gauge::default(),
+            store_write_round_trips: Gauge::default(),
             outbox_entries: Family::default(),
             mirror_lag_seconds: Gauge::default(),
             chain_head_block: Gauge::default(),
@@ -373,6 +379,21 @@ impl Metrics {
             "store_foreign_objects",
             "Triggers, rules, functions and event triggers in the database that no migration created, at the last check (PostgreSQL)",
             self.store_foreign_objects.clone(),
+        );
+        r.register(
+            "store_write_batches",
+            "Write transactions the store's writer committed since start (each holds one or more writes)",
+            self.store_write_batches.clone(),
+        );
+        r.register(
+            "store_writes",
+            "Writes in the transactions the store's writer committed since start",
+            self.store_writes.clone(),
+        );
+        r.register(
+            "store_write_round_trips",
+            "Round trips the store's writer made to PostgreSQL since start, for every batch, committed or not (0 on SQLite)",
+            self.store_write_round_trips.clone(),
         );
         r.register(
             "chain_outbox_entries",
@@ -559,6 +580,13 @@ impl Metrics {
     pub fn set_store_database_checks(&self, rollbacks: u64, foreign_objects: u64) {
         self.store_rollbacks.set(gauge(rollbacks));
         self.store_foreign_objects.set(gauge(foreign_objects));
+    }
+
+    /// What the store's writer has done since start (`store::WriteStats`).
+    pub fn set_store_writes(&self, batches: u64, writes: u64, round_trips: u64) {
+        self.store_write_batches.set(gauge(batches));
+        self.store_writes.set(gauge(writes));
+        self.store_write_round_trips.set(gauge(round_trips));
     }
 
     pub fn set_outbox(&self, outbox: OutboxGauges) {
@@ -867,6 +895,7 @@ mod tests {
         m.store_transaction("read", d);
         m.set_store_refused_rows(0);
         m.set_store_database_checks(0, 0);
+        m.set_store_writes(0, 0, 0);
         m.set_outbox(OutboxGauges::default());
         m.chain_indexer(2, 1);
         m.set_certificate_expiry(1);

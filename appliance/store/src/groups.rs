@@ -51,27 +51,56 @@ pub struct GroupRecord {
 fn set_members(tx: Conn<'_>, account: AccountId, group: i64, spec: &GroupSpec) -> Result<()> {
     integrity::delete(tx, &GROUP_WALLETS, "group_id = ?1", params![group])?;
     integrity::delete(tx, &GROUP_ACTIONS, "group_id = ?1", params![group])?;
-    if let Permitted::Only(list) = &spec.wallets {
-        for wallet in list {
-            let record = wallets::require(tx, account, wallet)?;
-            integrity::insert_or_ignore(
-                tx,
-                &GROUP_WALLETS,
-                columns![("group_id", group), ("wallet_id", record.row)],
-            )?;
-        }
-    }
-    if let Permitted::Only(list) = &spec.actions {
-        for hash in list {
-            let action = actions::require(tx, account, hash)?;
-            integrity::insert_or_ignore(
-                tx,
-                &GROUP_ACTIONS,
-                columns![("group_id", group), ("action_id", action)],
-            )?;
-        }
-    }
+    add_members(tx, account, group, spec)?;
     Ok(())
+}
+
+/// Adds the group's permitted sets (every named wallet and action must exist in the
+/// account), and answers its members as its mirror lists them: each once, in the order
+/// of their rows.
+fn add_members(
+    tx: Conn<'_>,
+    account: AccountId,
+    group: i64,
+    spec: &GroupSpec,
+) -> Result<(Permitted<PkpId>, Permitted<CidHash>)> {
+    let wallets = match &spec.wallets {
+        Permitted::All => Permitted::All,
+        Permitted::Only(list) => {
+            let mut rows = Vec::with_capacity(list.len());
+            for wallet in list {
+                let record = wallets::require(tx, account, wallet)?;
+                integrity::insert_or_ignore(
+                    tx,
+                    &GROUP_WALLETS,
+                    columns![("group_id", group), ("wallet_id", record.row)],
+                )?;
+                rows.push((record.row, record.pkp_id));
+            }
+            rows.sort_by_key(|(row, _)| *row);
+            rows.dedup_by_key(|(row, _)| *row);
+            Permitted::Only(rows.into_iter().map(|(_, pkp)| pkp).collect())
+        }
+    };
+    let actions = match &spec.actions {
+        Permitted::All => Permitted::All,
+        Permitted::Only(list) => {
+            let mut rows = Vec::with_capacity(list.len());
+            for hash in list {
+                let action = actions::require(tx, account, hash)?;
+                integrity::insert_or_ignore(
+                    tx,
+                    &GROUP_ACTIONS,
+                    columns![("group_id", group), ("action_id", action)],
+                )?;
+                rows.push((action, *hash));
+            }
+            rows.sort_by_key(|(row, _)| *row);
+            rows.dedup_by_key(|(row, _)| *row);
+            Permitted::Only(rows.into_iter().map(|(_, hash)| hash).collect())
+        }
+    };
+    Ok((wallets, actions))
 }
 
 /// Group ids the service assigns stay below this; AccountConfig assigns the ids of groups
@@ -99,8 +128,8 @@ fn touch(tx: Conn<'_>, group: GroupId) -> Result<()> {
     Ok(())
 }
 
-/// The mirror of a group as it now is (`addGroup` when new, else `updateGroup`).
-fn mirror_group(tx: Conn<'_>, account: AccountId, group: i64, new: bool) -> Result<()> {
+/// The mirror of a group as it now is (`updateGroup`), read back from the store.
+fn mirror_group(tx: Conn<'_>, account: AccountId, group: i64) -> Result<()> {
     let (name, description, flags): (String, String, GroupFlags) = tx.query_row(
         &format!(
             "SELECT name, description, all_wallets, all_actions, {} FROM groups WHERE id = ?1",
@@ -119,7 +148,21 @@ fn mirror_group(tx: Conn<'_>, account: AccountId, group: i64, new: bool) -> Resu
             ))
         },
     )?;
-    let (wallets, actions) = members(tx, group, &flags)?;
+    let members = members(tx, group, &flags)?;
+    record_mirror(tx, account, group, false, name, description, members)
+}
+
+/// Records the mirror of a group with these fields and members (`addGroup` when new,
+/// else `updateGroup`).
+fn record_mirror(
+    tx: Conn<'_>,
+    account: AccountId,
+    group: i64,
+    new: bool,
+    name: String,
+    description: String,
+    (wallets, actions): (Permitted<PkpId>, Permitted<CidHash>),
+) -> Result<()> {
     let pkp_ids = match wallets {
         Permitted::All => vec![B256::ZERO],
         Permitted::Only(ids) => ids.into_iter().map(|p| B256::from(p.0)).collect(),
@@ -233,8 +276,10 @@ impl Store {
                     ("updated_at", now),
                 ],
             )?;
-            set_members(tx, account, id, &spec)?;
-            mirror_group(tx, account, id, true)?;
+            // A new group has no members to replace, and its mirror is what was just
+            // written: nothing to read back.
+            let members = add_members(tx, account, id, &spec)?;
+            record_mirror(tx, account, id, true, spec.name, spec.description, members)?;
             Ok(GroupId(id as u64))
         })
         .await
@@ -350,7 +395,7 @@ impl Store {
                 Ok(true)
             })?;
             set_members(tx, account, sql_id(group), &spec)?;
-            mirror_group(tx, account, sql_id(group), false)
+            mirror_group(tx, account, sql_id(group))
         })
         .await
     }

@@ -55,14 +55,15 @@
 //! SQLite lives on the CVM's encrypted volume, inside the TEE's boundary: the column
 //! exists there too (the SQL is shared), always NULL, never checked.
 
-use std::cell::RefCell;
-use std::collections::HashMap;
+use std::cell::{Cell, RefCell};
+use std::collections::{HashMap, HashSet};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, OnceLock, PoisonError};
 
 pub(crate) use super::sql::Table;
 use super::sql::{
-    Conn, Engine, FromSql, OwnedValue, Param, Row, RowChecks, SqlResult, ToParam, ValueRef, params,
+    Conn, Engine, FromSql, OwnedValue, Param, Row, RowChecks, SqlResult, TextRows, ToParam,
+    ValueRef, params,
 };
 use super::{Result, StoreError};
 
@@ -412,43 +413,227 @@ impl Check {
 }
 
 /// The rows one read or one write job has seen, to check before its result is used,
-/// and the row images a write job wrote, to seal when it ends.
-pub(crate) struct Checks {
+/// and the row images a write job wrote, to seal when its batch ends.
+pub(crate) struct Checks<'b> {
     pending: RefCell<Vec<Check>>,
-    /// The images this job wrote, by key (`key_of`), in the order first written.
+    /// The images this job wrote, by key (`key_of`).
     written: RefCell<HashMap<Vec<u8>, Written>>,
+    /// Keys of rows written earlier in the batch that this job deleted.
+    removed: RefCell<HashSet<Vec<u8>>>,
+    /// The id sequences this job took ids from, as they now stand.
+    sequences: RefCell<HashMap<String, Sequence>>,
+    /// This job wrote or deleted a row of [`KEY_TABLES`].
+    keys: Cell<bool>,
+    /// What the jobs before this one in the batch wrote (a write job's only).
+    batch: Option<&'b BatchRows>,
+    /// This job's place in its batch.
+    place: usize,
 }
 
-/// A row image a write job wrote: when it was first written (its place in the job), its
-/// table and its values.
-type Written = (usize, &'static Table, Vec<OwnedValue>);
+/// An id sequence a write batch hands ids out of: its row as the batch read it (`next`
+/// and MAC; `None`: no row yet), and the next id to give. Written back, sealed, when the
+/// batch ends: one statement for every id the batch took, not two per id.
+#[derive(Clone)]
+struct Sequence {
+    stored: Option<StoredSequence>,
+    next: i64,
+}
 
-impl Checks {
+/// An `id_sequences` row as stored: its `next` and its MAC.
+type StoredSequence = (i64, Option<Vec<u8>>);
+
+/// A table's row images to seal, each with its MAC.
+type ToSeal<'a> = (&'static Table, Vec<(&'a [OwnedValue], &'a [u8; 32])>);
+
+/// A row image a write wrote: its table and its values.
+type Written = (&'static Table, Vec<OwnedValue>);
+
+/// The row images the kept jobs of one write batch have written so far, by key: they
+/// have no MAC until the batch ends ([`Integrity::batch_end`] seals them all in one
+/// statement), so a later job of the batch that reads one accepts it only if it is
+/// exactly the image written.
+#[derive(Default)]
+pub(crate) struct BatchRows {
+    written: RefCell<HashMap<Vec<u8>, Written>>,
+    sequences: RefCell<HashMap<String, Sequence>>,
+    /// A kept job wrote or deleted a row of [`KEY_TABLES`].
+    keys: Cell<bool>,
+    /// The protected rows the kept jobs read or removed, by job (its place in the
+    /// batch), to check when the batch ends.
+    read: RefCell<Vec<(usize, Check)>>,
+    /// The jobs whose rows failed that check.
+    tampered: RefCell<Vec<usize>>,
+    /// The `id_sequences` rows as the batch's first round trip showed them (name →
+    /// next and MAC), not yet checked: a job that takes an id from one checks it.
+    prefetched: RefCell<HashMap<String, StoredSequence>>,
+}
+
+/// The tables API keys resolve from (`accounts::resolve`, `usage_keys::resolve`): a
+/// batch that changes none of their rows leaves every resolved key as it was, so the
+/// replicas keep their key caches (`store::key_cache`). Every write of these tables goes
+/// through this module's typed calls, which is what makes the tracking complete.
+pub(crate) const KEY_TABLES: [&str; 2] = [ACCOUNTS.name, USAGE_KEYS.name];
+
+impl BatchRows {
+    /// Holds the `id_sequences` rows [`SEQUENCES_AS_TEXT`] showed. A row that does not
+    /// parse is left out: the job that needs it reads it the ordinary way.
+    pub(super) fn prefetch(&self, shown: &[Vec<Option<String>>]) {
+        let mut held = self.prefetched.borrow_mut();
+        for row in shown {
+            let (Some(Some(name)), Some(Some(next)), Some(mac)) =
+                (row.first(), row.get(1), row.get(2))
+            else {
+                continue;
+            };
+            let Ok(next) = next.parse::<i64>() else {
+                continue;
+            };
+            let mac = match mac.as_deref().map(hex::decode) {
+                None => None,
+                Some(Ok(mac)) => Some(mac),
+                Some(Err(_)) => continue,
+            };
+            held.insert(name.clone(), (next, mac));
+        }
+    }
+
+    /// Whether the job at `place` in the batch read a row that failed its check (after
+    /// [`Integrity::batch_end`] refused the batch).
+    pub(super) fn tampered(&self, place: usize) -> bool {
+        self.tampered.borrow().contains(&place)
+    }
+
+    /// Whether a job's row failed its check (rather than the batch's epoch row).
+    pub(super) fn any_tampered(&self) -> bool {
+        !self.tampered.borrow().is_empty()
+    }
+
+    /// Whether a kept job of the batch wrote or deleted a row API keys resolve from.
+    pub(super) fn changes_keys(&self) -> bool {
+        self.keys.get()
+    }
+
+    /// The image written earlier in the batch under `key`, if any.
+    fn image(&self, key: &[u8]) -> Option<Vec<OwnedValue>> {
+        self.written.borrow().get(key).map(|(_, v)| v.clone())
+    }
+}
+
+impl Checks<'static> {
     pub(super) fn for_read() -> Self {
         Self {
             pending: RefCell::new(Vec::new()),
             written: RefCell::new(HashMap::new()),
+            removed: RefCell::new(HashSet::new()),
+            sequences: RefCell::new(HashMap::new()),
+            keys: Cell::new(false),
+            batch: None,
+            place: 0,
         }
     }
+}
 
-    pub(super) fn for_write() -> Self {
-        Self::for_read()
+impl<'b> Checks<'b> {
+    /// The checks of the write job at `place` in the batch whose rows so far are
+    /// `batch`.
+    pub(super) fn for_write(batch: &'b BatchRows, place: usize) -> Self {
+        Self {
+            batch: Some(batch),
+            place,
+            ..Checks::for_read()
+        }
     }
 
     fn take(&self) -> Vec<Check> {
         std::mem::take(&mut *self.pending.borrow_mut())
     }
 
-    fn take_written(&self) -> Vec<(&'static Table, Vec<OwnedValue>)> {
-        let mut rows: Vec<_> = std::mem::take(&mut *self.written.borrow_mut())
-            .into_values()
-            .collect();
-        rows.sort_by_key(|(order, _, _)| *order);
-        rows.into_iter().map(|(_, t, v)| (t, v)).collect()
+    fn touched(&self, table: &'static Table) {
+        if KEY_TABLES.contains(&table.name) {
+            self.keys.set(true);
+        }
+    }
+
+    /// The job is kept (its savepoint released): what it wrote and deleted becomes the
+    /// batch's.
+    pub(super) fn keep(self) {
+        let Some(batch) = self.batch else {
+            return;
+        };
+        if self.keys.get() {
+            batch.keys.set(true);
+        }
+        batch.read.borrow_mut().extend(
+            self.pending
+                .into_inner()
+                .into_iter()
+                .map(|check| (self.place, check)),
+        );
+        let mut rows = batch.written.borrow_mut();
+        for key in self.removed.into_inner() {
+            rows.remove(&key);
+        }
+        rows.extend(self.written.into_inner());
+        batch
+            .sequences
+            .borrow_mut()
+            .extend(self.sequences.into_inner());
+    }
+
+    /// What this job wrote before the batch ends: the image this job wrote, or else the
+    /// one an earlier job of the batch wrote (unless this job deleted it). `None`: the
+    /// row is not the batch's own, its stored MAC decides.
+    fn own_image(&self, key: &[u8]) -> Option<Option<Vec<OwnedValue>>> {
+        if let Some((_, image)) = self.written.borrow().get(key) {
+            return Some(Some(image.clone()));
+        }
+        if self.removed.borrow().contains(key) {
+            // Deleted by this job: the database has no business showing it.
+            return Some(None);
+        }
+        self.batch.and_then(|b| b.image(key)).map(Some)
     }
 }
 
-impl RowChecks for Checks {
+impl RowChecks for Checks<'_> {
+    fn batches_ids(&self) -> bool {
+        self.batch.is_some()
+    }
+
+    fn take_id(&self, name: &str) -> Option<i64> {
+        let mut own = self.sequences.borrow_mut();
+        if !own.contains_key(name) {
+            let batch = self.batch?;
+            let held = batch.sequences.borrow().get(name).cloned();
+            let held = match held {
+                Some(held) => held,
+                None => {
+                    // Shown when the batch began: checked as this job's read.
+                    let (next, mac) = batch.prefetched.borrow().get(name).cloned()?;
+                    let values = vec![OwnedValue::Text(name.to_owned()), OwnedValue::Int(next)];
+                    self.pending
+                        .borrow_mut()
+                        .push(Check::new(&ID_SEQUENCES, values, mac.clone()));
+                    Sequence {
+                        stored: Some((next, mac)),
+                        next,
+                    }
+                }
+            };
+            own.insert(name.to_owned(), held);
+        }
+        let sequence = own.get_mut(name)?;
+        let id = sequence.next;
+        sequence.next = id.checked_add(1)?;
+        Some(id)
+    }
+
+    fn hold_sequence(&self, name: &str, stored: Option<(i64, Option<Vec<u8>>)>, next: i64) {
+        self.sequences
+            .borrow_mut()
+            .insert(name.to_owned(), Sequence { stored, next });
+    }
+
     /// Queues the check of the row whose columns start at `offset` (the layout of
     /// [`Table::select`]).
     fn queue(&self, row: &Row<'_>, offset: usize, table: &'static Table) -> SqlResult<()> {
@@ -461,16 +646,11 @@ impl RowChecks for Checks {
             OwnedValue::Blob(b) => Some(b),
             _ => Some(Vec::new()),
         };
-        let own = self
-            .written
-            .borrow()
-            .get(&key_of(table, &values))
-            .map(|(_, _, image)| *image == values);
-        match own {
-            // Written by this very job, exactly as it chose: no MAC yet, nothing to check.
-            Some(true) => {}
-            // Written by this job but not what it wrote: refused (a NULL MAC never passes).
-            Some(false) => self
+        match self.own_image(&key_of(table, &values)) {
+            // Written in this very batch, exactly as it chose: no MAC yet, nothing to check.
+            Some(Some(image)) if image == values => {}
+            // Written in this batch but not what it wrote: refused (a NULL MAC never passes).
+            Some(_) => self
                 .pending
                 .borrow_mut()
                 .push(Check::new(table, values, None)),
@@ -483,28 +663,41 @@ impl RowChecks for Checks {
     }
 
     fn wrote(&self, table: &'static Table, values: Vec<OwnedValue>) {
-        let mut written = self.written.borrow_mut();
-        let order = written.len();
+        self.touched(table);
         let key = key_of(table, &values);
-        match written.get_mut(&key) {
-            Some(entry) => entry.2 = values,
-            None => {
-                written.insert(key, (order, table, values));
-            }
-        }
+        self.removed.borrow_mut().remove(&key);
+        self.written.borrow_mut().insert(key, (table, values));
     }
 
     fn forget(&self, table: &'static Table, values: &[OwnedValue]) {
-        self.written.borrow_mut().remove(&key_of(table, values));
+        self.touched(table);
+        let key = key_of(table, values);
+        self.written.borrow_mut().remove(&key);
+        if self.batch.is_some_and(|b| b.image(&key).is_some()) {
+            self.removed.borrow_mut().insert(key);
+        }
     }
 
     fn removed(&self, table: &'static Table, values: Vec<OwnedValue>, mac: Option<Vec<u8>>) {
+        self.touched(table);
         let key = key_of(table, &values);
-        if self.written.borrow_mut().remove(&key).is_none() {
+        let own = self.own_image(&key);
+        self.written.borrow_mut().remove(&key);
+        if self.batch.is_some_and(|b| b.image(&key).is_some()) {
+            self.removed.borrow_mut().insert(key);
+        }
+        match own {
+            // Written in this batch, and what was removed is that image.
+            Some(Some(image)) if image == values => {}
             // A delete never launders a row: what it removed must have been genuine.
-            self.pending
+            Some(_) => self
+                .pending
                 .borrow_mut()
-                .push(Check::new(table, values, mac));
+                .push(Check::new(table, values, None)),
+            None => self
+                .pending
+                .borrow_mut()
+                .push(Check::new(table, values, mac)),
         }
     }
 }
@@ -656,12 +849,55 @@ fn insert_new_row(
 }
 
 /// The next value of the named sequence (`id_sequences`, MACed), `first` when it has
-/// none yet.
+/// none yet. In a PostgreSQL write batch the batch reads each sequence once (checked as
+/// any protected row), hands its ids out in memory, and writes it back sealed when it
+/// ends (`Integrity::batch_end`): a job that is rolled back gives its ids back.
 pub(crate) fn next_id(
     tx: Conn<'_>,
     name: &str,
     first: impl FnOnce(Conn<'_>) -> Result<i64>,
 ) -> Result<i64> {
+    if let Some(checks) = tx.checks()
+        && checks.batches_ids()
+    {
+        if let Some(id) = checks.take_id(name) {
+            return Ok(id);
+        }
+        let stored = tx.query_opt(
+            &format!(
+                "SELECT {} FROM id_sequences WHERE name = ?1",
+                ID_SEQUENCES.select("")
+            ),
+            params![name],
+            |r| {
+                r.seal(0, &ID_SEQUENCES)?;
+                Ok((
+                    r.get::<String>(0)?,
+                    r.get::<i64>(1)?,
+                    r.get::<Option<Vec<u8>>>(2)?,
+                ))
+            },
+        )?;
+        let stored = match stored {
+            Some((found, next, mac)) if found == name => Some((next, mac)),
+            Some((found, _, _)) => {
+                return Err(StoreError::Tampered {
+                    table: ID_SEQUENCES.name,
+                    row: format!("name={found} (asked for {name})"),
+                });
+            }
+            None => None,
+        };
+        let id = match &stored {
+            Some((next, _)) => *next,
+            None => first(tx)?,
+        };
+        let after = id
+            .checked_add(1)
+            .ok_or_else(|| StoreError::Conflict(format!("the {name} id space is exhausted")))?;
+        checks.hold_sequence(name, stored, after);
+        return Ok(id);
+    }
     let mut id = None;
     update(tx, &ID_SEQUENCES, "name = ?1", params![name], |row| {
         if !row.is("name", &name) {
@@ -1007,10 +1243,11 @@ impl IntegrityReport {
 /// The epoch step a write batch will commit: checked when the batch begins, written
 /// before it commits.
 pub(super) struct EpochStep {
-    old: u64,
-    old_mac: Option<Vec<u8>>,
+    /// The `write_epoch` row as the batch found it.
+    found: Epoch,
+    /// The highest epoch this replica had seen when the batch began.
+    highest: u64,
     new: u64,
-    tag: [u8; 32],
 }
 
 /// The integrity state of a PostgreSQL store.
@@ -1126,56 +1363,28 @@ impl Integrity {
         Ok(epoch.epoch)
     }
 
-    /// The start of a write batch (under the replicas' write lock): the database's epoch
-    /// must not be below what this replica has seen; the next epoch's MAC is computed in
-    /// the same keyservice round trip.
+    /// The start of a write batch (under the replicas' write lock), from the
+    /// `write_epoch` row as [`EPOCH_AS_TEXT`] showed it in the batch's first round trip.
+    /// The row is checked, and the epoch compared with the highest this replica has seen,
+    /// when the batch ends ([`Integrity::batch_end`]), in the batch's one keyservice
+    /// round trip: nothing of a batch on a rolled-back database is committed or answered.
     ///
     /// `None` before the row keys are available: such a batch cannot touch a protected
-    /// row (every job that does is refused when it is sealed), only the tables the root's
+    /// row (every job that does is refused when it ends), only the tables the root's
     /// hand-over uses, so it leaves the epoch alone.
-    pub(super) fn begin_batch(&self, conn: Conn<'_>) -> Result<Option<EpochStep>> {
+    pub(super) fn begin_batch(&self, shown: &[TextRows]) -> Result<Option<EpochStep>> {
         if self.authenticator.get().is_none() {
             return Ok(None);
         }
         let highest = self.report.epoch();
-        let epoch = read_epoch(conn)?;
-        let new = epoch.epoch + 1;
-        let next = vec![
-            OwnedValue::Int(1),
-            OwnedValue::Int(to_i64(new)?),
-            epoch.mac.clone().map_or(OwnedValue::Null, OwnedValue::Blob),
-        ];
-        let mut inputs = vec![encode(WRITE_EPOCH.name, &next)];
-        let mut epoch_check = epoch.check();
-        if let Some(check) = &mut epoch_check {
-            inputs.push(std::mem::take(&mut check.input));
-        }
-        let tags = self.tags(inputs)?;
-        if let Some(check) = &epoch_check {
-            self.compare(check, &tags[1])?;
-        }
-        self.accept_epoch(epoch.epoch, highest)?;
+        // The statements of the batch's first round trip: BEGIN, the lock, the epoch, ….
+        let found = Epoch::from_text(shown.get(2).map_or(&[][..], Vec::as_slice))?;
+        let new = found.epoch + 1;
         Ok(Some(EpochStep {
-            old: epoch.epoch,
-            old_mac: epoch.mac,
+            found,
+            highest,
             new,
-            tag: tags[0],
         }))
-    }
-
-    /// Writes the batch's epoch step (just before the commit).
-    pub(super) fn finish_batch(&self, conn: Conn<'_>, step: &EpochStep) -> Result<()> {
-        let changed = conn.execute(
-            "UPDATE write_epoch SET epoch = ?1, prev_mac = ?2, row_mac = ?3
-             WHERE id = 1 AND epoch = ?4 AND row_mac IS NOT DISTINCT FROM ?2",
-            params![to_i64(step.new)?, step.old_mac, step.tag, to_i64(step.old)?],
-        )?;
-        if changed != 1 {
-            return Err(StoreError::Unavailable(
-                "the write epoch changed during a write batch; nothing was kept".into(),
-            ));
-        }
-        Ok(())
     }
 
     /// The batch committed: its epoch is the highest this replica has seen.
@@ -1183,45 +1392,231 @@ impl Integrity {
         self.report.epoch.fetch_max(step.new, Ordering::Relaxed);
     }
 
-    /// The end of a write job (on the writer's connection, inside the job's savepoint):
-    /// checks the rows the job read and removed, then writes the MACs of the images the
-    /// job chose, by key. One keyservice round trip.
-    pub(super) fn seal(&self, conn: Conn<'_>, checks: &Checks) -> Result<()> {
-        let mut verify = checks.take();
-        let mut written = checks.take_written();
-        if verify.is_empty() && written.is_empty() {
-            return Ok(());
+    /// The end of a write job (on the writer's thread, before its savepoint is
+    /// released). What it read and removed is checked, and what it wrote sealed, when the
+    /// batch ends; both need the row keys, so without them a job that touched a
+    /// protected row is refused here.
+    pub(super) fn finish_job(&self, checks: &Checks<'_>) -> Result<()> {
+        let touched = !checks.pending.borrow().is_empty()
+            || !checks.written.borrow().is_empty()
+            || !checks.sequences.borrow().is_empty();
+        if touched {
+            self.authenticator()?;
         }
-        let mut inputs: Vec<Vec<u8>> = verify
+        Ok(())
+    }
+
+    /// The rows a job that failed read (one keyservice round trip when it read any):
+    /// `Some` when one of them failed its check.
+    pub(super) fn check_failed_job(&self, checks: &Checks<'_>) -> Option<StoreError> {
+        let mut read = checks.take();
+        if read.is_empty() || self.authenticator.get().is_none() {
+            return None;
+        }
+        let inputs = read
             .iter_mut()
             .map(|c| std::mem::take(&mut c.input))
             .collect();
-        inputs.extend(written.iter_mut().map(|(t, v)| mac_input(t, v)));
+        let tags = self.tags(inputs).ok()?;
+        read.iter()
+            .zip(&tags)
+            .find_map(|(check, tag)| self.compare(check, tag).err())
+    }
+
+    /// The batch's one keyservice round trip, then the statement that ends it. The round
+    /// trip checks every protected row the batch's kept jobs read or removed and the
+    /// `write_epoch` row the batch began on (a failed row refuses the batch: its jobs
+    /// get [`StoreError::Tampered`], the others of the batch a 503; an epoch below the
+    /// highest this replica has seen refuses it as rolled back), and computes every MAC
+    /// the batch writes. The statement, run just before the commit in the same round
+    /// trip: it writes the MAC of every image the batch's kept jobs chose, by key,
+    /// on rows that have none yet (one `UPDATE … FROM (VALUES …)` per table), and the
+    /// batch's epoch step; and it divides by zero (aborting the transaction, so nothing is
+    /// committed) unless every one of those rows was there to seal and the epoch was
+    /// still the one the batch began on. One keyservice round trip for all the MACs.
+    ///
+    /// Every value in it is a literal built here from the appliance's own images:
+    /// integers as digits, bytes and text as hexadecimal through `pg_catalog` functions,
+    /// so no value can change the statement.
+    pub(super) fn batch_end(&self, step: &EpochStep, rows: &BatchRows) -> Result<String> {
+        let written: Vec<Written> = rows.written.borrow_mut().drain().map(|(_, w)| w).collect();
+        let sequences: Vec<(String, Sequence)> = rows
+            .sequences
+            .borrow_mut()
+            .drain()
+            .filter(|(_, s)| s.stored.as_ref().is_none_or(|(next, _)| *next != s.next))
+            .collect();
+        let sequence_images: Vec<Vec<OwnedValue>> = sequences
+            .iter()
+            .map(|(name, s)| vec![OwnedValue::Text(name.clone()), OwnedValue::Int(s.next)])
+            .collect();
+        let mut read: Vec<(usize, Check)> = std::mem::take(&mut *rows.read.borrow_mut());
+        let mut epoch_check = step.found.check();
+        let next_epoch = vec![
+            OwnedValue::Int(1),
+            OwnedValue::Int(to_i64(step.new)?),
+            step.found
+                .mac
+                .clone()
+                .map_or(OwnedValue::Null, OwnedValue::Blob),
+        ];
+        let inputs: Vec<Vec<u8>> = written
+            .iter()
+            .map(|(t, v)| mac_input(t, v))
+            .chain(sequence_images.iter().map(|v| mac_input(&ID_SEQUENCES, v)))
+            .chain(std::iter::once(encode(WRITE_EPOCH.name, &next_epoch)))
+            .chain(read.iter_mut().map(|(_, c)| std::mem::take(&mut c.input)))
+            .chain(epoch_check.as_mut().map(|c| std::mem::take(&mut c.input)))
+            .collect();
         let tags = self.tags(inputs)?;
-        let (checked, sealed) = tags.split_at(verify.len());
-        for (check, tag) in verify.iter().zip(checked) {
+        let (tags, rest) = tags.split_at(written.len());
+        let (sequence_tags, rest) = rest.split_at(sequences.len());
+        let (epoch_tag, rest) = rest.split_at(1);
+        let (read_tags, rest) = rest.split_at(read.len());
+        if let (Some(check), Some(tag)) = (&epoch_check, rest.first()) {
             self.compare(check, tag)?;
         }
-        for ((table, values), tag) in written.iter().zip(sealed) {
-            let mut sql = format!(
-                "UPDATE {} SET row_mac = ?1 WHERE row_mac IS NULL",
-                table.name
-            );
-            let mut bound: Vec<&dyn ToParam> = vec![tag];
-            for k in table.key {
-                let idx = column_index(table, k).unwrap_or(0);
-                bound.push(&values[idx]);
-                sql.push_str(&format!(" AND {k} = ?{}", bound.len()));
-            }
-            if conn.execute(&sql, &bound)? != 1 {
-                return Err(StoreError::Unavailable(format!(
-                    "sealing {}: the row {} this write made is gone; nothing was kept",
-                    table.name,
-                    describe_key(table, values)
-                )));
+        let mut refused = None;
+        let mut tampered_jobs = Vec::new();
+        for ((job, check), tag) in read.iter().zip(read_tags) {
+            if let Err(err) = self.compare(check, tag) {
+                tampered_jobs.push(*job);
+                refused.get_or_insert(err);
             }
         }
-        Ok(())
+        if let Some(err) = refused {
+            tampered_jobs.dedup();
+            *rows.tampered.borrow_mut() = tampered_jobs;
+            return Err(err);
+        }
+        self.accept_epoch(step.found.epoch, step.highest)?;
+        let step_tag = epoch_tag.first().copied().unwrap_or([0; 32]);
+        let mut by_table: Vec<ToSeal<'_>> = Vec::new();
+        for ((table, values), tag) in written.iter().zip(tags) {
+            match by_table.iter_mut().find(|(t, _)| t.name == table.name) {
+                Some((_, list)) => list.push((values, tag)),
+                None => by_table.push((table, vec![(values, tag)])),
+            }
+        }
+        let mut ctes = Vec::with_capacity(by_table.len() + 1);
+        let mut expected = Vec::with_capacity(by_table.len() + 1);
+        for (i, (table, list)) in by_table.iter().enumerate() {
+            let keys: Vec<String> = (0..table.key.len()).map(|k| format!("k{k}")).collect();
+            let mut tuples = Vec::with_capacity(list.len());
+            for (values, tag) in list {
+                let mut tuple = Vec::with_capacity(table.key.len() + 1);
+                for k in table.key {
+                    let value = column_index(table, k)
+                        .and_then(|idx| values.get(idx))
+                        .ok_or_else(|| bug(format!("{} has no key column {k}", table.name)))?;
+                    if matches!(value, OwnedValue::Null) {
+                        return Err(bug(format!("a row of {} with a NULL key", table.name)));
+                    }
+                    tuple.push(literal(value));
+                }
+                tuple.push(bytes_literal(&tag[..]));
+                tuples.push(format!("({})", tuple.join(", ")));
+            }
+            let matched: Vec<String> = table
+                .key
+                .iter()
+                .zip(&keys)
+                .map(|(column, k)| format!("t.{column} = v.{k}"))
+                .collect();
+            ctes.push(format!(
+                "s{i} AS (UPDATE {table} AS t SET row_mac = v.mac FROM (VALUES {tuples}) AS v({keys}, mac) \
+                 WHERE {matched} AND t.row_mac IS NULL RETURNING 1)",
+                table = table.name,
+                tuples = tuples.join(", "),
+                keys = keys.join(", "),
+                matched = matched.join(" AND "),
+            ));
+            expected.push(format!("(SELECT count(*) FROM s{i}) = {}", list.len()));
+        }
+        let mut moved = Vec::new();
+        let mut started = Vec::new();
+        for ((name, sequence), tag) in sequences.iter().zip(sequence_tags) {
+            let name = literal(&OwnedValue::Text(name.clone()));
+            match &sequence.stored {
+                Some((old, old_mac)) => moved.push(format!(
+                    "({name}, {next}::bigint, {tag}, {old}::bigint, {old_mac})",
+                    next = sequence.next,
+                    tag = bytes_literal(tag),
+                    old_mac = old_mac
+                        .as_deref()
+                        .map_or_else(|| "NULL::bytea".to_owned(), bytes_literal),
+                )),
+                None => started.push(format!(
+                    "({name}, {next}::bigint, {tag})",
+                    next = sequence.next,
+                    tag = bytes_literal(tag)
+                )),
+            }
+        }
+        if !moved.is_empty() {
+            ctes.push(format!(
+                "q AS (UPDATE id_sequences AS t SET next = v.next, row_mac = v.mac \
+                 FROM (VALUES {}) AS v(name, next, mac, old, old_mac) \
+                 WHERE t.name = v.name AND t.next = v.old AND t.row_mac IS NOT DISTINCT FROM v.old_mac \
+                 RETURNING 1)",
+                moved.join(", ")
+            ));
+            expected.push(format!("(SELECT count(*) FROM q) = {}", moved.len()));
+        }
+        if !started.is_empty() {
+            ctes.push(format!(
+                "n AS (INSERT INTO id_sequences (name, next, row_mac) VALUES {} RETURNING 1)",
+                started.join(", ")
+            ));
+            expected.push(format!("(SELECT count(*) FROM n) = {}", started.len()));
+        }
+        ctes.push(format!(
+            "e AS (UPDATE write_epoch SET epoch = {new}, prev_mac = {prev}, row_mac = {tag} \
+             WHERE id = 1 AND epoch = {old} AND row_mac IS NOT DISTINCT FROM {prev} RETURNING 1)",
+            new = to_i64(step.new)?,
+            prev = step
+                .found
+                .mac
+                .as_deref()
+                .map_or_else(|| "NULL::bytea".to_owned(), bytes_literal),
+            tag = bytes_literal(&step_tag),
+            old = to_i64(step.found.epoch)?,
+        ));
+        expected.push("(SELECT count(*) FROM e) = 1".to_owned());
+        Ok(format!(
+            "WITH {} SELECT 1 / (CASE WHEN {} THEN 1 ELSE 0 END)",
+            ctes.join(", "),
+            expected.join(" AND ")
+        ))
+    }
+}
+
+/// The query that shows the `write_epoch` row as text, for [`Integrity::begin_batch`].
+pub(super) const EPOCH_AS_TEXT: &str = "SELECT epoch, pg_catalog.encode(prev_mac, 'hex'), \
+     pg_catalog.encode(row_mac, 'hex') FROM write_epoch WHERE id = 1";
+
+/// The query that shows every `id_sequences` row as text, so that a write batch holds
+/// them from its first round trip ([`BatchRows::prefetch`]).
+pub(super) const SEQUENCES_AS_TEXT: &str =
+    "SELECT name, next, pg_catalog.encode(row_mac, 'hex') FROM id_sequences";
+
+/// `bytes` as an SQL literal of type `bytea`.
+fn bytes_literal(bytes: &[u8]) -> String {
+    format!("pg_catalog.decode('{}', 'hex')", hex::encode(bytes))
+}
+
+/// A value of the appliance's own as an SQL literal: nothing in it can end the literal.
+fn literal(value: &OwnedValue) -> String {
+    match value {
+        OwnedValue::Null => "NULL".to_owned(),
+        OwnedValue::Int(i) => i.to_string(),
+        OwnedValue::Real(r) if r.is_finite() => format!("{r:?}::float8"),
+        OwnedValue::Real(_) => "'NaN'::float8".to_owned(),
+        OwnedValue::Text(t) => format!(
+            "pg_catalog.convert_from({}, 'UTF8')",
+            bytes_literal(t.as_bytes())
+        ),
+        OwnedValue::Blob(b) => bytes_literal(b),
     }
 }
 
@@ -1249,6 +1644,32 @@ impl Epoch {
             self.prev.clone().map_or(OwnedValue::Null, OwnedValue::Blob),
         ];
         Some(Check::new(&WRITE_EPOCH, values, self.mac.clone()))
+    }
+}
+
+impl Epoch {
+    /// The row as [`EPOCH_AS_TEXT`] shows it (the last row of the batch's first round
+    /// trip).
+    fn from_text(shown: &[Vec<Option<String>>]) -> Result<Self> {
+        let missing = || StoreError::Tampered {
+            table: WRITE_EPOCH.name,
+            row: "id=1 (missing or unreadable)".into(),
+        };
+        let row = shown.last().ok_or_else(missing)?;
+        let (Some(Some(epoch)), Some(prev), Some(mac)) = (row.first(), row.get(1), row.get(2))
+        else {
+            return Err(missing());
+        };
+        let bytes = |v: &Option<String>| -> Result<Option<Vec<u8>>> {
+            v.as_deref()
+                .map(|h| hex::decode(h).map_err(|_| missing()))
+                .transpose()
+        };
+        Ok(Self {
+            epoch: epoch.parse().map_err(|_| missing())?,
+            prev: bytes(prev)?,
+            mac: bytes(mac)?,
+        })
     }
 }
 
@@ -1734,6 +2155,326 @@ mod tests {
             "{foreign:?}"
         );
         assert_eq!(report.foreign_objects(), Some(foreign));
+    }
+
+    /// Holds the store's writer inside a write until the returned sender is used, so
+    /// that writes sent meanwhile are committed together in the next batch.
+    async fn hold_writer(
+        store: &Store,
+    ) -> (std::sync::mpsc::Sender<()>, tokio::task::JoinHandle<()>) {
+        let (started_tx, started) = tokio::sync::oneshot::channel();
+        let (release, released) = std::sync::mpsc::channel::<()>();
+        let store = store.clone();
+        let held = tokio::spawn(async move {
+            store
+                .write(move |_| {
+                    let _ = started_tx.send(());
+                    let _ = released.recv();
+                    Ok(())
+                })
+                .await
+                .unwrap();
+        });
+        started.await.unwrap();
+        (release, held)
+    }
+
+    fn group(name: &str) -> crate::GroupSpec {
+        crate::GroupSpec {
+            name: name.into(),
+            description: String::new(),
+            wallets: crate::Permitted::All,
+            actions: crate::Permitted::Only(Vec::new()),
+        }
+    }
+
+    /// The jobs of one batch build on each other's rows before any of them has a MAC
+    /// (each `add_group` takes the next id from the `id_sequences` row the job before it
+    /// wrote), a job that fails in the middle leaves the batch's rows as the jobs before
+    /// it wrote them, and the one statement that ends the batch seals exactly what the
+    /// kept jobs chose: every row reads back genuine, and the next batch builds on it.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn the_jobs_of_one_batch_build_on_each_others_rows() {
+        let Some((_db, store, account)) = populated().await else {
+            return;
+        };
+        let (release, held) = hold_writer(&store).await;
+        let before = store.write_stats();
+        let mut writes = Vec::new();
+        for i in 0..5 {
+            let store = store.clone();
+            writes.push(tokio::spawn(async move {
+                if i == 2 {
+                    // Takes an id from the sequence another job of the batch wrote, then
+                    // fails: its savepoint is rolled back, and so is its row image.
+                    store
+                        .write(|tx| {
+                            next_id(tx, "groups", |_| Ok(1))?;
+                            Err::<appliance_domain::authz::GroupId, _>(StoreError::Conflict(
+                                "no".into(),
+                            ))
+                        })
+                        .await
+                } else {
+                    store
+                        .add_group(account, group(&format!("g{i}")), Charge::free())
+                        .await
+                }
+            }));
+            // In order behind the held write.
+            tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+        }
+        release.send(()).unwrap();
+        held.await.unwrap();
+        let mut ids = Vec::new();
+        for (i, w) in writes.into_iter().enumerate() {
+            match (i, w.await.unwrap()) {
+                (2, Err(StoreError::Conflict(_))) => {}
+                (_, Ok(id)) => ids.push(id.0),
+                (i, other) => panic!("write {i}: {other:?}"),
+            }
+        }
+        let after = store.write_stats();
+        assert_eq!(
+            (after.batches - before.batches, after.writes - before.writes),
+            (2, 6),
+            "the held write, then the five behind it in one batch"
+        );
+        assert_eq!(
+            ids,
+            vec![1, 2, 3, 4],
+            "no id lost to the failed job, none reused"
+        );
+        // Every row the batch wrote reads back genuine, and the next batch builds on it.
+        let failures = store.integrity_report().unwrap().failures();
+        let next = store
+            .add_group(account, group("later"), Charge::free())
+            .await
+            .unwrap();
+        assert_eq!(next.0, 5);
+        let listed = store
+            .list_groups(
+                account,
+                Page {
+                    number: 0,
+                    size: 10,
+                },
+            )
+            .await
+            .unwrap();
+        let names: Vec<_> = listed.iter().map(|g| g.name.as_str()).collect();
+        assert_eq!(names, ["g0", "g1", "g3", "g4", "later"]);
+        assert_eq!(store.integrity_report().unwrap().failures(), failures);
+    }
+
+    /// A job that read a tampered row is refused for it; the batch it was in is not
+    /// committed, so the other jobs of that batch answer 503 (nothing of theirs kept),
+    /// and succeed when retried.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_tampered_read_refuses_its_job_and_keeps_nothing_of_its_batch() {
+        let Some((db, store, account)) = populated().await else {
+            return;
+        };
+        db.behind_the_back("UPDATE wallets SET name = 'edited'")
+            .await;
+        let (release, held) = hold_writer(&store).await;
+        let reader = {
+            let store = store.clone();
+            tokio::spawn(async move {
+                let mut spec = group("reads the wallet");
+                spec.wallets =
+                    crate::Permitted::Only(vec![crate::WalletRef::Pkp(identity(7).pkp_id)]);
+                store.add_group(account, spec, Charge::free()).await
+            })
+        };
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+        let innocent = {
+            let store = store.clone();
+            tokio::spawn(async move {
+                store
+                    .add_group(account, group("innocent"), Charge::free())
+                    .await
+            })
+        };
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+        release.send(()).unwrap();
+        held.await.unwrap();
+        assert_tampered(reader.await.unwrap(), "wallets");
+        match innocent.await.unwrap() {
+            Err(StoreError::Unavailable(msg)) => assert!(msg.contains("another write"), "{msg}"),
+            other => panic!("expected a 503 for the batch's other write, got {other:?}"),
+        }
+        let page = Page {
+            number: 0,
+            size: 10,
+        };
+        assert!(store.list_groups(account, page).await.unwrap().is_empty());
+        store
+            .add_group(account, group("innocent"), Charge::free())
+            .await
+            .unwrap();
+        let listed = store.list_groups(account, page).await.unwrap();
+        assert_eq!(listed.len(), 1);
+    }
+
+    /// An id sequence moved back behind the store's back (to make it hand out an id
+    /// again) is refused when a write takes an id from it, as the batch's first round
+    /// trip showed it: no group gets an id twice.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn an_id_sequence_moved_back_is_refused() {
+        let Some((db, store, account)) = populated().await else {
+            return;
+        };
+        let first = store
+            .add_group(account, group("a"), Charge::free())
+            .await
+            .unwrap();
+        db.behind_the_back("UPDATE id_sequences SET next = next - 1 WHERE name = 'groups'")
+            .await;
+        assert_tampered(
+            store.add_group(account, group("b"), Charge::free()).await,
+            "id_sequences",
+        );
+        let page = Page {
+            number: 0,
+            size: 10,
+        };
+        let listed = store.list_groups(account, page).await.unwrap();
+        assert_eq!(listed.iter().map(|g| g.id).collect::<Vec<_>>(), vec![first]);
+    }
+
+    /// A statement that fails in one job of a batch (here an unknown column) rolls back
+    /// that job only: the jobs after it in the same batch run and are kept.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_failed_statement_spoils_only_its_own_job() {
+        let Some((_db, store, account)) = populated().await else {
+            return;
+        };
+        let (release, held) = hold_writer(&store).await;
+        let failing = {
+            let store = store.clone();
+            tokio::spawn(async move {
+                store
+                    .write(|tx| {
+                        tx.execute("UPDATE groups SET no_such_column = 1", params![])?;
+                        Ok(())
+                    })
+                    .await
+            })
+        };
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+        let after = {
+            let store = store.clone();
+            tokio::spawn(async move {
+                store
+                    .add_group(account, group("after"), Charge::free())
+                    .await
+            })
+        };
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+        release.send(()).unwrap();
+        held.await.unwrap();
+        assert!(failing.await.unwrap().is_err());
+        let id = after
+            .await
+            .unwrap()
+            .expect("the next job of the batch is kept");
+        let page = Page {
+            number: 0,
+            size: 10,
+        };
+        let listed = store.list_groups(account, page).await.unwrap();
+        assert_eq!(listed.iter().map(|g| g.id).collect::<Vec<_>>(), vec![id]);
+    }
+
+    /// A batch that writes no row API keys resolve from leaves this replica's resolved
+    /// keys in memory (and tells no other replica); one that does empties the cache
+    /// before it is answered. Seen by removing a key behind the store's back: a group
+    /// write does not make the store look again, a usage-key write does.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn only_a_write_of_the_key_tables_empties_the_key_cache() {
+        let Some((db, store, account)) = populated().await else {
+            return;
+        };
+        let key = KeyHash([9; 32]);
+        assert!(store.resolve_key(key).await.unwrap().is_some());
+        db.behind_the_back(&format!(
+            "DELETE FROM usage_keys WHERE key_hash = '\\x{}'",
+            hex::encode(key.0)
+        ))
+        .await;
+        store
+            .add_group(account, group("g"), Charge::free())
+            .await
+            .unwrap();
+        assert!(
+            store.resolve_key(key).await.unwrap().is_some(),
+            "a group write kept the resolved key"
+        );
+        store
+            .add_usage_key(
+                account,
+                NewUsageKey {
+                    key_hash: KeyHash([10; 32]),
+                    name: "k2".into(),
+                    description: String::new(),
+                    permissions: Permissions::default(),
+                },
+                Charge::free(),
+            )
+            .await
+            .unwrap();
+        assert_eq!(
+            store.resolve_key(key).await.unwrap(),
+            None,
+            "a usage-key write empties the cache"
+        );
+    }
+
+    /// A row a batch wrote that the database changes before the batch's end (here a
+    /// foreign trigger gives the new group a MAC of its own) fails the guard of the
+    /// statement that seals it: nothing of the batch is committed, the write answers 503,
+    /// and the next batch, without the trigger, goes through.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_row_changed_before_its_batch_is_sealed_keeps_nothing() {
+        let Some((db, store, account)) = populated().await else {
+            return;
+        };
+        db.behind_the_back(
+            "CREATE FUNCTION forge() RETURNS trigger LANGUAGE plpgsql AS $$
+             BEGIN
+                 UPDATE groups SET row_mac = '\\x00' WHERE row_mac IS NULL;
+                 RETURN NEW;
+             END $$;
+             CREATE TRIGGER forge AFTER INSERT ON chain_outbox
+                 FOR EACH ROW EXECUTE FUNCTION forge();",
+        )
+        .await;
+        let before = store.write_stats();
+        match store.add_group(account, group("g"), Charge::free()).await {
+            Err(StoreError::Unavailable(msg)) => {
+                assert!(msg.contains("nothing was kept"), "{msg}");
+            }
+            other => panic!("expected a 503, got {other:?}"),
+        }
+        assert_eq!(
+            store.write_stats().batches,
+            before.batches,
+            "nothing committed"
+        );
+        db.behind_the_back("DROP TRIGGER forge ON chain_outbox; DROP FUNCTION forge();")
+            .await;
+        let id = store
+            .add_group(account, group("g"), Charge::free())
+            .await
+            .unwrap();
+        let page = Page {
+            number: 0,
+            size: 10,
+        };
+        let listed = store.list_groups(account, page).await.unwrap();
+        assert_eq!(listed.len(), 1);
+        assert_eq!(listed[0].id, id);
     }
 
     /// The drift list is bounded whatever the database holds: past the bound it ends

@@ -1,23 +1,27 @@
 //! Resolved API keys, held in memory so that an authenticated request does not read the
 //! database to learn who it is.
 //!
-//! Correctness rests on one rule: **every write batch empties the cache before any write
-//! in it is acknowledged** (`writer::commit_batch` calls [`KeyCache::invalidate`] after
-//! the commit, before the completions). So once a revocation, a deletion or a mode
-//! change has been answered, the very next request resolves its key from the database.
-//! Nothing narrower (which tables a write touched) is tracked: a write that has nothing
-//! to do with keys costs the cache a refill, never a stale answer. This relies on the
-//! store being the database's only writer (it holds the one writer connection): a change
-//! made to `state.db` by another process while the appliance runs is not seen until the
-//! appliance's next write.
+//! Correctness rests on one rule: **every write batch that may have changed what a key
+//! resolves to empties the cache before any write in it is acknowledged**
+//! (`writer::commit_batch` calls [`KeyCache::invalidate`] after the commit, before the
+//! completions). So once a revocation, a deletion or a mode change has been answered,
+//! the very next request resolves its key from the database. On SQLite that is every
+//! batch (nothing there tracks what a batch wrote). On PostgreSQL it is every batch in
+//! which a kept job wrote or deleted a row of `accounts` or `usage_keys`, the tables keys
+//! resolve from (`integrity::KEY_TABLES`): every write of a protected table goes through
+//! `store::integrity`'s typed calls, which record the table, so the tracking is complete;
+//! a batch that was not committed empties the cache too. This relies on the store being
+//! the database's only writer (with its replicas): a change made to the database by
+//! another process while the appliance runs is not seen until the next batch that
+//! changes keys, or (PostgreSQL) [`REPLICA_TTL`].
 //!
 //! A look-up that races a write cannot leave a stale entry behind: it takes the
 //! generation before it reads the database and inserts only if the generation has not
 //! moved, and [`KeyCache::invalidate`] moves it under the same lock that empties the map.
 //!
 //! With PostgreSQL several replicas write, so a replica also empties its cache whenever
-//! another replica commits: every PostgreSQL write batch sends `NOTIFY` in its transaction
-//! and each replica listens (`store::postgres::follow_changes`). As a bound that holds even
+//! another replica commits a change to keys: such a write batch sends `NOTIFY` in its
+//! transaction and each replica listens (`store::postgres::follow_changes`). As a bound that holds even
 //! while that feed is down or late, entries of a replicated store live at most
 //! [`REPLICA_TTL`]: a key revoked on one replica stops working on every other replica as
 //! soon as the notification arrives (milliseconds), and at the latest `REPLICA_TTL` after
@@ -111,7 +115,8 @@ impl KeyCache {
         );
     }
 
-    /// Forgets every key; called by the writer after each batch, before acknowledging it.
+    /// Forgets every key; called by the writer after each batch that may have changed
+    /// keys, before acknowledging it.
     pub(super) fn invalidate(&self) {
         let mut entries = self.entries.write().unwrap_or_else(PoisonError::into_inner);
         self.generation.fetch_add(1, Ordering::AcqRel);

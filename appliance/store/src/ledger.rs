@@ -406,7 +406,10 @@ impl Store {
     {
         self.write(move |tx| {
             let out = f(tx)?;
-            charge_in(tx, account, &charge)?;
+            // A free call writes no ledger row, and nobody here wants the balance.
+            if charge.cents > 0 {
+                charge_in(tx, account, &charge)?;
+            }
             Ok(out)
         })
         .await

@@ -317,7 +317,11 @@ impl Store {
     ) -> Result<Self> {
         let after_batch = {
             let keys = Arc::clone(&keys);
-            Box::new(move || keys.invalidate())
+            Box::new(move |keys_changed: bool| {
+                if keys_changed {
+                    keys.invalidate();
+                }
+            })
         };
         Ok(Self {
             inner: Arc::new(Inner {

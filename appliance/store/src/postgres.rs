@@ -25,7 +25,7 @@ use super::key_cache::KeyCache;
 use super::sql::{PgSession, SqlError};
 use super::{Result, StoreError};
 
-/// The channel every committed write batch notifies (`store::writer`).
+/// The channel every committed write batch that changed API keys notifies (`store::writer`).
 pub(super) const CHANGES_CHANNEL: &str = "appliance_store";
 
 /// How the store reaches PostgreSQL.
@@ -283,8 +283,9 @@ fn pem_certs(
         .map_err(|e| StoreError::Config(format!("store.ca_pem: {e}")))
 }
 
-/// Follows the writes of every replica: each committed write batch notifies
-/// [`CHANGES_CHANNEL`], and every notification empties this replica's key cache. While
+/// Follows the writes of every replica: each committed write batch that changed a row
+/// keys resolve from notifies [`CHANGES_CHANNEL`], and every notification empties this
+/// replica's key cache. While
 /// the feed is down (reconnecting) the cache is emptied once per attempt and the key
 /// cache's own time bound applies (`store::key_cache`). Ends when the store is dropped.
 pub(super) fn follow_changes(pool: Arc<PgPool>, keys: Weak<KeyCache>) -> std::io::Result<()> {

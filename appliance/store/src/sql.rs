@@ -133,6 +133,15 @@ impl SqlError {
         }
     }
 
+    /// A statement's own guard refused it: it divided by zero (the writer's batch end
+    /// does so when the rows it seals are not exactly the rows it wrote).
+    pub fn is_guard_failure(&self) -> bool {
+        match self {
+            Self::Postgres(e) => e.code() == Some(&postgres::error::SqlState::DIVISION_BY_ZERO),
+            _ => false,
+        }
+    }
+
     /// The session is unusable and must be replaced (PostgreSQL only).
     pub fn breaks_session(&self) -> bool {
         match self {
@@ -510,6 +519,14 @@ pub(crate) trait RowChecks {
     fn forget(&self, table: &'static Table, values: &[OwnedValue]);
     /// A write job deleted this row (as the database reported it, with its MAC).
     fn removed(&self, table: &'static Table, values: Vec<OwnedValue>, mac: Option<Vec<u8>>);
+    /// Whether this write's batch hands out the ids of `id_sequences` itself
+    /// (`integrity::next_id`).
+    fn batches_ids(&self) -> bool;
+    /// The next id of sequence `name`, if this write's batch already holds the sequence.
+    fn take_id(&self, name: &str) -> Option<i64>;
+    /// This write read sequence `name`: as stored (`next` and MAC; `None` when there is no
+    /// row yet), and the batch's next id after the one it took.
+    fn hold_sequence(&self, name: &str, stored: Option<(i64, Option<Vec<u8>>)>, next: i64);
 }
 
 /// One row of a result.
@@ -622,6 +639,9 @@ impl ToParam for OwnedValue {
     }
 }
 
+/// The rows of one statement of plain SQL, as text (`None`: NULL).
+pub type TextRows = Vec<Vec<Option<String>>>;
+
 /// A PostgreSQL connection with its prepared statements.
 pub struct PgSession {
     client: RefCell<postgres::Client>,
@@ -629,6 +649,9 @@ pub struct PgSession {
     /// A statement failed since [`PgSession::clear_failure`]: the transaction, if one is
     /// open, is aborted until it is rolled back (to a savepoint).
     failed: Cell<bool>,
+    /// Round trips to the server since the session opened (each prepare, statement and
+    /// batch of plain SQL is one): what `docs/performance.md` profiles writes by.
+    round_trips: Cell<u64>,
 }
 
 /// Most statements kept prepared per session; past it the map is emptied (the store has
@@ -641,7 +664,17 @@ impl PgSession {
             client: RefCell::new(client),
             statements: RefCell::new(HashMap::new()),
             failed: Cell::new(false),
+            round_trips: Cell::new(0),
         }
+    }
+
+    /// Round trips to the server since the session opened.
+    pub fn round_trips(&self) -> u64 {
+        self.round_trips.get()
+    }
+
+    fn trip(&self) {
+        self.round_trips.set(self.round_trips.get() + 1);
     }
 
     /// Whether the server closed the connection.
@@ -656,8 +689,34 @@ impl PgSession {
     /// Runs several statements of plain SQL, without parameters (transaction control,
     /// migrations).
     pub fn batch(&self, sql: &str) -> SqlResult<()> {
+        self.trip();
         let out = self.client.borrow_mut().batch_execute(sql);
         self.note(out)
+    }
+
+    /// Runs several statements of plain SQL (no parameters: every value in them is a
+    /// literal the caller built) in one round trip, and answers each statement's rows,
+    /// as text (`None`: NULL), statement by statement in order.
+    pub fn simple_rows(&self, sql: &str) -> SqlResult<Vec<TextRows>> {
+        self.trip();
+        let out = self.client.borrow_mut().simple_query(sql);
+        let messages = self.note(out)?;
+        let mut statements = Vec::new();
+        let mut rows: TextRows = Vec::new();
+        for message in &messages {
+            match message {
+                postgres::SimpleQueryMessage::Row(row) => rows.push(
+                    (0..row.len())
+                        .map(|i| row.get(i).map(str::to_owned))
+                        .collect(),
+                ),
+                postgres::SimpleQueryMessage::CommandComplete(_) => {
+                    statements.push(std::mem::take(&mut rows));
+                }
+                _ => {}
+            }
+        }
+        Ok(statements)
     }
 
     fn note<T>(&self, out: Result<T, postgres::Error>) -> SqlResult<T> {
@@ -672,6 +731,7 @@ impl PgSession {
             return Ok(stmt.clone());
         }
         let translated = to_postgres(sql);
+        self.trip();
         let stmt = self.note(self.client.borrow_mut().prepare(&translated))?;
         let mut cache = self.statements.borrow_mut();
         if cache.len() >= MAX_PREPARED {
@@ -699,6 +759,7 @@ impl PgSession {
             .iter()
             .map(|v| v as &(dyn postgres::types::ToSql + Sync))
             .collect();
+        self.trip();
         let out = run(&mut self.client.borrow_mut(), &stmt, &refs);
         self.note(out)
     }

@@ -28,9 +28,9 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::mpsc::{Receiver, SyncSender, TrySendError};
 use std::time::Duration;
 
-use super::integrity::{Checks, EpochStep, Integrity};
+use super::integrity::{BatchRows, Checks, EPOCH_AS_TEXT, Integrity, SEQUENCES_AS_TEXT};
 use super::postgres::{CHANGES_CHANNEL, PgPool};
-use super::sql::{Conn, PgSession};
+use super::sql::{Conn, PgSession, TextRows};
 use super::{Result, StoreError};
 
 /// Most jobs committed together.
@@ -53,9 +53,12 @@ type Completion = Box<dyn FnOnce(Option<&StoreError>, Option<StoreError>) + Send
 /// with `None` when the batch could not even begin: it then only fails.
 type Job = Box<dyn FnOnce(Option<Conn<'_>>) -> (bool, Completion) + Send>;
 
-/// What runs after each batch, before its writes are answered (the store empties its
-/// key cache: `store::key_cache`).
-pub(super) type AfterBatch = Box<dyn Fn() + Send>;
+/// What runs after each batch, before its writes are answered, told whether the batch
+/// may have changed what API keys resolve to (the store then empties its key cache:
+/// `store::key_cache`). Always `true` on SQLite (nothing tracks what a batch wrote
+/// there) and for a batch that was not committed; on PostgreSQL, whether a kept job
+/// wrote or deleted a row of a table keys resolve from (`integrity::KEY_TABLES`).
+pub(super) type AfterBatch = Box<dyn Fn(bool) + Send>;
 
 /// The writer's connection: SQLite's one writer connection, or a PostgreSQL session
 /// (re-opened from the pool when it breaks).
@@ -69,11 +72,16 @@ pub(super) enum WriterDb {
 }
 
 impl WriterDb {
-    /// Opens the batch's transaction: `BEGIN IMMEDIATE` (SQLite), or a transaction that
-    /// holds the replicas' write lock (PostgreSQL).
-    fn begin(&mut self) -> Result<()> {
+    /// Opens the batch's transaction and the first job's savepoint, in one round trip:
+    /// `BEGIN IMMEDIATE` (SQLite), or a transaction that holds the replicas' write lock
+    /// (PostgreSQL), which also shows the `write_epoch` row and the id sequences (each
+    /// statement's rows, for `begin_batch`).
+    fn begin(&mut self) -> Result<Vec<TextRows>> {
         match self {
-            Self::Sqlite(conn) => Ok(conn.execute_batch("BEGIN IMMEDIATE")?),
+            Self::Sqlite(conn) => {
+                conn.execute_batch("BEGIN IMMEDIATE; SAVEPOINT job")?;
+                Ok(Vec::new())
+            }
             Self::Postgres { pool, session, .. } => {
                 if session.as_ref().is_none_or(|s| s.is_closed()) {
                     *session = None;
@@ -83,19 +91,40 @@ impl WriterDb {
                     return Err(StoreError::Unavailable("no database session".into()));
                 };
                 s.clear_failure();
-                let began = s.batch(&format!(
-                    "BEGIN ISOLATION LEVEL READ COMMITTED; SELECT pg_advisory_xact_lock({WRITE_LOCK_KEY})"
+                let began = s.simple_rows(&format!(
+                    "BEGIN ISOLATION LEVEL READ COMMITTED; SELECT pg_advisory_xact_lock({WRITE_LOCK_KEY}); \
+                     {EPOCH_AS_TEXT}; {SEQUENCES_AS_TEXT}; SAVEPOINT job"
                 ));
-                if let Err(err) = began {
-                    if err.breaks_session() {
-                        *session = None;
-                    } else {
-                        let _ = s.batch("ROLLBACK");
+                match began {
+                    Ok(rows) => Ok(rows),
+                    Err(err) => {
+                        if err.breaks_session() {
+                            *session = None;
+                        } else {
+                            let _ = s.batch("ROLLBACK");
+                        }
+                        Err(err.into())
                     }
-                    return Err(err.into());
                 }
-                Ok(())
             }
+        }
+    }
+
+    /// Forgets a failed statement of an earlier job, whose savepoint has been rolled back.
+    fn clear_failure(&self) {
+        if let Self::Postgres {
+            session: Some(s), ..
+        } = self
+        {
+            s.clear_failure();
+        }
+    }
+
+    /// Round trips this writer's PostgreSQL session has made (0 on SQLite).
+    fn round_trips(&self) -> u64 {
+        match self {
+            Self::Sqlite(_) => 0,
+            Self::Postgres { session, .. } => session.as_ref().map_or(0, |s| s.round_trips()),
         }
     }
 
@@ -134,13 +163,33 @@ impl WriterDb {
         }
     }
 
-    fn commit(&mut self) -> Result<()> {
+    /// Runs `last` (the last job's savepoint end and the batch's closing statement),
+    /// then commits, in one round trip. `keys`: the batch may have changed what API keys
+    /// resolve to, so every replica is told.
+    fn commit(&mut self, last: &str, keys: bool) -> Result<()> {
         let sql = match self {
-            Self::Sqlite(_) => "COMMIT".to_owned(),
+            Self::Sqlite(_) => format!("{last}; COMMIT"),
             // Delivered to every listening replica when (and only if) this commits.
-            Self::Postgres { .. } => format!("NOTIFY {CHANGES_CHANNEL}; COMMIT"),
+            Self::Postgres { .. } if keys => format!("{last}; NOTIFY {CHANGES_CHANNEL}; COMMIT"),
+            Self::Postgres { .. } => format!("{last}; COMMIT"),
         };
-        let out = self.run(&sql);
+        let out = match self {
+            Self::Postgres {
+                session: Some(s), ..
+            } => s.batch(&sql).map_err(|err| {
+                if err.is_guard_failure() {
+                    StoreError::Unavailable(
+                        "rows this write batch wrote were changed or removed in the database \
+                         before it committed (or another writer moved the write epoch); \
+                         nothing was kept"
+                            .into(),
+                    )
+                } else {
+                    err.into()
+                }
+            }),
+            _ => self.run(&sql),
+        };
         if out.is_err() {
             self.rollback();
         }
@@ -178,6 +227,7 @@ pub(super) struct Writer {
 struct Counters {
     batches: AtomicU64,
     writes: AtomicU64,
+    round_trips: AtomicU64,
 }
 
 /// What the writer has committed since start.
@@ -187,6 +237,8 @@ pub struct WriteStats {
     pub batches: u64,
     /// Writes (successful or rolled back to their savepoint) in those transactions.
     pub writes: u64,
+    /// Round trips the writer made to PostgreSQL, for every batch (0 on SQLite).
+    pub round_trips: u64,
 }
 
 impl Writer {
@@ -211,6 +263,7 @@ impl Writer {
         WriteStats {
             batches: self.stats.batches.load(Ordering::Relaxed),
             writes: self.stats.writes.load(Ordering::Relaxed),
+            round_trips: self.stats.round_trips.load(Ordering::Relaxed),
         }
     }
 
@@ -244,7 +297,7 @@ impl Writer {
             let ok = out.is_ok();
             let completion: Completion = Box::new(move |batch_failed, refused| {
                 let out = match (out, batch_failed, refused) {
-                    (Ok(_), _, Some(refused)) => Err(refused),
+                    (_, _, Some(refused)) => Err(refused),
                     (Ok(_), Some(why), None) => Err(not_committed(why)),
                     (out, _, _) => out,
                 };
@@ -280,7 +333,7 @@ fn serve(
     mut db: WriterDb,
     queue: &Receiver<Job>,
     stats: &Counters,
-    after_batch: &(dyn Fn() + Send),
+    after_batch: &(dyn Fn(bool) + Send),
 ) {
     let mut backoff = Duration::ZERO;
     while let Ok(first) = queue.recv() {
@@ -304,26 +357,35 @@ fn serve(
 
 /// Runs `batch` in one transaction and commits it (counted in `stats`); completes every
 /// job. `false` when the batch could not begin.
+///
+/// Round trips (PostgreSQL): one to begin (the lock, the epoch, the first savepoint),
+/// one between jobs (the last one's savepoint end and the next one's savepoint), the
+/// jobs' own statements, and one to end (the last savepoint end, every MAC the batch
+/// wrote, the epoch step, the commit).
 fn commit_batch(
     db: &mut WriterDb,
     batch: Vec<Job>,
     stats: &Counters,
-    after_batch: &(dyn Fn() + Send),
+    after_batch: &(dyn Fn(bool) + Send),
 ) -> bool {
     let jobs = batch.len() as u64;
-    if let Err(err) = db.begin() {
-        tracing::error!(error = %err, jobs = batch.len(), "store: cannot begin a write batch");
-        let why = StoreError::Unavailable(format!("the store cannot write right now: {err}"));
-        for job in batch {
-            let (_, completion) = job(None);
-            completion(Some(&why), None);
+    let trips_before = db.round_trips();
+    let shown = match db.begin() {
+        Ok(shown) => shown,
+        Err(err) => {
+            tracing::error!(error = %err, jobs = batch.len(), "store: cannot begin a write batch");
+            let why = StoreError::Unavailable(format!("the store cannot write right now: {err}"));
+            for job in batch {
+                let (_, completion) = job(None);
+                completion(Some(&why), None);
+            }
+            return false;
         }
-        return false;
-    }
+    };
     // PostgreSQL: the database must not have gone back in time, and this batch advances
     // its write epoch (`store::integrity`).
-    let epoch = match (db.integrity(), db.conn()) {
-        (Some(integrity), Some(tx)) => match integrity.begin_batch(tx) {
+    let epoch = match db.integrity() {
+        Some(integrity) => match integrity.begin_batch(&shown) {
             Ok(step) => step,
             Err(err) => {
                 tracing::error!(error = %err, jobs = batch.len(), "store: a write batch was refused");
@@ -332,28 +394,42 @@ fn commit_batch(
                     let (_, completion) = job(None);
                     completion(Some(&err), None);
                 }
-                after_batch();
+                after_batch(true);
                 return true;
             }
         },
-        _ => None,
+        None => None,
     };
+    let rows = BatchRows::default();
+    if epoch.is_some() {
+        // The statements of `begin`: BEGIN, the lock, the epoch, the sequences, SAVEPOINT.
+        rows.prefetch(shown.get(3).map_or(&[][..], Vec::as_slice));
+    }
     let mut completions: Vec<(Completion, Option<StoreError>)> = Vec::with_capacity(batch.len());
     let mut broken: Option<StoreError> = None;
+    // How the previous job's savepoint ends: sent with the next job's savepoint, or with
+    // the batch's end.
+    let mut end: Option<&str> = None;
     for job in batch {
-        if let Err(err) = db.run("SAVEPOINT job") {
+        if let Some(previous) = end.take()
+            && let Err(err) = db.run(&format!("{previous}; SAVEPOINT job"))
+        {
             broken = Some(err);
             break;
         }
+        // The previous job's savepoint is ended (rolled back if a statement of it
+        // failed): the transaction is sound again for this one.
+        db.clear_failure();
         let Some(tx) = db.conn() else {
             broken = Some(StoreError::Unavailable(
                 "the database session is gone".into(),
             ));
             break;
         };
-        // PostgreSQL: the job's rows are checked and sealed before its savepoint is
-        // released (`store::integrity`).
-        let checks = db.integrity().map(|_| Checks::for_write());
+        // PostgreSQL: the job's reads are checked before its savepoint is released, and
+        // what it wrote is sealed when the batch ends (`store::integrity`).
+        let place = completions.len();
+        let checks = db.integrity().map(|_| Checks::for_write(&rows, place));
         let job_tx = match &checks {
             Some(checks) => tx.with_checks(checks),
             None => tx,
@@ -363,8 +439,11 @@ fn commit_batch(
             Ok((ok, completion)) => {
                 let refused = match (ok, db.integrity(), &checks) {
                     (true, Some(integrity), Some(checks)) if !tx.failed() => {
-                        integrity.seal(tx, checks).err()
+                        integrity.finish_job(checks).err()
                     }
+                    // A failed job is not kept, but what it read is still checked: a
+                    // tampered row is what its caller hears of (and it is counted).
+                    (false, Some(integrity), Some(checks)) => integrity.check_failed_job(checks),
                     _ => None,
                 };
                 let ok = ok && refused.is_none();
@@ -376,39 +455,65 @@ fn commit_batch(
                 false
             }
         };
-        let end = if ok {
+        if ok && let Some(checks) = checks {
+            checks.keep();
+        }
+        end = Some(if ok {
             "RELEASE job"
         } else {
             "ROLLBACK TO job; RELEASE job"
-        };
+        });
         if !db.in_transaction() {
             broken = Some(StoreError::Unavailable(
                 "the store rolled back the write batch".into(),
             ));
             break;
         }
-        if let Err(err) = db.run(end) {
-            broken = Some(err);
-            break;
-        }
     }
-    if broken.is_none()
-        && let Some(step) = &epoch
-    {
-        broken = finish_epoch(db, step).err();
-    }
+    let last = end.unwrap_or("RELEASE job");
+    let closing = match (&broken, db.integrity(), &epoch) {
+        (None, Some(integrity), Some(step)) => match integrity.batch_end(step, &rows) {
+            Ok(sql) => format!("{last}; {sql}"),
+            Err(err) => {
+                // The jobs that read a tampered row are refused for it; the others of
+                // the batch were not committed either.
+                if let StoreError::Tampered { table, row } = &err {
+                    for (place, (_, refused)) in completions.iter_mut().enumerate() {
+                        if rows.tampered(place) {
+                            *refused = Some(StoreError::Tampered {
+                                table,
+                                row: row.clone(),
+                            });
+                        }
+                    }
+                }
+                broken = Some(match err {
+                    StoreError::Tampered { .. } if rows.any_tampered() => StoreError::Unavailable(
+                        "another write of its batch read a row that failed its integrity check; nothing was kept".into(),
+                    ),
+                    other => other,
+                });
+                String::new()
+            }
+        },
+        _ => last.to_owned(),
+    };
     let failure = match broken {
         Some(err) => {
             db.rollback();
             Some(err)
         }
-        None => db.commit().err(),
+        None => db.commit(&closing, rows.changes_keys()).err(),
     };
     if failure.is_none()
         && let (Some(integrity), Some(step)) = (db.integrity(), &epoch)
     {
         integrity.committed(step);
     }
+    stats.round_trips.fetch_add(
+        db.round_trips().saturating_sub(trips_before),
+        Ordering::Relaxed,
+    );
     match &failure {
         Some(err) => {
             tracing::error!(error = %err, jobs = completions.len(), "store: a write batch was not committed");
@@ -419,21 +524,11 @@ fn commit_batch(
             stats.writes.fetch_add(jobs, Ordering::Relaxed);
         }
     }
-    after_batch();
+    after_batch(failure.is_some() || db.integrity().is_none() || rows.changes_keys());
     for (completion, refused) in completions {
         completion(failure.as_ref(), refused);
     }
     true
-}
-
-/// Writes the batch's epoch step, on the batch's transaction.
-fn finish_epoch(db: &WriterDb, step: &EpochStep) -> Result<()> {
-    match (db.integrity(), db.conn()) {
-        (Some(integrity), Some(tx)) => integrity.finish_batch(tx, step),
-        _ => Err(StoreError::Unavailable(
-            "the database session is gone".into(),
-        )),
-    }
 }
 
 #[cfg(test)]
@@ -452,7 +547,7 @@ mod tests {
             .unwrap();
         (
             dir,
-            Writer::start(WriterDb::Sqlite(conn), queue, Box::new(|| {})).unwrap(),
+            Writer::start(WriterDb::Sqlite(conn), queue, Box::new(|_| {})).unwrap(),
             path,
         )
     }
