@@ -149,14 +149,15 @@ fn mirror_group(tx: Conn<'_>, account: AccountId, group: i64) -> Result<()> {
         },
     )?;
     let members = members(tx, group, &flags)?;
-    record_mirror(tx, account, group, false, name, description, members)
+    let key = outbox::mirror_key(tx, account)?;
+    record_mirror(tx, key.as_ref(), group, false, name, description, members)
 }
 
 /// Records the mirror of a group with these fields and members (`addGroup` when new,
-/// else `updateGroup`).
+/// else `updateGroup`), as `key` (`outbox::mirror_key`).
 fn record_mirror(
     tx: Conn<'_>,
-    account: AccountId,
+    key: Option<&Vec<u8>>,
     group: i64,
     new: bool,
     name: String,
@@ -171,9 +172,9 @@ fn record_mirror(
         Permitted::All => vec![B256::ZERO],
         Permitted::Only(ids) => ids.into_iter().map(|c| B256::from(c.0)).collect(),
     };
-    outbox::record(
+    outbox::record_as(
         tx,
-        account,
+        key,
         &MirrorOp::SetGroup {
             new,
             group_id: group as u64,
@@ -262,7 +263,11 @@ impl Store {
         self.write_charged(account, charge, move |tx| {
             let now = now_unix();
             let id = next_group_id(tx)?;
-            integrity::insert(
+            // Read before anything is written: the group's row and its mirror entry then
+            // reach the database with the write's next round trip (when it has no
+            // members to look up), not one round trip each.
+            let key = outbox::mirror_key(tx, account)?;
+            integrity::insert_deferred(
                 tx,
                 &GROUPS,
                 columns![
@@ -279,7 +284,15 @@ impl Store {
             // A new group has no members to replace, and its mirror is what was just
             // written: nothing to read back.
             let members = add_members(tx, account, id, &spec)?;
-            record_mirror(tx, account, id, true, spec.name, spec.description, members)?;
+            record_mirror(
+                tx,
+                key.as_ref(),
+                id,
+                true,
+                spec.name,
+                spec.description,
+                members,
+            )?;
             Ok(GroupId(id as u64))
         })
         .await

@@ -424,6 +424,8 @@ pub(crate) struct Checks<'b> {
     sequences: RefCell<HashMap<String, Sequence>>,
     /// This job wrote or deleted a row of [`KEY_TABLES`].
     keys: Cell<bool>,
+    /// The inserts this job deferred ([`insert_deferred`]), not yet sent.
+    deferred: RefCell<Vec<String>>,
     /// What the jobs before this one in the batch wrote (a write job's only).
     batch: Option<&'b BatchRows>,
     /// This job's place in its batch.
@@ -527,6 +529,7 @@ impl Checks<'static> {
             removed: RefCell::new(HashSet::new()),
             sequences: RefCell::new(HashMap::new()),
             keys: Cell::new(false),
+            deferred: RefCell::new(Vec::new()),
             batch: None,
             place: 0,
         }
@@ -626,6 +629,14 @@ impl RowChecks for Checks<'_> {
         let id = sequence.next;
         sequence.next = id.checked_add(1)?;
         Some(id)
+    }
+
+    fn defer(&self, sql: String) {
+        self.deferred.borrow_mut().push(sql);
+    }
+
+    fn take_deferred(&self) -> Vec<String> {
+        std::mem::take(&mut *self.deferred.borrow_mut())
     }
 
     fn hold_sequence(&self, name: &str, stored: Option<(i64, Option<Vec<u8>>)>, next: i64) {
@@ -806,6 +817,67 @@ pub(crate) fn insert_new_or_ignore(
     insert_new_row(tx, table, columns, true)
 }
 
+/// As [`insert`], but in a PostgreSQL write batch the row is sent with the write's next
+/// round trip (before its next statement, or with the statement that ends its savepoint)
+/// instead of one of its own: for rows whose insert cannot conflict (ids the appliance
+/// allocated). If it fails all the same, the write fails and nothing of it is kept, as
+/// for any failed statement. Elsewhere (SQLite, or outside a batch) a plain insert.
+pub(crate) fn insert_deferred(
+    tx: Conn<'_>,
+    table: &'static Table,
+    columns: Columns<'_>,
+) -> Result<()> {
+    let values = image(table, columns, false)?;
+    defer_image(tx, table, values)
+}
+
+/// As [`insert_new`], deferred as [`insert_deferred`] is; returns the id.
+pub(crate) fn insert_new_deferred(
+    tx: Conn<'_>,
+    table: &'static Table,
+    columns: Columns<'_>,
+) -> Result<i64> {
+    let batched = tx.checks().is_some_and(|c| c.batches_ids());
+    if !batched || tx.engine() != Engine::Postgres {
+        return insert_new(tx, table, columns);
+    }
+    let mut values = image(table, columns, true)?;
+    let id = next_id(tx, table.name, |tx| first_id(tx, table))?;
+    values[0] = OwnedValue::Int(id);
+    defer_image(tx, table, values)?;
+    Ok(id)
+}
+
+/// The first id of `table` after the upgrade to appliance-allocated ids: past every id
+/// the database's identity column handed out.
+fn first_id(tx: Conn<'_>, table: &'static Table) -> Result<i64> {
+    let sql = format!(
+        "SELECT GREATEST(COALESCE((SELECT MAX({c}) FROM {t}), 0) + 1,
+                         nextval(pg_get_serial_sequence('{t}', '{c}')))",
+        t = table.name,
+        c = table.columns[0]
+    );
+    Ok(tx.query_row(&sql, params![], |r| r.get(0))?)
+}
+
+fn defer_image(tx: Conn<'_>, table: &'static Table, values: Vec<OwnedValue>) -> Result<()> {
+    let Some(checks) = tx
+        .checks()
+        .filter(|c| c.batches_ids() && tx.engine() == Engine::Postgres)
+    else {
+        return insert_image(tx, table, values, false).map(|_| ());
+    };
+    let literals: Vec<String> = values.iter().map(literal).collect();
+    checks.defer(format!(
+        "INSERT INTO {} ({}) VALUES ({})",
+        table.name,
+        table.columns.join(", "),
+        literals.join(", ")
+    ));
+    checks.wrote(table, values);
+    Ok(())
+}
+
 fn insert_new_row(
     tx: Conn<'_>,
     table: &'static Table,
@@ -831,17 +903,7 @@ fn insert_new_row(
             Ok(tx.query_opt(&sql, &bound, |r| r.get(0))?)
         }
         Engine::Postgres => {
-            let id = next_id(tx, table.name, |tx| {
-                // The first id after the upgrade to appliance-allocated ids: past every
-                // id the database's identity column handed out.
-                let sql = format!(
-                    "SELECT GREATEST(COALESCE((SELECT MAX({c}) FROM {t}), 0) + 1,
-                                     nextval(pg_get_serial_sequence('{t}', '{c}')))",
-                    t = table.name,
-                    c = table.columns[0]
-                );
-                Ok(tx.query_row(&sql, params![], |r| r.get(0))?)
-            })?;
+            let id = next_id(tx, table.name, |tx| first_id(tx, table))?;
             values[0] = OwnedValue::Int(id);
             Ok(insert_image(tx, table, values, or_ignore)?.then_some(id))
         }
@@ -2385,6 +2447,64 @@ mod tests {
         };
         let listed = store.list_groups(account, page).await.unwrap();
         assert_eq!(listed.iter().map(|g| g.id).collect::<Vec<_>>(), vec![id]);
+    }
+
+    /// A row a job deferred to its batch's next round trip that the database refuses
+    /// there (here a foreign trigger refuses one group's name) fails that job alone, with
+    /// nothing of it kept and its ids given back; the jobs after it in the batch are kept.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_deferred_row_refused_later_fails_only_its_own_job() {
+        let Some((db, store, account)) = populated().await else {
+            return;
+        };
+        db.behind_the_back(
+            "CREATE FUNCTION refuse() RETURNS trigger LANGUAGE plpgsql AS $$
+             BEGIN
+                 IF NEW.name = 'refused' THEN RAISE EXCEPTION 'refused by the database'; END IF;
+                 RETURN NEW;
+             END $$;
+             CREATE TRIGGER refuse BEFORE INSERT ON groups
+                 FOR EACH ROW EXECUTE FUNCTION refuse();",
+        )
+        .await;
+        let (release, held) = hold_writer(&store).await;
+        let mut writes = Vec::new();
+        for name in ["refused", "kept", "also kept"] {
+            let store = store.clone();
+            writes.push(tokio::spawn(async move {
+                store.add_group(account, group(name), Charge::free()).await
+            }));
+            tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+        }
+        release.send(()).unwrap();
+        held.await.unwrap();
+        let mut outcomes = Vec::new();
+        for w in writes {
+            outcomes.push(w.await.unwrap());
+        }
+        match &outcomes[0] {
+            Err(StoreError::Database(err)) => {
+                assert!(err.to_string().contains("refused by the database"), "{err}");
+            }
+            other => panic!("expected the database's refusal, got {other:?}"),
+        }
+        let kept: Vec<u64> = outcomes[1..]
+            .iter()
+            .map(|o| o.as_ref().unwrap().0)
+            .collect();
+        assert_eq!(kept, vec![1, 2], "the refused job's id was given back");
+        let page = Page {
+            number: 0,
+            size: 10,
+        };
+        let names: Vec<String> = store
+            .list_groups(account, page)
+            .await
+            .unwrap()
+            .into_iter()
+            .map(|g| g.name)
+            .collect();
+        assert_eq!(names, ["kept", "also kept"]);
     }
 
     /// A batch that writes no row API keys resolve from leaves this replica's resolved

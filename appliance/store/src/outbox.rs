@@ -22,15 +22,29 @@ pub const FORMAT: i64 = 1;
 /// Queues `op` for `account` if the account is in API mode. ChainSecured accounts are
 /// written on chain by their owners, never by the service.
 pub(super) fn record(tx: Conn<'_>, account: AccountId, op: &MirrorOp) -> Result<()> {
+    let key = mirror_key(tx, account)?;
+    record_as(tx, key.as_ref(), op)
+}
+
+/// Whom `account`'s mirror writes are queued as: its API key hash, or `None` when it is
+/// ChainSecured (nothing to queue). A write that also inserts rows reads this first, so
+/// that its inserts can go to the database with the next round trip (`integrity::
+/// insert_deferred`).
+pub(super) fn mirror_key(tx: Conn<'_>, account: AccountId) -> Result<Option<Vec<u8>>> {
     let Some(head) = account_head(tx, account)? else {
         return Err(StoreError::NotFound("no such account".into()));
     };
-    if head.mode == AccountMode::ChainSecured {
+    Ok((head.mode == AccountMode::Api).then_some(head.api_key_hash))
+}
+
+/// Queues `op` as [`mirror_key`] answered (nothing for `None`). The entry is written
+/// with the write's next round trip.
+pub(super) fn record_as(tx: Conn<'_>, key: Option<&Vec<u8>>, op: &MirrorOp) -> Result<()> {
+    let Some(api_key_hash) = key else {
         return Ok(());
-    }
-    let api_key_hash = head.api_key_hash;
+    };
     let json = serde_json::to_string(op).map_err(|e| StoreError::Task(e.to_string()))?;
-    integrity::insert_new(
+    integrity::insert_new_deferred(
         tx,
         &CHAIN_OUTBOX,
         columns![

@@ -527,6 +527,11 @@ pub(crate) trait RowChecks {
     /// This write read sequence `name`: as stored (`next` and MAC; `None` when there is no
     /// row yet), and the batch's next id after the one it took.
     fn hold_sequence(&self, name: &str, stored: Option<(i64, Option<Vec<u8>>)>, next: i64);
+    /// Keeps `sql` (an `INSERT` of literals, `integrity::insert_deferred`) to run before
+    /// this write's next statement, or with the round trip that ends the write.
+    fn defer(&self, sql: String);
+    /// The statements kept by [`RowChecks::defer`], taken.
+    fn take_deferred(&self) -> Vec<String>;
 }
 
 /// One row of a result.
@@ -888,8 +893,24 @@ impl<'c> Conn<'c> {
         }
     }
 
+    /// Runs the statements this write deferred (`RowChecks::defer`), in one round trip,
+    /// before any other statement of it: whatever it runs sees its own rows.
+    fn flush(&self, session: &PgSession) -> SqlResult<()> {
+        let Some(checks) = self.checks else {
+            return Ok(());
+        };
+        let deferred = checks.take_deferred();
+        if deferred.is_empty() {
+            return Ok(());
+        }
+        session.batch(&deferred.join("; "))
+    }
+
     /// Runs a statement; the number of rows it changed.
     pub fn execute(&self, sql: &str, params: &[&dyn ToParam]) -> SqlResult<usize> {
+        if let Db::Postgres(s) = self.db {
+            self.flush(s)?;
+        }
         match self.db {
             Db::Sqlite(c) => {
                 let values: Vec<Param<'_>> = params.iter().map(|p| p.to_param()).collect();
@@ -909,6 +930,9 @@ impl<'c> Conn<'c> {
         params: &[&dyn ToParam],
         mut f: impl FnMut(&Row<'_>) -> SqlResult<T>,
     ) -> SqlResult<Vec<T>> {
+        if let Db::Postgres(s) = self.db {
+            self.flush(s)?;
+        }
         match self.db {
             Db::Sqlite(c) => {
                 let values: Vec<Param<'_>> = params.iter().map(|p| p.to_param()).collect();
@@ -944,6 +968,9 @@ impl<'c> Conn<'c> {
         params: &[&dyn ToParam],
         f: impl FnOnce(&Row<'_>) -> SqlResult<T>,
     ) -> SqlResult<Option<T>> {
+        if let Db::Postgres(s) = self.db {
+            self.flush(s)?;
+        }
         match self.db {
             Db::Sqlite(c) => {
                 let values: Vec<Param<'_>> = params.iter().map(|p| p.to_param()).collect();

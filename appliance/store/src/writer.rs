@@ -30,7 +30,7 @@ use std::time::Duration;
 
 use super::integrity::{BatchRows, Checks, EPOCH_AS_TEXT, Integrity, SEQUENCES_AS_TEXT};
 use super::postgres::{CHANGES_CHANNEL, PgPool};
-use super::sql::{Conn, PgSession, TextRows};
+use super::sql::{Conn, PgSession, RowChecks as _, TextRows};
 use super::{Result, StoreError};
 
 /// Most jobs committed together.
@@ -407,12 +407,13 @@ fn commit_batch(
     }
     let mut completions: Vec<(Completion, Option<StoreError>)> = Vec::with_capacity(batch.len());
     let mut broken: Option<StoreError> = None;
-    // How the previous job's savepoint ends: sent with the next job's savepoint, or with
-    // the batch's end.
-    let mut end: Option<&str> = None;
+    // The previous job: how its savepoint ends (after the inserts it deferred, if it is
+    // kept), sent with the next job's savepoint or with the batch's end; and, if it is
+    // kept, its checks, which join the batch's once that round trip has succeeded.
+    let mut previous: Option<Ended<'_>> = None;
     for job in batch {
-        if let Some(previous) = end.take()
-            && let Err(err) = db.run(&format!("{previous}; SAVEPOINT job"))
+        if let Some(ended) = previous.take()
+            && let Err(err) = end_job(db, ended, "SAVEPOINT job", &mut completions)
         {
             broken = Some(err);
             break;
@@ -426,8 +427,8 @@ fn commit_batch(
             ));
             break;
         };
-        // PostgreSQL: the job's reads are checked before its savepoint is released, and
-        // what it wrote is sealed when the batch ends (`store::integrity`).
+        // PostgreSQL: what the job read is checked, and what it wrote sealed, when the
+        // batch ends (`store::integrity`).
         let place = completions.len();
         let checks = db.integrity().map(|_| Checks::for_write(&rows, place));
         let job_tx = match &checks {
@@ -455,13 +456,18 @@ fn commit_batch(
                 false
             }
         };
-        if ok && let Some(checks) = checks {
-            checks.keep();
-        }
-        end = Some(if ok {
-            "RELEASE job"
+        previous = Some(if ok {
+            let deferred = checks
+                .as_ref()
+                .map(|c| c.take_deferred())
+                .unwrap_or_default();
+            Ended::Kept {
+                deferred,
+                checks: checks.map(Box::new),
+                place,
+            }
         } else {
-            "ROLLBACK TO job; RELEASE job"
+            Ended::RolledBack
         });
         if !db.in_transaction() {
             broken = Some(StoreError::Unavailable(
@@ -470,7 +476,24 @@ fn commit_batch(
             break;
         }
     }
-    let last = end.unwrap_or("RELEASE job");
+    // The last job's savepoint ends in the batch's closing round trip (its deferred
+    // rows first: should they fail there, the batch is not committed).
+    let last = match previous.take() {
+        Some(Ended::Kept {
+            deferred, checks, ..
+        }) if broken.is_none() => {
+            if let Some(checks) = checks {
+                checks.keep();
+            }
+            deferred
+                .into_iter()
+                .chain(std::iter::once("RELEASE job".to_owned()))
+                .collect::<Vec<_>>()
+                .join("; ")
+        }
+        Some(Ended::RolledBack) => "ROLLBACK TO job; RELEASE job".to_owned(),
+        _ => "RELEASE job".to_owned(),
+    };
     let closing = match (&broken, db.integrity(), &epoch) {
         (None, Some(integrity), Some(step)) => match integrity.batch_end(step, &rows) {
             Ok(sql) => format!("{last}; {sql}"),
@@ -496,7 +519,7 @@ fn commit_batch(
                 String::new()
             }
         },
-        _ => last.to_owned(),
+        _ => last,
     };
     let failure = match broken {
         Some(err) => {
@@ -529,6 +552,60 @@ fn commit_batch(
         completion(failure.as_ref(), refused);
     }
     true
+}
+
+/// How a job ended, to tell the database with the next round trip.
+enum Ended<'b> {
+    /// Kept: its deferred inserts, then `RELEASE`; its checks join the batch's.
+    Kept {
+        deferred: Vec<String>,
+        checks: Option<Box<Checks<'b>>>,
+        place: usize,
+    },
+    /// Failed: `ROLLBACK TO` its savepoint.
+    RolledBack,
+}
+
+/// Ends the previous job's savepoint and runs `then` (the next job's `SAVEPOINT`), in one
+/// round trip. If the job's deferred inserts fail there, that job alone is refused for
+/// it and rolled back (one more round trip), as a job whose own statement failed; an
+/// error that leaves no transaction to go on with is the batch's.
+fn end_job(
+    db: &WriterDb,
+    ended: Ended<'_>,
+    then: &str,
+    completions: &mut [(Completion, Option<StoreError>)],
+) -> Result<()> {
+    match ended {
+        Ended::RolledBack => db.run(&format!("ROLLBACK TO job; RELEASE job; {then}")),
+        Ended::Kept {
+            deferred,
+            checks,
+            place,
+        } => {
+            let sql = if deferred.is_empty() {
+                format!("RELEASE job; {then}")
+            } else {
+                format!("{}; RELEASE job; {then}", deferred.join("; "))
+            };
+            match db.run(&sql) {
+                Ok(()) => {
+                    if let Some(checks) = checks {
+                        checks.keep();
+                    }
+                    Ok(())
+                }
+                Err(err) if !deferred.is_empty() && db.in_transaction() && db.conn().is_some() => {
+                    tracing::warn!(error = %err, "store: a write's deferred rows were refused; it is rolled back");
+                    if let Some((_, refused)) = completions.get_mut(place) {
+                        refused.get_or_insert(err);
+                    }
+                    db.run(&format!("ROLLBACK TO job; RELEASE job; {then}"))
+                }
+                Err(err) => Err(err),
+            }
+        }
+    }
 }
 
 #[cfg(test)]
