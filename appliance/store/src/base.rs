@@ -6,7 +6,7 @@
 use keyservice_api::{Address, DerivationPath, PkpId};
 
 use super::integrity::{ACCOUNTS, GROUPS};
-use super::sql::{Conn, params};
+use super::sql::{Conn, OwnedValue, params};
 
 use super::{Result, StoreError};
 use appliance_domain::api_keys::KeyHash;
@@ -80,9 +80,20 @@ pub(super) struct AccountHead {
     pub mode: AccountMode,
 }
 
-/// The identity and mode of `account`, if it exists.
+/// The identity and mode of `account`, if it exists. In a PostgreSQL write batch, read
+/// once per batch while no write of the batch changes an account (`RowChecks::recall`):
+/// most writes read it for their mirror entry.
 pub(super) fn account_head(conn: Conn<'_>, account: AccountId) -> Result<Option<AccountHead>> {
-    Ok(conn.query_opt(
+    let memo = format!("account_head:{}", account.0);
+    if let Some([OwnedValue::Blob(api_key_hash), OwnedValue::Int(managed)]) =
+        conn.checks().and_then(|c| c.recall(&memo)).as_deref()
+    {
+        return Ok(Some(AccountHead {
+            api_key_hash: api_key_hash.clone(),
+            mode: AccountMode::from_column(*managed != 0),
+        }));
+    }
+    let head = conn.query_opt(
         &format!(
             "SELECT api_key_hash, managed, {} FROM accounts WHERE id = ?1",
             ACCOUNTS.select("")
@@ -95,7 +106,17 @@ pub(super) fn account_head(conn: Conn<'_>, account: AccountId) -> Result<Option<
                 mode: AccountMode::from_column(r.get(1)?),
             })
         },
-    )?)
+    )?;
+    if let (Some(checks), Some(head)) = (conn.checks(), &head) {
+        checks.remember(
+            memo,
+            vec![
+                OwnedValue::Blob(head.api_key_hash.clone()),
+                OwnedValue::Int(i64::from(head.mode == AccountMode::Api)),
+            ],
+        );
+    }
+    Ok(head)
 }
 
 /// The flags of a group that exists in `account`.

@@ -426,6 +426,8 @@ pub(crate) struct Checks<'b> {
     keys: Cell<bool>,
     /// The inserts this job deferred ([`insert_deferred`]), not yet sent.
     deferred: RefCell<Vec<String>>,
+    /// Reads of key tables this job made (`RowChecks::remember`).
+    recalled: RefCell<HashMap<String, Vec<OwnedValue>>>,
     /// What the jobs before this one in the batch wrote (a write job's only).
     batch: Option<&'b BatchRows>,
     /// This job's place in its batch.
@@ -468,6 +470,9 @@ pub(crate) struct BatchRows {
     /// The `id_sequences` rows as the batch's first round trip showed them (name →
     /// next and MAC), not yet checked: a job that takes an id from one checks it.
     prefetched: RefCell<HashMap<String, StoredSequence>>,
+    /// What kept jobs read of the key tables (`RowChecks::remember`), while no kept job
+    /// has changed them: under the replicas' write lock nothing else can.
+    recalled: RefCell<HashMap<String, Vec<OwnedValue>>>,
 }
 
 /// The tables API keys resolve from (`accounts::resolve`, `usage_keys::resolve`): a
@@ -530,6 +535,7 @@ impl Checks<'static> {
             sequences: RefCell::new(HashMap::new()),
             keys: Cell::new(false),
             deferred: RefCell::new(Vec::new()),
+            recalled: RefCell::new(HashMap::new()),
             batch: None,
             place: 0,
         }
@@ -565,6 +571,12 @@ impl<'b> Checks<'b> {
         };
         if self.keys.get() {
             batch.keys.set(true);
+            batch.recalled.borrow_mut().clear();
+        } else {
+            batch
+                .recalled
+                .borrow_mut()
+                .extend(self.recalled.into_inner());
         }
         batch.read.borrow_mut().extend(
             self.pending
@@ -637,6 +649,23 @@ impl RowChecks for Checks<'_> {
 
     fn take_deferred(&self) -> Vec<String> {
         std::mem::take(&mut *self.deferred.borrow_mut())
+    }
+
+    fn recall(&self, key: &str) -> Option<Vec<OwnedValue>> {
+        if self.keys.get() {
+            // This job changed a key table: what was read before may be stale.
+            return None;
+        }
+        if let Some(values) = self.recalled.borrow().get(key) {
+            return Some(values.clone());
+        }
+        self.batch?.recalled.borrow().get(key).cloned()
+    }
+
+    fn remember(&self, key: String, values: Vec<OwnedValue>) {
+        if self.batch.is_some() && !self.keys.get() {
+            self.recalled.borrow_mut().insert(key, values);
+        }
     }
 
     fn hold_sequence(&self, name: &str, stored: Option<(i64, Option<Vec<u8>>)>, next: i64) {
@@ -2505,6 +2534,63 @@ mod tests {
             .map(|g| g.name)
             .collect();
         assert_eq!(names, ["kept", "also kept"]);
+    }
+
+    /// A batch reads an account's head once for all its writes, but only until a write
+    /// of the batch changes an account: here the middle job turns the account
+    /// ChainSecured, and the job after it (same batch) queues no mirror entry.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_batch_remembers_an_account_only_until_a_write_changes_it() {
+        let Some((_db, store, account)) = populated().await else {
+            return;
+        };
+        let outbox = |store: Store| async move {
+            store
+                .read(|c| {
+                    Ok(
+                        c.query_row("SELECT COUNT(*) FROM chain_outbox", params![], |r| {
+                            r.get::<i64>(0)
+                        })?,
+                    )
+                })
+                .await
+                .unwrap()
+        };
+        let before = outbox(store.clone()).await;
+        let (release, held) = hold_writer(&store).await;
+        let mut writes = Vec::new();
+        for i in 0..3 {
+            let store = store.clone();
+            writes.push(tokio::spawn(async move {
+                if i == 1 {
+                    store
+                        .write(move |tx| {
+                            update(tx, &ACCOUNTS, "id = ?1", params![account.0], |row| {
+                                row.set("managed", &false)?;
+                                Ok(true)
+                            })?;
+                            Ok(())
+                        })
+                        .await
+                } else {
+                    store
+                        .add_group(account, group(&format!("g{i}")), Charge::free())
+                        .await
+                        .map(|_| ())
+                }
+            }));
+            tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+        }
+        release.send(()).unwrap();
+        held.await.unwrap();
+        for w in writes {
+            w.await.unwrap().unwrap();
+        }
+        assert_eq!(
+            outbox(store.clone()).await - before,
+            1,
+            "only the write before the conversion is mirrored"
+        );
     }
 
     /// A batch that writes no row API keys resolve from leaves this replica's resolved

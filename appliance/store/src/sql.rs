@@ -532,6 +532,13 @@ pub(crate) trait RowChecks {
     fn defer(&self, sql: String);
     /// The statements kept by [`RowChecks::defer`], taken.
     fn take_deferred(&self) -> Vec<String>;
+    /// What this write's batch already read (and will check) under `key`
+    /// ([`RowChecks::remember`]), while no kept write of the batch has changed a key table.
+    fn recall(&self, key: &str) -> Option<Vec<OwnedValue>>;
+    /// Keeps what a read of a key table (`integrity::KEY_TABLES`) under `key` found, for
+    /// the batch's later writes: unless this write changes a key table itself, and only
+    /// once it is kept (its read checked with the batch's).
+    fn remember(&self, key: String, values: Vec<OwnedValue>);
 }
 
 /// One row of a result.
