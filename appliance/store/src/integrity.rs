@@ -62,8 +62,8 @@ use std::sync::{Arc, Mutex, OnceLock, PoisonError};
 
 pub(crate) use super::sql::Table;
 use super::sql::{
-    Conn, Engine, FromSql, OwnedValue, Param, Row, RowChecks, SqlResult, TextRows, ToParam,
-    ValueRef, params,
+    Conn, Engine, FromSql, OwnedValue, Param, Row, RowChecks, SqlError, SqlResult, TextRows,
+    ToParam, ValueRef, params,
 };
 use super::{Result, StoreError};
 
@@ -473,6 +473,16 @@ pub(crate) struct BatchRows {
     /// What kept jobs read of the key tables (`RowChecks::remember`), while no kept job
     /// has changed them: under the replicas' write lock nothing else can.
     recalled: RefCell<HashMap<String, Vec<OwnedValue>>>,
+    /// What the database has not been sent yet: the end of the savepoints of the jobs
+    /// so far (their deferred rows, `RELEASE`, the next `SAVEPOINT`; or `ROLLBACK TO`),
+    /// sent before the next statement any job runs, or with the batch's end. Jobs that
+    /// run no statement of their own (most, once the batch holds the ids and the
+    /// account) cost no round trip at all.
+    pending: RefCell<Vec<String>>,
+    /// `pending` was being sent when that failed: which job's rows the database refused
+    /// cannot be told, so the batch is not committed.
+    in_flight: Cell<bool>,
+    chain_failed: RefCell<Option<String>>,
 }
 
 /// The tables API keys resolve from (`accounts::resolve`, `usage_keys::resolve`): a
@@ -482,6 +492,21 @@ pub(crate) struct BatchRows {
 pub(crate) const KEY_TABLES: [&str; 2] = [ACCOUNTS.name, USAGE_KEYS.name];
 
 impl BatchRows {
+    /// Owes the database `sql` (see `pending`).
+    pub(super) fn owe(&self, sql: impl Into<String>) {
+        self.pending.borrow_mut().push(sql.into());
+    }
+
+    /// What the batch owes the database, taken.
+    pub(super) fn take_owed(&self) -> Vec<String> {
+        std::mem::take(&mut *self.pending.borrow_mut())
+    }
+
+    /// Why sending what the batch owed failed, if it did (the batch cannot be committed).
+    pub(super) fn owed_failed(&self) -> Option<String> {
+        self.chain_failed.borrow().clone()
+    }
+
     /// Holds the `id_sequences` rows [`SEQUENCES_AS_TEXT`] showed. A row that does not
     /// parse is left out: the job that needs it reads it the ordinary way.
     pub(super) fn prefetch(&self, shown: &[Vec<Option<String>>]) {
@@ -561,6 +586,11 @@ impl<'b> Checks<'b> {
         if KEY_TABLES.contains(&table.name) {
             self.keys.set(true);
         }
+    }
+
+    /// The inserts this job deferred and has not sent yet, taken.
+    pub(super) fn take_own_deferred(&self) -> Vec<String> {
+        std::mem::take(&mut *self.deferred.borrow_mut())
     }
 
     /// The job is kept (its savepoint released): what it wrote and deleted becomes the
@@ -648,7 +678,26 @@ impl RowChecks for Checks<'_> {
     }
 
     fn take_deferred(&self) -> Vec<String> {
-        std::mem::take(&mut *self.deferred.borrow_mut())
+        let mut out = match self.batch {
+            Some(batch) => batch.take_owed(),
+            None => Vec::new(),
+        };
+        if let Some(batch) = self.batch {
+            batch.in_flight.set(!out.is_empty());
+        }
+        out.extend(self.take_own_deferred());
+        out
+    }
+
+    fn flushed(&self, error: Option<&SqlError>) {
+        if let Some(batch) = self.batch {
+            if let Some(error) = error
+                && batch.in_flight.get()
+            {
+                *batch.chain_failed.borrow_mut() = Some(error.to_string());
+            }
+            batch.in_flight.set(false);
+        }
     }
 
     fn recall(&self, key: &str) -> Option<Vec<OwnedValue>> {
@@ -2478,11 +2527,13 @@ mod tests {
         assert_eq!(listed.iter().map(|g| g.id).collect::<Vec<_>>(), vec![id]);
     }
 
-    /// A row a job deferred to its batch's next round trip that the database refuses
-    /// there (here a foreign trigger refuses one group's name) fails that job alone, with
-    /// nothing of it kept and its ids given back; the jobs after it in the batch are kept.
+    /// Rows jobs deferred reach the database together, with the batch's next statement
+    /// or its end: if the database refuses one there (here a foreign trigger refuses one
+    /// group's name), which job's it was cannot be told, so nothing of the batch is
+    /// committed and every write of it answers 503; retried, they go through, and no id
+    /// was lost.
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-    async fn a_deferred_row_refused_later_fails_only_its_own_job() {
+    async fn a_deferred_row_refused_later_keeps_nothing_of_its_batch() {
         let Some((db, store, account)) = populated().await else {
             return;
         };
@@ -2498,42 +2549,61 @@ mod tests {
         .await;
         let (release, held) = hold_writer(&store).await;
         let mut writes = Vec::new();
-        for name in ["refused", "kept", "also kept"] {
+        // The refused row reaches the database with the batch's end here; with a
+        // statement of a later write (the last one) in the second round.
+        for name in ["kept", "refused", "also kept", "reads"] {
             let store = store.clone();
             writes.push(tokio::spawn(async move {
-                store.add_group(account, group(name), Charge::free()).await
+                if name == "reads" {
+                    return store
+                        .write(|tx| {
+                            tx.query_row("SELECT 1", params![], |r| r.get::<i64>(0))?;
+                            Ok(())
+                        })
+                        .await;
+                }
+                store
+                    .add_group(account, group(name), Charge::free())
+                    .await
+                    .map(|_| ())
             }));
             tokio::time::sleep(std::time::Duration::from_millis(20)).await;
         }
+        let before = store.write_stats();
         release.send(()).unwrap();
         held.await.unwrap();
-        let mut outcomes = Vec::new();
         for w in writes {
-            outcomes.push(w.await.unwrap());
-        }
-        match &outcomes[0] {
-            Err(StoreError::Database(err)) => {
-                assert!(err.to_string().contains("refused by the database"), "{err}");
+            match w.await.unwrap() {
+                Err(StoreError::Unavailable(msg)) => assert!(msg.contains("refused"), "{msg}"),
+                other => panic!("expected a 503, got {other:?}"),
             }
-            other => panic!("expected the database's refusal, got {other:?}"),
         }
-        let kept: Vec<u64> = outcomes[1..]
-            .iter()
-            .map(|o| o.as_ref().unwrap().0)
-            .collect();
-        assert_eq!(kept, vec![1, 2], "the refused job's id was given back");
+        assert_eq!(
+            store.write_stats().batches,
+            before.batches + 1,
+            "only the held write"
+        );
         let page = Page {
             number: 0,
             size: 10,
         };
-        let names: Vec<String> = store
+        assert!(store.list_groups(account, page).await.unwrap().is_empty());
+        db.behind_the_back("DROP TRIGGER refuse ON groups; DROP FUNCTION refuse();")
+            .await;
+        for name in ["kept", "also kept"] {
+            store
+                .add_group(account, group(name), Charge::free())
+                .await
+                .unwrap();
+        }
+        let ids: Vec<u64> = store
             .list_groups(account, page)
             .await
             .unwrap()
             .into_iter()
-            .map(|g| g.name)
+            .map(|g| g.id.0)
             .collect();
-        assert_eq!(names, ["kept", "also kept"]);
+        assert_eq!(ids, vec![1, 2]);
     }
 
     /// A batch reads an account's head once for all its writes, but only until a write

@@ -530,8 +530,12 @@ pub(crate) trait RowChecks {
     /// Keeps `sql` (an `INSERT` of literals, `integrity::insert_deferred`) to run before
     /// this write's next statement, or with the round trip that ends the write.
     fn defer(&self, sql: String);
-    /// The statements kept by [`RowChecks::defer`], taken.
+    /// What must reach the database before this write's next statement, taken: what the
+    /// batch still owes it (the end of the previous writes' savepoints, their deferred
+    /// rows), then the statements this write kept with [`RowChecks::defer`].
     fn take_deferred(&self) -> Vec<String>;
+    /// Sending what [`RowChecks::take_deferred`] gave succeeded, or failed with `error`.
+    fn flushed(&self, error: Option<&SqlError>);
     /// What this write's batch already read (and will check) under `key`
     /// ([`RowChecks::remember`]), while no kept write of the batch has changed a key table.
     fn recall(&self, key: &str) -> Option<Vec<OwnedValue>>;
@@ -910,7 +914,9 @@ impl<'c> Conn<'c> {
         if deferred.is_empty() {
             return Ok(());
         }
-        session.batch(&deferred.join("; "))
+        let sent = session.batch(&deferred.join("; "));
+        checks.flushed(sent.as_ref().err());
+        sent
     }
 
     /// Runs a statement; the number of rows it changed.

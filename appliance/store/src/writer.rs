@@ -30,7 +30,7 @@ use std::time::Duration;
 
 use super::integrity::{BatchRows, Checks, EPOCH_AS_TEXT, Integrity, SEQUENCES_AS_TEXT};
 use super::postgres::{CHANGES_CHANNEL, PgPool};
-use super::sql::{Conn, PgSession, RowChecks as _, TextRows};
+use super::sql::{Conn, PgSession, TextRows};
 use super::{Result, StoreError};
 
 /// Most jobs committed together.
@@ -407,19 +407,20 @@ fn commit_batch(
     }
     let mut completions: Vec<(Completion, Option<StoreError>)> = Vec::with_capacity(batch.len());
     let mut broken: Option<StoreError> = None;
-    // The previous job: how its savepoint ends (after the inserts it deferred, if it is
-    // kept), sent with the next job's savepoint or with the batch's end; and, if it is
-    // kept, its checks, which join the batch's once that round trip has succeeded.
-    let mut previous: Option<Ended<'_>> = None;
+    // SQLite: how the previous job's savepoint ends, sent with the next job's savepoint.
+    // PostgreSQL: the batch owes it to the database (`BatchRows::owe`) and sends it
+    // before the next statement any job runs, or with the batch's end.
+    let mut end: Option<&str> = None;
     for job in batch {
-        if let Some(ended) = previous.take()
-            && let Err(err) = end_job(db, ended, "SAVEPOINT job", &mut completions)
+        if let Some(previous) = end.take()
+            && let Err(err) = db.run(&format!("{previous}; SAVEPOINT job"))
         {
             broken = Some(err);
             break;
         }
-        // The previous job's savepoint is ended (rolled back if a statement of it
-        // failed): the transaction is sound again for this one.
+        // The previous job's savepoint is ended or will be before this job's first
+        // statement (rolled back if a statement of it failed): a failure of that job's
+        // is not this one's.
         db.clear_failure();
         let Some(tx) = db.conn() else {
             broken = Some(StoreError::Unavailable(
@@ -435,7 +436,11 @@ fn commit_batch(
             Some(checks) => tx.with_checks(checks),
             None => tx,
         };
+        let trips = db.round_trips();
         let ran = std::panic::catch_unwind(AssertUnwindSafe(|| job(Some(job_tx))));
+        // Whether the job ran a statement (then its savepoint, and what the batch owed
+        // before it, reached the database).
+        let ran_statements = db.round_trips() != trips;
         let ok = match ran {
             Ok((ok, completion)) => {
                 let refused = match (ok, db.integrity(), &checks) {
@@ -456,19 +461,40 @@ fn commit_batch(
                 false
             }
         };
-        previous = Some(if ok {
-            let deferred = checks
-                .as_ref()
-                .map(|c| c.take_deferred())
-                .unwrap_or_default();
-            Ended::Kept {
-                deferred,
-                checks: checks.map(Box::new),
-                place,
+        if let Some(why) = rows.owed_failed() {
+            let refused = || {
+                StoreError::Unavailable(format!(
+                    "the database refused rows of this write batch ({why}); nothing was kept"
+                ))
+            };
+            // The job that was sending them failed for it, not for anything of its own.
+            if let Some((_, own)) = completions.get_mut(place) {
+                *own = Some(refused());
             }
-        } else {
-            Ended::RolledBack
-        });
+            broken = Some(refused());
+            break;
+        }
+        match checks {
+            // PostgreSQL.
+            Some(checks) => {
+                if ok {
+                    let mut owed = checks.take_own_deferred();
+                    owed.push("RELEASE job; SAVEPOINT job".into());
+                    rows.owe(owed.join("; "));
+                    checks.keep();
+                } else if ran_statements {
+                    rows.owe("ROLLBACK TO job; RELEASE job; SAVEPOINT job");
+                }
+                // A failed job that ran no statement changed nothing.
+            }
+            None => {
+                end = Some(if ok {
+                    "RELEASE job"
+                } else {
+                    "ROLLBACK TO job; RELEASE job"
+                });
+            }
+        }
         if !db.in_transaction() {
             broken = Some(StoreError::Unavailable(
                 "the store rolled back the write batch".into(),
@@ -476,24 +502,11 @@ fn commit_batch(
             break;
         }
     }
-    // The last job's savepoint ends in the batch's closing round trip (its deferred
-    // rows first: should they fail there, the batch is not committed).
-    let last = match previous.take() {
-        Some(Ended::Kept {
-            deferred, checks, ..
-        }) if broken.is_none() => {
-            if let Some(checks) = checks {
-                checks.keep();
-            }
-            deferred
-                .into_iter()
-                .chain(std::iter::once("RELEASE job".to_owned()))
-                .collect::<Vec<_>>()
-                .join("; ")
-        }
-        Some(Ended::RolledBack) => "ROLLBACK TO job; RELEASE job".to_owned(),
-        _ => "RELEASE job".to_owned(),
-    };
+    // The last savepoint ends in the batch's closing round trip (with what the batch
+    // still owes: should it fail there, the batch is not committed).
+    let mut last = rows.take_owed();
+    last.push(end.unwrap_or("RELEASE job").to_owned());
+    let last = last.join("; ");
     let closing = match (&broken, db.integrity(), &epoch) {
         (None, Some(integrity), Some(step)) => match integrity.batch_end(step, &rows) {
             Ok(sql) => format!("{last}; {sql}"),
@@ -552,60 +565,6 @@ fn commit_batch(
         completion(failure.as_ref(), refused);
     }
     true
-}
-
-/// How a job ended, to tell the database with the next round trip.
-enum Ended<'b> {
-    /// Kept: its deferred inserts, then `RELEASE`; its checks join the batch's.
-    Kept {
-        deferred: Vec<String>,
-        checks: Option<Box<Checks<'b>>>,
-        place: usize,
-    },
-    /// Failed: `ROLLBACK TO` its savepoint.
-    RolledBack,
-}
-
-/// Ends the previous job's savepoint and runs `then` (the next job's `SAVEPOINT`), in one
-/// round trip. If the job's deferred inserts fail there, that job alone is refused for
-/// it and rolled back (one more round trip), as a job whose own statement failed; an
-/// error that leaves no transaction to go on with is the batch's.
-fn end_job(
-    db: &WriterDb,
-    ended: Ended<'_>,
-    then: &str,
-    completions: &mut [(Completion, Option<StoreError>)],
-) -> Result<()> {
-    match ended {
-        Ended::RolledBack => db.run(&format!("ROLLBACK TO job; RELEASE job; {then}")),
-        Ended::Kept {
-            deferred,
-            checks,
-            place,
-        } => {
-            let sql = if deferred.is_empty() {
-                format!("RELEASE job; {then}")
-            } else {
-                format!("{}; RELEASE job; {then}", deferred.join("; "))
-            };
-            match db.run(&sql) {
-                Ok(()) => {
-                    if let Some(checks) = checks {
-                        checks.keep();
-                    }
-                    Ok(())
-                }
-                Err(err) if !deferred.is_empty() && db.in_transaction() && db.conn().is_some() => {
-                    tracing::warn!(error = %err, "store: a write's deferred rows were refused; it is rolled back");
-                    if let Some((_, refused)) = completions.get_mut(place) {
-                        refused.get_or_insert(err);
-                    }
-                    db.run(&format!("ROLLBACK TO job; RELEASE job; {then}"))
-                }
-                Err(err) => Err(err),
-            }
-        }
-    }
 }
 
 #[cfg(test)]
