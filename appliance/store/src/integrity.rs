@@ -25,17 +25,20 @@
 //! check), lets Rust compute the new image from it, and writes that image with a
 //! `WHERE` on the key *and* the old MAC, so a row changed underneath fails instead of
 //! being overwritten; [`delete`] checks what it removed. Each image a job writes is kept
-//! in the job's [`Checks`]; when the job ends, [`Integrity::seal`] asks keyservice for
-//! the MACs of those images and of the rows the job read in one round trip, refuses the
-//! job if a read row fails, and writes each MAC by the row's key. What the database
-//! stores is irrelevant to the MAC: if a trigger changed a row (or moved another one),
-//! the stored values no longer match the MAC of the image the appliance chose, and
-//! every later read refuses the row. A row the job reads back after writing it must
-//! equal the image it wrote (the job's own rows have no MAC until the job ends).
+//! in the job's [`Checks`]; when the job is kept they join its batch's ([`BatchRows`]),
+//! and when the batch ends [`Integrity::batch_end`] asks keyservice, in one round trip,
+//! to check every row the batch's kept jobs read (a job whose row fails is refused, and
+//! the batch is not committed) and for the MACs of every image they wrote, which one
+//! guarded statement writes by key just before the commit. What the database stores is
+//! irrelevant to the MAC: if a trigger changed a row (or moved another one), the stored
+//! values no longer match the MAC of the image the appliance chose, and every later read
+//! refuses the row. A row read back in the batch that wrote it must equal the image
+//! written (the batch's own rows have no MAC until the batch ends).
 //!
-//! **Ids.** Row ids are allocated in the appliance from `id_sequences` (itself MACed)
-//! and bound like any other column, never taken from the database (PostgreSQL; SQLite,
-//! inside the TEE, keeps its `AUTOINCREMENT` ids).
+//! **Ids.** Row ids are allocated in the appliance from `id_sequences` (itself MACed;
+//! a write batch reads each sequence once, hands its ids out in memory and writes it back
+//! sealed when it ends) and bound like any other column, never taken from the database
+//! (PostgreSQL; SQLite, inside the TEE, keeps its `AUTOINCREMENT` ids).
 //!
 //! **Rollback.** Every committed write batch advances `write_epoch`, a one-row table
 //! whose MAC covers the epoch and the previous MAC (a chain). Each replica keeps the

@@ -17,10 +17,15 @@
 //! The queue is bounded ([`MAX_QUEUED`]): beyond it a write is refused at once with
 //! `StoreError::Unavailable` (503) rather than held in memory.
 //!
-//! On PostgreSQL each job's rows are checked and its written row images sealed before
-//! its savepoint is released, and each batch first checks that the database's write
-//! epoch is not below the highest this replica has seen, then advances it just before
-//! the commit (`store::integrity`): a batch on a rolled-back database is refused whole.
+//! On PostgreSQL a batch costs few round trips (`docs/performance.md`, "PostgreSQL writes,
+//! round three"): one to begin (the replicas' write lock, the write epoch, the id
+//! sequences, the first savepoint); none between jobs, since what the batch owes the
+//! database after a job (its deferred rows, the end of its savepoint, the next one) goes
+//! with the next statement any job runs (`integrity::BatchRows::owe`); the jobs' own
+//! reads; and one to end. Before that end, one keyservice round trip checks every row the
+//! batch read and the write epoch (not below the highest this replica has seen: a batch on
+//! a rolled-back database is refused whole) and computes every MAC the batch writes; the
+//! closing statement writes them, advances the epoch and commits (`store::integrity`).
 
 use std::panic::AssertUnwindSafe;
 use std::sync::Arc;
