@@ -2322,6 +2322,15 @@ mod tests {
         (release, held)
     }
 
+    /// The account's groups (the first ten).
+    async fn groups_of(store: &Store, account: crate::AccountId) -> Vec<crate::GroupRecord> {
+        let page = Page {
+            number: 0,
+            size: 10,
+        };
+        store.list_groups(account, page).await.unwrap()
+    }
+
     fn group(name: &str) -> crate::GroupSpec {
         crate::GroupSpec {
             name: name.into(),
@@ -2395,16 +2404,7 @@ mod tests {
             .await
             .unwrap();
         assert_eq!(next.0, 5);
-        let listed = store
-            .list_groups(
-                account,
-                Page {
-                    number: 0,
-                    size: 10,
-                },
-            )
-            .await
-            .unwrap();
+        let listed = groups_of(&store, account).await;
         let names: Vec<_> = listed.iter().map(|g| g.name.as_str()).collect();
         assert_eq!(names, ["g0", "g1", "g3", "g4", "later"]);
         assert_eq!(store.integrity_report().unwrap().failures(), failures);
@@ -2447,16 +2447,12 @@ mod tests {
             Err(StoreError::Unavailable(msg)) => assert!(msg.contains("another write"), "{msg}"),
             other => panic!("expected a 503 for the batch's other write, got {other:?}"),
         }
-        let page = Page {
-            number: 0,
-            size: 10,
-        };
-        assert!(store.list_groups(account, page).await.unwrap().is_empty());
+        assert!(groups_of(&store, account).await.is_empty());
         store
             .add_group(account, group("innocent"), Charge::free())
             .await
             .unwrap();
-        let listed = store.list_groups(account, page).await.unwrap();
+        let listed = groups_of(&store, account).await;
         assert_eq!(listed.len(), 1);
     }
 
@@ -2478,11 +2474,7 @@ mod tests {
             store.add_group(account, group("b"), Charge::free()).await,
             "id_sequences",
         );
-        let page = Page {
-            number: 0,
-            size: 10,
-        };
-        let listed = store.list_groups(account, page).await.unwrap();
+        let listed = groups_of(&store, account).await;
         assert_eq!(listed.iter().map(|g| g.id).collect::<Vec<_>>(), vec![first]);
     }
 
@@ -2522,11 +2514,7 @@ mod tests {
             .await
             .unwrap()
             .expect("the next job of the batch is kept");
-        let page = Page {
-            number: 0,
-            size: 10,
-        };
-        let listed = store.list_groups(account, page).await.unwrap();
+        let listed = groups_of(&store, account).await;
         assert_eq!(listed.iter().map(|g| g.id).collect::<Vec<_>>(), vec![id]);
     }
 
@@ -2586,11 +2574,7 @@ mod tests {
             before.batches + 1,
             "only the held write"
         );
-        let page = Page {
-            number: 0,
-            size: 10,
-        };
-        assert!(store.list_groups(account, page).await.unwrap().is_empty());
+        assert!(groups_of(&store, account).await.is_empty());
         db.behind_the_back("DROP TRIGGER refuse ON groups; DROP FUNCTION refuse();")
             .await;
         for name in ["kept", "also kept"] {
@@ -2599,10 +2583,8 @@ mod tests {
                 .await
                 .unwrap();
         }
-        let ids: Vec<u64> = store
-            .list_groups(account, page)
+        let ids: Vec<u64> = groups_of(&store, account)
             .await
-            .unwrap()
             .into_iter()
             .map(|g| g.id.0)
             .collect();
@@ -2747,11 +2729,7 @@ mod tests {
             .add_group(account, group("g"), Charge::free())
             .await
             .unwrap();
-        let page = Page {
-            number: 0,
-            size: 10,
-        };
-        let listed = store.list_groups(account, page).await.unwrap();
+        let listed = groups_of(&store, account).await;
         assert_eq!(listed.len(), 1);
         assert_eq!(listed[0].id, id);
     }
