@@ -97,8 +97,7 @@ pub async fn establish(store: &Store, keys: &Keys) -> Result<RootId, RootError> 
     }
     if store.engine() == Engine::Postgres {
         store.set_row_authenticator(Arc::new(KeyserviceRowKey {
-            keys: keys.clone(),
-            runtime: tokio::runtime::Handle::current(),
+            client: keys.client().blocking(),
         }));
     }
     Ok(root_id)
@@ -227,19 +226,17 @@ pub async fn keep(store: Store, keys: Keys) {
 }
 
 /// Row MACs computed by keyservice, which derives their key from the root and never
-/// exports it (operation `RowMac`). Blocking: the store calls it from its writer thread
-/// and from reads on the blocking pool.
+/// exports it (operation `RowMac`). Blocking, on a connection of its own: the store calls
+/// it from its writer thread (once per write batch) and from reads on the blocking pool,
+/// so it does not hop through the async runtime. Counted with the other keyservice calls.
 pub struct KeyserviceRowKey {
-    keys: Keys,
-    runtime: tokio::runtime::Handle,
+    client: keyservice_api::BlockingClient,
 }
 
 impl RowAuthenticator for KeyserviceRowKey {
     fn tags(&self, items: &[Vec<u8>]) -> Result<Vec<[u8; 32]>, String> {
         let refs: Vec<&[u8]> = items.iter().map(Vec::as_slice).collect();
-        self.runtime
-            .block_on(self.keys.row_macs(&refs))
-            .map_err(|e| e.to_string())
+        self.client.row_macs(&refs).map_err(|e| e.to_string())
     }
 }
 

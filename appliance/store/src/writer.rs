@@ -363,10 +363,11 @@ fn serve(
 /// Runs `batch` in one transaction and commits it (counted in `stats`); completes every
 /// job. `false` when the batch could not begin.
 ///
-/// Round trips (PostgreSQL): one to begin (the lock, the epoch, the first savepoint),
-/// one between jobs (the last one's savepoint end and the next one's savepoint), the
-/// jobs' own statements, and one to end (the last savepoint end, every MAC the batch
-/// wrote, the epoch step, the commit).
+/// Round trips (PostgreSQL): one to begin (the lock, the epoch, the id sequences, the
+/// first savepoint); the jobs' own statements, the first of which also carries what the
+/// batch owes the database after the jobs before (their deferred rows and savepoint
+/// ends); and one to end (what is still owed, every MAC the batch wrote, the epoch step,
+/// the commit). A job that runs no statement of its own costs none.
 fn commit_batch(
     db: &mut WriterDb,
     batch: Vec<Job>,

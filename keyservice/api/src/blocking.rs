@@ -1,5 +1,7 @@
-//! A small blocking client for the one call that must be synchronous: a TLS handshake's
-//! signature (`TlsSign`), which rustls asks for from inside a synchronous `Signer::sign`.
+//! A small blocking client for the calls that must be synchronous: a TLS handshake's
+//! signature (`TlsSign`), which rustls asks for from inside a synchronous `Signer::sign`,
+//! and the row MACs the store's writer thread asks for once per write batch (`RowMac`:
+//! through an async runtime each call would cost two thread hand-overs).
 //!
 //! It keeps a few idle connections (one request at a time on each, so no demultiplexing)
 //! and never blocks longer than its timeout. Every other operation goes through the
@@ -14,10 +16,11 @@ use std::time::Duration;
 
 use zeroize::Zeroizing;
 
+use crate::client::{CallOutcome, Observer, row_mac_batches};
 use crate::codec::{FrameHeader, check_len, encode_frame};
 use crate::error::KeyError;
 use crate::protocol::{
-    ErrorCode, MAX_TLS_SIGN_MESSAGE_LEN, PROTOCOL_VERSION, Request, Response,
+    ErrorCode, MAX_TLS_SIGN_MESSAGE_LEN, Op, PROTOCOL_VERSION, Request, Response,
     TLS_SCHEME_ECDSA_P256_SHA256,
 };
 
@@ -27,13 +30,22 @@ const MAX_IDLE: usize = 8;
 /// The first read of an answer: room for a TLS signature's whole frame.
 const FIRST_READ: usize = 256;
 
-/// A blocking keyservice client for `TlsSign` / `TlsPublicKey`.
-#[derive(Debug)]
+/// A blocking keyservice client for `TlsSign` / `TlsPublicKey` / `RowMac`.
 pub struct BlockingClient {
     path: PathBuf,
     timeout: Duration,
     idle: Mutex<Vec<UnixStream>>,
     next_id: AtomicU64,
+    observer: Option<Observer>,
+}
+
+impl std::fmt::Debug for BlockingClient {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("BlockingClient")
+            .field("path", &self.path)
+            .field("timeout", &self.timeout)
+            .finish_non_exhaustive()
+    }
 }
 
 impl BlockingClient {
@@ -43,7 +55,41 @@ impl BlockingClient {
             timeout,
             idle: Mutex::new(Vec::new()),
             next_id: AtomicU64::new(1),
+            observer: None,
         }
+    }
+
+    /// This client, reporting its `RowMac` calls to `observer`.
+    pub fn observed_by(self, observer: Option<Observer>) -> Self {
+        Self { observer, ..self }
+    }
+
+    /// One HMAC-SHA256 tag per item, in order (see [`crate::KeyClient::row_macs`]): the
+    /// items go in as few requests as the frame allows, one after another on one
+    /// connection.
+    pub fn row_macs(&self, items: &[&[u8]]) -> Result<Vec<[u8; 32]>, KeyError> {
+        let started = std::time::Instant::now();
+        let result = self.row_macs_unobserved(items);
+        if let Some(Observer(observer)) = &self.observer {
+            observer.finished(Op::RowMac, started.elapsed(), CallOutcome::of(&result));
+        }
+        result
+    }
+
+    fn row_macs_unobserved(&self, items: &[&[u8]]) -> Result<Vec<[u8; 32]>, KeyError> {
+        let mut tags = Vec::with_capacity(items.len());
+        for batch in row_mac_batches(items)? {
+            let n = batch.len();
+            match self.call(&Request::RowMac { items: batch })? {
+                Response::RowMacs(t) if t.len() == n => tags.extend(t),
+                other => {
+                    return Err(KeyError::Protocol(format!(
+                        "unexpected answer to RowMac: {other:?}"
+                    )));
+                }
+            }
+        }
+        Ok(tags)
     }
 
     /// A DER ECDSA signature by TLS key `index` over `message` (see
@@ -266,6 +312,36 @@ mod tests {
             client.idle_connection().is_none(),
             "a confused connection went back to the pool"
         );
+        drop(server);
+    }
+
+    /// Row MACs come back in order, one per item; an answer with another count is a
+    /// protocol error, never a short list of tags.
+    #[test]
+    fn row_macs_answer_one_tag_per_item() {
+        let dir = tempfile::tempdir().unwrap();
+        let tags = vec![[1u8; 32], [2u8; 32]];
+        let server = fake_keyservice(
+            dir.path(),
+            Response::RowMacs(tags.clone()),
+            vec![],
+            Vec::new(),
+        );
+        let items: [&[u8]; 2] = [b"a", b"bc"];
+        assert_eq!(client(dir.path()).row_macs(&items).unwrap(), tags);
+        drop(server);
+
+        let dir = tempfile::tempdir().unwrap();
+        let server = fake_keyservice(
+            dir.path(),
+            Response::RowMacs(vec![[1u8; 32]]),
+            vec![],
+            Vec::new(),
+        );
+        match client(dir.path()).row_macs(&items) {
+            Err(KeyError::Protocol(why)) => assert!(why.contains("RowMac"), "{why}"),
+            other => panic!("expected a protocol error, got {other:?}"),
+        }
         drop(server);
     }
 }

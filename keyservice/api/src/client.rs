@@ -81,6 +81,34 @@ pub trait CallObserver: Send + Sync + 'static {
     fn finished(&self, op: Op, elapsed: Duration, outcome: CallOutcome);
 }
 
+/// `items` cut into `RowMac` requests: at most [`MAX_ROW_MAC_ITEMS`] each, each within
+/// a frame; an item over [`MAX_ROW_MAC_ITEM_LEN`] is refused.
+pub(crate) fn row_mac_batches(items: &[&[u8]]) -> Result<Vec<Vec<Vec<u8>>>, KeyError> {
+    let budget = MAX_FRAME_LEN - HEADER_LEN - 2;
+    let mut batches: Vec<Vec<Vec<u8>>> = Vec::new();
+    let mut batch: Vec<Vec<u8>> = Vec::new();
+    let mut used = 0usize;
+    for (i, item) in items.iter().enumerate() {
+        if item.len() > MAX_ROW_MAC_ITEM_LEN {
+            return Err(KeyError::InvalidArgument(format!(
+                "row MAC item {i} is {} bytes; the limit is {MAX_ROW_MAC_ITEM_LEN}",
+                item.len()
+            )));
+        }
+        let cost = 2 + item.len();
+        if !batch.is_empty() && (batch.len() == MAX_ROW_MAC_ITEMS || used + cost > budget) {
+            batches.push(std::mem::take(&mut batch));
+            used = 0;
+        }
+        batch.push(item.to_vec());
+        used += cost;
+    }
+    if !batch.is_empty() {
+        batches.push(batch);
+    }
+    Ok(batches)
+}
+
 /// A [`CallObserver`] in a [`ClientConfig`].
 #[derive(Clone)]
 pub struct Observer(pub Arc<dyn CallObserver>);
@@ -285,6 +313,14 @@ impl KeyClient {
     /// The socket path this client dials.
     pub fn socket_path(&self) -> &Path {
         &self.shared.path
+    }
+
+    /// A blocking client on the same socket, with the same request timeout, reporting
+    /// its calls to the same observer: for a caller on a thread of its own that must not
+    /// hop through an async runtime for each call (the store's writer asks for row MACs).
+    pub fn blocking(&self) -> crate::blocking::BlockingClient {
+        crate::blocking::BlockingClient::new(&self.shared.path, self.shared.config.request_timeout)
+            .observed_by(self.shared.config.observer.clone())
     }
 
     // ---- typed operations -------------------------------------------------------------
@@ -686,28 +722,7 @@ impl KeyClient {
     /// all sent before the first answer is awaited (pipelined). Each item is at most
     /// [`MAX_ROW_MAC_ITEM_LEN`] bytes. No items, no request: an empty answer.
     pub async fn row_macs(&self, items: &[&[u8]]) -> Result<Vec<[u8; 32]>, KeyError> {
-        let budget = MAX_FRAME_LEN - HEADER_LEN - 2;
-        let mut batches: Vec<Vec<Vec<u8>>> = Vec::new();
-        let mut batch: Vec<Vec<u8>> = Vec::new();
-        let mut used = 0usize;
-        for (i, item) in items.iter().enumerate() {
-            if item.len() > MAX_ROW_MAC_ITEM_LEN {
-                return Err(KeyError::InvalidArgument(format!(
-                    "row MAC item {i} is {} bytes; the limit is {MAX_ROW_MAC_ITEM_LEN}",
-                    item.len()
-                )));
-            }
-            let cost = 2 + item.len();
-            if !batch.is_empty() && (batch.len() == MAX_ROW_MAC_ITEMS || used + cost > budget) {
-                batches.push(std::mem::take(&mut batch));
-                used = 0;
-            }
-            batch.push(item.to_vec());
-            used += cost;
-        }
-        if !batch.is_empty() {
-            batches.push(batch);
-        }
+        let batches = row_mac_batches(items)?;
         if batches.is_empty() {
             return Ok(Vec::new());
         }
