@@ -2648,6 +2648,60 @@ mod tests {
         );
     }
 
+    /// Writes that reach the store while its batch waits for the replicas' write lock
+    /// (held here by another session, as another replica's batch would hold it) join
+    /// that batch: one commit for all of them.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn writes_that_queue_behind_the_write_lock_join_the_waiting_batch() {
+        let Some((db, store, account)) = populated().await else {
+            return;
+        };
+        let url = db.postgres_url().unwrap().to_owned();
+        let (locked_tx, locked) = std::sync::mpsc::channel::<()>();
+        let (release, released) = std::sync::mpsc::channel::<()>();
+        let other_replica = std::thread::spawn(move || {
+            let mut client = postgres::Client::connect(&url, postgres::NoTls).unwrap();
+            client
+                .batch_execute(&format!(
+                    "SELECT pg_advisory_lock({})",
+                    crate::writer::WRITE_LOCK_KEY
+                ))
+                .unwrap();
+            locked_tx.send(()).unwrap();
+            let _ = released.recv();
+            client
+                .batch_execute(&format!(
+                    "SELECT pg_advisory_unlock({})",
+                    crate::writer::WRITE_LOCK_KEY
+                ))
+                .unwrap();
+        });
+        locked.recv().unwrap();
+        let before = store.write_stats();
+        let mut writes = Vec::new();
+        for i in 0..4 {
+            let store = store.clone();
+            writes.push(tokio::spawn(async move {
+                store
+                    .add_group(account, group(&format!("g{i}")), Charge::free())
+                    .await
+            }));
+            // The first write's batch is waiting for the lock before the others arrive.
+            tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+        }
+        release.send(()).unwrap();
+        other_replica.join().unwrap();
+        for w in writes {
+            w.await.unwrap().unwrap();
+        }
+        let after = store.write_stats();
+        assert_eq!(
+            (after.batches - before.batches, after.writes - before.writes),
+            (1, 4),
+            "one batch for the four writes"
+        );
+    }
+
     /// A batch that writes no row API keys resolve from leaves this replica's resolved
     /// keys in memory (and tells no other replica); one that does empties the cache
     /// before it is answered. Seen by removing a key behind the store's back: a group

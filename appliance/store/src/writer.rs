@@ -344,13 +344,8 @@ fn serve(
     while let Ok(first) = queue.recv() {
         let mut batch = Vec::with_capacity(8);
         batch.push(first);
-        while batch.len() < MAX_BATCH {
-            match queue.try_recv() {
-                Ok(job) => batch.push(job),
-                Err(_) => break,
-            }
-        }
-        if commit_batch(&mut db, batch, stats, after_batch) {
+        fill(&mut batch, queue);
+        if commit_batch(&mut db, batch, queue, stats, after_batch) {
             backoff = Duration::ZERO;
         } else {
             // The database is unreachable: do not spin on the next batch.
@@ -360,8 +355,20 @@ fn serve(
     }
 }
 
+/// Adds the writes waiting in `queue` to `batch`, up to [`MAX_BATCH`].
+fn fill(batch: &mut Vec<Job>, queue: &Receiver<Job>) {
+    while batch.len() < MAX_BATCH {
+        match queue.try_recv() {
+            Ok(job) => batch.push(job),
+            Err(_) => break,
+        }
+    }
+}
+
 /// Runs `batch` in one transaction and commits it (counted in `stats`); completes every
-/// job. `false` when the batch could not begin.
+/// job. `false` when the batch could not begin. The writes that reached `queue` while the
+/// batch began (on PostgreSQL, while it waited for another replica's batch to release
+/// the write lock) join it.
 ///
 /// Round trips (PostgreSQL): one to begin (the lock, the epoch, the id sequences, the
 /// first savepoint); the jobs' own statements, the first of which also carries what the
@@ -370,11 +377,11 @@ fn serve(
 /// the commit). A job that runs no statement of its own costs none.
 fn commit_batch(
     db: &mut WriterDb,
-    batch: Vec<Job>,
+    mut batch: Vec<Job>,
+    queue: &Receiver<Job>,
     stats: &Counters,
     after_batch: &(dyn Fn(bool) + Send),
 ) -> bool {
-    let jobs = batch.len() as u64;
     let trips_before = db.round_trips();
     let shown = match db.begin() {
         Ok(shown) => shown,
@@ -406,6 +413,8 @@ fn commit_batch(
         },
         None => None,
     };
+    fill(&mut batch, queue);
+    let jobs = batch.len() as u64;
     let rows = BatchRows::default();
     if epoch.is_some() {
         // The statements of `begin`: BEGIN, the lock, the epoch, the sequences, SAVEPOINT.
