@@ -1,8 +1,9 @@
 //! The writer thread: group commit.
 //!
 //! Every write is a job sent to one thread that owns the writer connection. The thread
-//! takes the first waiting job and whatever else is queued behind it (at most
-//! [`MAX_BATCH`]), runs them in one `BEGIN IMMEDIATE` transaction, each inside its own
+//! takes the first waiting job and whatever else is queued behind it or arrives while
+//! the transaction begins (at most [`MAX_BATCH`]), runs them in one `BEGIN IMMEDIATE`
+//! transaction (PostgreSQL: one holding the replicas' write lock), each inside its own
 //! savepoint, and commits once: one WAL sync for the whole batch instead of one per
 //! write. Nothing is answered before that commit, so "acknowledged" still means "on
 //! disk" (`synchronous = FULL`).
