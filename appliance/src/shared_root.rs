@@ -97,7 +97,7 @@ pub async fn establish(store: &Store, keys: &Keys) -> Result<RootId, RootError> 
     }
     if store.engine() == Engine::Postgres {
         store.set_row_authenticator(Arc::new(KeyserviceRowKey {
-            client: keys.client().blocking(),
+            client: keyservice_api::BlockingClient::like(keys.client()),
         }));
     }
     Ok(root_id)

@@ -16,7 +16,7 @@ use std::time::Duration;
 
 use zeroize::Zeroizing;
 
-use crate::client::{CallOutcome, Observer, row_mac_batches};
+use crate::client::{CallOutcome, KeyClient, Observer, row_mac_batches};
 use crate::codec::{FrameHeader, check_len, encode_frame};
 use crate::error::KeyError;
 use crate::protocol::{
@@ -62,6 +62,14 @@ impl BlockingClient {
     /// This client, reporting its `RowMac` calls to `observer`.
     pub fn observed_by(self, observer: Option<Observer>) -> Self {
         Self { observer, ..self }
+    }
+
+    /// A blocking client on `client`'s socket, with its request timeout, reporting its
+    /// calls to its observer: for a caller on a thread of its own that must not hop
+    /// through an async runtime for each call (the store's writer asks for row MACs).
+    pub fn like(client: &KeyClient) -> Self {
+        Self::new(client.socket_path(), client.request_timeout())
+            .observed_by(client.observer().cloned())
     }
 
     /// One HMAC-SHA256 tag per item, in order (see [`crate::KeyClient::row_macs`]): the

@@ -315,12 +315,14 @@ impl KeyClient {
         &self.shared.path
     }
 
-    /// A blocking client on the same socket, with the same request timeout, reporting
-    /// its calls to the same observer: for a caller on a thread of its own that must not
-    /// hop through an async runtime for each call (the store's writer asks for row MACs).
-    pub fn blocking(&self) -> crate::blocking::BlockingClient {
-        crate::blocking::BlockingClient::new(&self.shared.path, self.shared.config.request_timeout)
-            .observed_by(self.shared.config.observer.clone())
+    /// How long a call may take.
+    pub fn request_timeout(&self) -> Duration {
+        self.shared.config.request_timeout
+    }
+
+    /// Who is told of each call, if anyone.
+    pub fn observer(&self) -> Option<&Observer> {
+        self.shared.config.observer.as_ref()
     }
 
     // ---- typed operations -------------------------------------------------------------
