@@ -885,7 +885,7 @@ pub(crate) fn insert_or_ignore(
 /// Inserts a row whose first column is its id, and returns that id: allocated by the
 /// appliance from `id_sequences` (PostgreSQL), or SQLite's `AUTOINCREMENT`.
 pub(crate) fn insert_new(tx: Conn<'_>, table: &'static Table, columns: Columns<'_>) -> Result<i64> {
-    insert_new_row(tx, table, columns, false)?
+    insert_new_row(tx, table, columns, NewRow::Now)?
         .ok_or_else(|| bug(format!("an insert into {} kept no row", table.name)))
 }
 
@@ -895,7 +895,7 @@ pub(crate) fn insert_new_or_ignore(
     table: &'static Table,
     columns: Columns<'_>,
 ) -> Result<Option<i64>> {
-    insert_new_row(tx, table, columns, true)
+    insert_new_row(tx, table, columns, NewRow::NowOrIgnore)
 }
 
 /// As [`insert`], but in a PostgreSQL write batch the row is sent with the write's next
@@ -918,15 +918,17 @@ pub(crate) fn insert_new_deferred(
     table: &'static Table,
     columns: Columns<'_>,
 ) -> Result<i64> {
-    let batched = tx.checks().is_some_and(|c| c.batches_ids());
-    if !batched || tx.engine() != Engine::Postgres {
-        return insert_new(tx, table, columns);
-    }
-    let mut values = image(table, columns, true)?;
-    let id = next_id(tx, table.name, |tx| first_id(tx, table))?;
-    values[0] = OwnedValue::Int(id);
-    defer_image(tx, table, values)?;
-    Ok(id)
+    insert_new_row(tx, table, columns, NewRow::Deferred)?
+        .ok_or_else(|| bug(format!("an insert into {} kept no row", table.name)))
+}
+
+/// How [`insert_new_row`] writes the row.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum NewRow {
+    Now,
+    NowOrIgnore,
+    /// [`insert_deferred`]'s way (a plain insert outside a PostgreSQL batch).
+    Deferred,
 }
 
 /// The first id of `table` after the upgrade to appliance-allocated ids: past every id
@@ -963,8 +965,9 @@ fn insert_new_row(
     tx: Conn<'_>,
     table: &'static Table,
     columns: Columns<'_>,
-    or_ignore: bool,
+    how: NewRow,
 ) -> Result<Option<i64>> {
+    let or_ignore = how == NewRow::NowOrIgnore;
     let mut values = image(table, columns, true)?;
     match tx.engine() {
         Engine::Sqlite => {
@@ -986,6 +989,10 @@ fn insert_new_row(
         Engine::Postgres => {
             let id = next_id(tx, table.name, |tx| first_id(tx, table))?;
             values[0] = OwnedValue::Int(id);
+            if how == NewRow::Deferred {
+                defer_image(tx, table, values)?;
+                return Ok(Some(id));
+            }
             Ok(insert_image(tx, table, values, or_ignore)?.then_some(id))
         }
     }
