@@ -6,7 +6,6 @@
 //! ACME listener with a certificate from a throw-away CA (`ca_file`, the appliance's
 //! `acme.ca_bundle`).
 
-use std::net::TcpListener;
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 use std::time::Duration;
@@ -14,14 +13,7 @@ use std::time::Duration;
 use serde_json::json;
 use test_support::tools::pebble_tool;
 
-/// A port free right now on 127.0.0.1.
-pub fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
-}
+pub use test_support::ports::free_port;
 
 /// How to run Pebble.
 #[derive(Clone, Debug, Default)]

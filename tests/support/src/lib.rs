@@ -3,8 +3,9 @@
 //! ([`binaries`]); the one place that knows where `scripts/setup` installs the test tools
 //! ([`tools`]), a node runner that can load those npm packages ([`node`]), a stand-in
 //! dstack guest agent on a Unix socket ([`dstack_agent`]), a private PostgreSQL server
-//! ([`postgres`]), the real `compose-pin` ([`compose_pin`]); and, each behind a feature so
-//! that a crate's tests compile only what they use, a local chain (`anvil`), contracts on
+//! ([`postgres`]), loopback ports never handed out twice ([`ports`]), the real
+//! `compose-pin` ([`compose_pin`]); and, each behind a feature so that a crate's tests
+//! compile only what they use, a local chain (`anvil`), contracts on
 //! it (`chain`), a TLS listener with a certificate the test controls (`tls`), the
 //! appliance's metrics endpoint scraped (`metrics`), the real keyservice (`keyservice`),
 //! action worker (`action_worker`, feature `action-worker`) and worker launcher
@@ -39,6 +40,7 @@ pub mod keyservice;
 #[cfg(feature = "metrics")]
 pub mod metrics;
 pub mod node;
+pub mod ports;
 pub mod postgres;
 #[cfg(feature = "rust-source")]
 pub mod rust_source;

@@ -3,13 +3,9 @@
 //! error figures from it, and the e2e test `observability::` checks it.
 
 use std::collections::BTreeMap;
-use std::net::{SocketAddr, TcpListener};
+use std::net::SocketAddr;
 
-/// A loopback port free at the time of asking, for `APPLIANCE_METRICS__LISTEN`.
-pub fn free_port() -> u16 {
-    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
-    listener.local_addr().unwrap().port()
-}
+pub use crate::ports::free_port;
 
 /// The metrics address on a free loopback port, and the override that puts the
 /// appliance's metrics there.

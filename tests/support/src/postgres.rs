@@ -36,13 +36,15 @@
 use std::fmt::Write as _;
 use std::fs::{self, OpenOptions};
 use std::io::Write as _;
-use std::net::{Ipv4Addr, SocketAddr, TcpListener, TcpStream};
+use std::net::{Ipv4Addr, SocketAddr, TcpStream};
 use std::os::unix::fs::{OpenOptionsExt as _, PermissionsExt as _};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, ExitStatus, Stdio};
 use std::sync::OnceLock;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
+
+use crate::ports::free_port;
 
 /// The superuser every server is created with (its password is [`PgServer::password`]).
 pub const SUPERUSER: &str = "test";
@@ -819,15 +821,6 @@ fn write_private(path: &Path, contents: &[u8], run_as: &RunAs) {
     fs::set_permissions(path, fs::Permissions::from_mode(0o600))
         .unwrap_or_else(|err| panic!("cannot chmod {}: {err}", path.display()));
     run_as.own(path);
-}
-
-/// A port nobody listens on right now (PostgreSQL binds it a moment later; a lost race
-/// is retried with another).
-fn free_port() -> u16 {
-    TcpListener::bind((Ipv4Addr::LOCALHOST, 0))
-        .and_then(|listener| listener.local_addr())
-        .map(|addr| addr.port())
-        .unwrap_or_else(|err| panic!("cannot find a free port on 127.0.0.1: {err}"))
 }
 
 fn random_hex(bytes: usize) -> String {
