@@ -12,7 +12,8 @@
 //! hello-world and signing actions (`/core/v1/lit_action`; the bare server signs
 //! keccak256 of the body), `list_groups` (an account with 10 groups), `list_wallets`,
 //! `account_exists` and `add_group` (against the bare hello, for reference), at 1 and 16
-//! clients; then full and resumed TLS handshakes (a new connection per `GET /version`;
+//! clients (each action row also against its own limit: the same action in a fresh realm
+//! per request inside the bare server, its `/action`, issue 38); then full and resumed TLS handshakes (a new connection per `GET /version`;
 //! the resumed row shares one client session store). Also: the resident memory
 //! (`VmRSS`) of the appliance, keyservice, worker launcher and workers (the appliance's
 //! descendants) idle and halfway through the 16-client signing row, and the start-up
@@ -57,6 +58,9 @@ struct Row {
     bare: Request,
     /// Connect without session resumption.
     full_handshakes: bool,
+    /// For the action rows: the same action run by the bare server's `/action` (a fresh
+    /// realm per request in its own process: the isolation model's own limit).
+    limit: Option<Request>,
 }
 
 /// A row's results.
@@ -66,6 +70,8 @@ struct Measured {
     /// The appliance's own view of the measured run, from its metrics endpoint.
     server: Server,
     bare: Outcome,
+    /// The row's `limit`, measured.
+    limit: Option<Outcome>,
 }
 
 /// What the appliance's metrics say about one measured run of one route.
@@ -201,12 +207,22 @@ async fn main() {
         )
         .await;
         loaded = loaded.or(memory);
-        let (bare, _, _) = measure(&bare.target, &row, &row.bare, duration, None, None).await;
+        let (bare_outcome, _, _) =
+            measure(&bare.target, &row, &row.bare, duration, None, None).await;
+        let limit = match &row.limit {
+            Some(request) => Some(
+                measure(&bare.target, &row, request, duration, None, None)
+                    .await
+                    .0,
+            ),
+            None => None,
+        };
         measured.push(Measured {
             row,
             appliance,
             server,
-            bare,
+            bare: bare_outcome,
+            limit,
         });
     }
 
@@ -315,10 +331,19 @@ fn rows(fixture: &Fixture) -> Vec<Row> {
             appliance,
             bare,
             full_handshakes: false,
+            limit: None,
         };
-        rows.push(row("hello-world action", hello.clone(), bare_hello(&hello)));
+        let with_limit = |row: Row| Row {
+            limit: Some(row.appliance.at("/action")),
+            ..row
+        };
+        rows.push(with_limit(row(
+            "hello-world action",
+            hello.clone(),
+            bare_hello(&hello),
+        )));
         let bare_sign = sign.at("/sign").expecting("signature");
-        rows.push(row("sign action", sign.clone(), bare_sign));
+        rows.push(with_limit(row("sign action", sign.clone(), bare_sign)));
         for path in ["list_groups", "list_wallets", "account_exists"] {
             let request = keyed(&format!("/core/v1/{path}"));
             rows.push(row(path, request.clone(), bare_hello(&request)));
@@ -337,6 +362,7 @@ fn rows(fixture: &Fixture) -> Vec<Row> {
             appliance: version.clone(),
             bare: bare_hello(&version),
             full_handshakes,
+            limit: None,
         });
     }
     rows
@@ -421,12 +447,20 @@ fn print_table(measured: &[Measured], duration: Duration) {
         WARM_UP.as_secs()
     );
     println!(
-        "| row | clients | appliance req/s | appliance p50 | appliance p99 | server p50 | server p99 | server errors | bare req/s | bare p50 | ratio (req/s) |"
+        "| row | clients | appliance req/s | appliance p50 | appliance p99 | server p50 | server p99 | server errors | bare req/s | bare p50 | ratio (req/s) | own limit req/s | own limit p50 | ÷ own limit |"
     );
-    println!("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|");
+    println!("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|");
     for m in measured {
+        let (limit, limit_p50, of_limit) = match &m.limit {
+            Some(limit) => (
+                format!("{:.0}", limit.per_second),
+                ms(limit.p50),
+                format!("{:.2}", m.appliance.per_second / limit.per_second),
+            ),
+            None => ("-".to_owned(), "-".to_owned(), "-".to_owned()),
+        };
         println!(
-            "| {} | {} | {:.0} | {} | {} | {} | {} | {:.0} of {:.0} | {:.0} | {} | {:.2} |",
+            "| {} | {} | {:.0} | {} | {} | {} | {} | {:.0} of {:.0} | {:.0} | {} | {:.2} | {limit} | {limit_p50} | {of_limit} |",
             m.row.name,
             m.row.clients,
             m.appliance.per_second,
@@ -442,12 +476,15 @@ fn print_table(measured: &[Measured], duration: Duration) {
         );
     }
     println!(
-        "\nappliance p50/p99: the load generator's; server p50/p99 and errors: the appliance's own metrics endpoint over the same run (appliance_http_request_duration_seconds and appliance_http_requests_total for the row's route)."
+        "\nappliance p50/p99: the load generator's; server p50/p99 and errors: the appliance's own metrics endpoint over the same run (appliance_http_request_duration_seconds and appliance_http_requests_total for the row's route). Own limit: the same action in a fresh boa realm per request inside the bare server's process (no worker, pipes or keyservice; `/action` of benches/bare/server.rs)."
     );
     println!();
     for m in measured {
         print_notes(&m.row, "appliance", &m.appliance);
         print_notes(&m.row, "bare server", &m.bare);
+        if let Some(limit) = &m.limit {
+            print_notes(&m.row, "own limit", limit);
+        }
     }
 }
 

@@ -4,7 +4,8 @@
 use boa_engine::object::builtins::{JsFunction, JsPromise};
 use boa_engine::object::{FunctionObjectBuilder, JsObject};
 use boa_engine::{Context, JsError, JsResult, JsValue, NativeFunction, js_string};
-use k256::elliptic_curve::ops::Reduce;
+use k256::ecdsa::hazmat::{SignPrimitive as _, bits2field};
+use k256::elliptic_curve::ops::{MulByGenerator as _, Reduce};
 use k256::elliptic_curve::point::DecompressPoint;
 use k256::elliptic_curve::sec1::{FromEncodedPoint, ToEncodedPoint};
 use k256::elliptic_curve::subtle::Choice;
@@ -53,8 +54,10 @@ fn secret(ctx: &mut Context, key: &[u8]) -> JsResult<NonZeroScalar> {
     Option::<NonZeroScalar>::from(NonZeroScalar::new(s)).ok_or_else(|| invalid_private_key(ctx))
 }
 
+/// `s·G`, from k256's precomputed tables of G (a fixed-base multiplication: several
+/// times cheaper than the generic `GENERATOR * s`, and the same point).
 fn public_of(s: &NonZeroScalar) -> AffinePoint {
-    (ProjectivePoint::GENERATOR * s.as_ref()).to_affine()
+    ProjectivePoint::mul_by_generator(s.as_ref()).to_affine()
 }
 
 fn encode(p: &AffinePoint, compressed: bool) -> String {
@@ -168,10 +171,16 @@ pub(crate) fn sign_digest_raw(
             .unwrap_or(private_key_hex),
     );
     let s = secret(ctx, &key)?;
-    let sk = k256::ecdsa::SigningKey::from(s);
-    let (sig, recid) = sk
-        .sign_prehash_recoverable(digest)
-        .map_err(|_| err::plain("signing failed"))?;
+    // What `SigningKey::sign_prehash_recoverable` does (RFC 6979 nonce, low s, recovery
+    // id), without building a `SigningKey`, whose constructor derives the public key: a
+    // scalar multiplication the signature does not need.
+    let z = bits2field::<k256::Secp256k1>(digest).map_err(|_| err::plain("signing failed"))?;
+    let (sig, recid) = s
+        .as_ref()
+        .try_sign_prehashed_rfc6979::<k256::sha2::Sha256>(&z, &[])
+        .ok()
+        .and_then(|(sig, recid)| Some((sig, recid?)))
+        .ok_or_else(|| err::plain("signing failed"))?;
     let (r, s) = sig.split_bytes();
     Ok(Sig::from_parts(&r, &s, u8::from(recid.is_y_odd())))
 }
