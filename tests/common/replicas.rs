@@ -12,7 +12,8 @@ use crate::{Appliance, Launch};
 
 /// A PostgreSQL server and the replicas on it (stopped when dropped).
 pub struct Cluster {
-    _pg: PgServer,
+    /// The database server (a fault test stops and starts it).
+    pub pg: PgServer,
     pub url: String,
     /// The shared dev secret and the replicas' data directories.
     _dir: tempfile::TempDir,
@@ -83,7 +84,7 @@ impl Cluster {
             .map(Some)
             .collect();
         Some(Self {
-            _pg: pg,
+            pg,
             url,
             _dir: dir,
             dirs,

@@ -28,6 +28,7 @@ mod evidence_e2e;
 mod examples;
 mod execution;
 mod fair_execution;
+mod faults;
 mod fresh_evidence;
 mod gateway;
 mod groups;

@@ -124,6 +124,10 @@ pub enum Shutdown {
     Immediate,
     /// `SIGKILL` of the postmaster: a crash (its other processes follow when they notice).
     Kill,
+    /// `SIGKILL` of the postmaster and every process it started, at once: the server's
+    /// machine losing power. Open sessions break at once; the next start runs crash
+    /// recovery from the WAL.
+    KillAll,
 }
 
 /// The TLS material of a server started with [`PgServer::start_tls`].
@@ -299,9 +303,21 @@ impl PgServer {
     /// directory (crash recovery after [`Shutdown::Immediate`] and [`Shutdown::Kill`]);
     /// returns when it accepts connections again. Panics when it does not come back.
     pub fn restart(&mut self, how: Shutdown) {
+        self.stop(how);
+        self.start_again();
+    }
+
+    /// Stops the server the way `how` says and leaves it down (an outage, until
+    /// [`PgServer::start_again`]).
+    pub fn stop(&mut self, how: Shutdown) {
         self.stop_postmaster(how);
+    }
+
+    /// Starts a stopped server again on the same port and data directory; returns when it
+    /// accepts connections. Panics when it does not come back.
+    pub fn start_again(&mut self) {
         if let Err(err) = self.run_postmaster() {
-            panic!("PostgreSQL did not come back after {how:?}: {err}");
+            panic!("PostgreSQL did not come back: {err}");
         }
     }
 
@@ -601,6 +617,23 @@ impl PgServer {
             Shutdown::Kill => {
                 let _ = child.kill();
             }
+            Shutdown::KillAll => {
+                let workers = children_of(child.id());
+                let _ = child.kill();
+                for pid in &workers {
+                    signal(*pid, "KILL");
+                }
+                // The next postmaster refuses to start while any of them still holds
+                // the old shared memory.
+                let deadline = Instant::now() + STOP_TIMEOUT;
+                while workers
+                    .iter()
+                    .any(|pid| Path::new(&format!("/proc/{pid}")).exists())
+                    && Instant::now() < deadline
+                {
+                    std::thread::sleep(Duration::from_millis(10));
+                }
+            }
         }
         let deadline = Instant::now() + STOP_TIMEOUT;
         while Instant::now() < deadline {
@@ -842,6 +875,25 @@ fn valid_identifier(name: &str) -> bool {
 }
 
 /// Sends `SIGsig` to `pid` (the shell's `kill`: no `unsafe` here).
+/// The processes whose parent is `pid` (from `/proc`).
+fn children_of(pid: u32) -> Vec<u32> {
+    let Ok(entries) = fs::read_dir("/proc") else {
+        return Vec::new();
+    };
+    entries
+        .filter_map(|entry| entry.ok()?.file_name().to_str()?.parse::<u32>().ok())
+        .filter(|child| {
+            let stat = fs::read_to_string(format!("/proc/{child}/stat")).unwrap_or_default();
+            // `pid (comm) state ppid …`: the command may hold spaces and parentheses.
+            let ppid = stat
+                .rsplit_once(')')
+                .and_then(|(_, rest)| rest.split_whitespace().nth(1))
+                .and_then(|ppid| ppid.parse::<u32>().ok());
+            ppid == Some(pid)
+        })
+        .collect()
+}
+
 fn signal(pid: u32, sig: &str) {
     let _ = Command::new("/bin/sh")
         .arg("-c")

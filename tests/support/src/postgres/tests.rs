@@ -175,24 +175,41 @@ fn committed_rows_survive_a_crash_and_an_immediate_shutdown() {
     pg.restart(Shutdown::Kill);
     {
         let mut client = connect(&url);
-        let n: i64 = client
-            .query_one("SELECT count(*) FROM t", &[])
-            .unwrap()
-            .get(0);
-        assert_eq!(n, 1);
+        assert_eq!(rows_in_t(&mut client), 1);
         client.batch_execute("INSERT INTO t VALUES (2)").unwrap();
         // This connection's backend outlives the postmaster's SIGQUIT only briefly.
         pg.restart(Shutdown::Immediate);
     }
     let mut client = connect(&url);
-    let n: i64 = client
-        .query_one("SELECT count(*) FROM t", &[])
-        .unwrap()
-        .get(0);
-    assert_eq!(n, 2);
+    assert_eq!(rows_in_t(&mut client), 2);
     drop(client);
     pg.restart(Shutdown::Fast);
     assert!(accepts(pg.port()));
+}
+
+/// `count(*)` of table `t`.
+fn rows_in_t(client: &mut postgres::Client) -> i64 {
+    client
+        .query_one("SELECT count(*) FROM t", &[])
+        .unwrap()
+        .get(0)
+}
+
+#[test]
+fn killing_every_process_breaks_open_sessions_and_keeps_committed_rows() {
+    let mut pg = pg_or_skip!(PgServer::start());
+    let url = pg.new_database();
+    let mut open = connect(&url);
+    open.batch_execute("CREATE TABLE t (n INT); INSERT INTO t VALUES (1)")
+        .unwrap();
+    pg.stop(Shutdown::KillAll);
+    // Down: the open session is broken (its backend died with the postmaster), and
+    // nothing accepts.
+    assert!(open.batch_execute("SELECT 1").is_err());
+    assert!(!accepts(pg.port()));
+    pg.start_again();
+    let mut client = connect(&url);
+    assert_eq!(rows_in_t(&mut client), 1);
 }
 
 /// Runs only as the child of `the_shared_server_dies_with_its_process`: starts the
