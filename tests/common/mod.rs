@@ -26,6 +26,7 @@ pub mod relay;
 pub mod replicas;
 pub mod resources;
 pub mod rng;
+pub mod stall;
 pub mod viem;
 
 /// Held by a test while it changes the machine's network interfaces (the container

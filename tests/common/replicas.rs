@@ -8,12 +8,14 @@ use std::path::{Path, PathBuf};
 use serde_json::Value;
 use test_support::postgres::PgServer;
 
+use crate::stall::Stall;
 use crate::{Appliance, Launch};
 
 /// A PostgreSQL server and the replicas on it (stopped when dropped).
 pub struct Cluster {
     /// The database server (a fault test stops and starts it).
     pub pg: PgServer,
+    /// The database, straight to PostgreSQL (the replicas may go through a [`Stall`]).
     pub url: String,
     /// The shared dev secret and the replicas' data directories.
     _dir: tempfile::TempDir,
@@ -40,15 +42,33 @@ impl Cluster {
         extra: Vec<(String, String)>,
         own: Vec<Vec<(String, String)>>,
     ) -> Option<Self> {
-        let n = own.len();
-        let pg = match PgServer::start() {
-            Ok(pg) => pg,
-            Err(unavailable) => {
-                unavailable.report();
-                return None;
-            }
-        };
+        let pg = started_pg()?;
         let url = pg.new_database();
+        Some(Self::start_on(pg, url.clone(), url, extra, own).await)
+    }
+
+    /// As [`Cluster::start`], with the replicas reaching PostgreSQL through a forwarder
+    /// the test can stall ([`Stall`]); [`Cluster::url`] stays the direct way in.
+    pub async fn start_through_stall(extra: Vec<(String, String)>) -> Option<(Self, Stall)> {
+        let pg = started_pg()?;
+        let url = pg.new_database();
+        let stall = Stall::start(pg.port()).await;
+        let direct = format!("127.0.0.1:{}/", pg.port());
+        assert!(url.contains(&direct), "{url} does not name {direct}");
+        let routed = url.replace(&direct, &format!("127.0.0.1:{}/", stall.port));
+        let own = vec![Vec::new(); 2];
+        Some((Self::start_on(pg, url, routed, extra, own).await, stall))
+    }
+
+    /// Replicas on `pg`, reaching it at `replica_url` (the database at `url`).
+    async fn start_on(
+        pg: PgServer,
+        url: String,
+        replica_url: String,
+        extra: Vec<(String, String)>,
+        own: Vec<Vec<(String, String)>>,
+    ) -> Self {
+        let n = own.len();
         let dir = tempfile::tempdir().unwrap();
         let secret = dir.path().join("dev-secret");
         // The dev platform's stand-in for the KMS app key: one secret for every replica
@@ -62,7 +82,7 @@ impl Cluster {
             .unwrap();
         let mut env = vec![
             ("APPLIANCE_STORE__ENGINE".to_owned(), "postgres".to_owned()),
-            ("APPLIANCE_STORE__URL".to_owned(), url.clone()),
+            ("APPLIANCE_STORE__URL".to_owned(), replica_url),
             (
                 "APPLIANCE_KEYSERVICE__DEV_SECRET".to_owned(),
                 secret.display().to_string(),
@@ -83,14 +103,14 @@ impl Cluster {
             .into_iter()
             .map(Some)
             .collect();
-        Some(Self {
+        Self {
             pg,
             url,
             _dir: dir,
             dirs,
             env,
             replicas,
-        })
+        }
     }
 
     pub fn a(&self) -> &Appliance {
@@ -126,6 +146,13 @@ impl Cluster {
         .await
         .unwrap();
     }
+}
+
+/// A private PostgreSQL server, or `None` (reported) where PostgreSQL cannot run.
+fn started_pg() -> Option<PgServer> {
+    PgServer::start()
+        .map_err(|unavailable| unavailable.report())
+        .ok()
 }
 
 /// A dev replica on `dir` with `env`.

@@ -1,6 +1,7 @@
-//! Faults between the parts (issue 39): the database dies under load and comes back.
-//! Writers record every answer; whatever was acknowledged must be there afterwards, and
-//! nothing may answer 500 or hang past the request deadline while the database is away.
+//! Faults between the parts (issue 39): the database dies under load and comes back;
+//! the network to it stalls and heals. Writers on two replicas record every answer;
+//! whatever was acknowledged must be there afterwards, and nothing may answer 500 or
+//! hang past the request deadline while the database is away.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
@@ -88,22 +89,112 @@ async fn group_names(app: &Appliance, key: &str) -> Vec<String> {
     names
 }
 
+/// Every writer's record together.
+struct Outcome {
+    acknowledged: Vec<(String, Instant)>,
+    unavailable: usize,
+    wrong: Vec<String>,
+}
+
+impl Outcome {
+    fn of(records: Vec<Record>) -> Self {
+        let mut outcome = Self {
+            acknowledged: Vec::new(),
+            unavailable: 0,
+            wrong: Vec::new(),
+        };
+        for record in records {
+            outcome.acknowledged.extend(record.acknowledged);
+            outcome.unavailable += record.unavailable;
+            outcome.wrong.extend(record.wrong);
+        }
+        outcome
+    }
+
+    fn report(&self, fault: &str, lasted: Duration) {
+        eprintln!(
+            "faults ({fault}, {lasted:.2?} with the recovery): {} writes acknowledged, {} answered 503",
+            self.acknowledged.len(),
+            self.unavailable
+        );
+    }
+
+    /// The rules of every fault: only 200 or 503, in time; the fault was seen; writes
+    /// were acknowledged before it and, on every replica, after it; and every
+    /// acknowledged write is in the database once.
+    async fn check(&self, apps: &[&Appliance], key: &str, fault_at: Instant, healed_at: Instant) {
+        let Self {
+            acknowledged,
+            unavailable,
+            wrong,
+        } = self;
+        assert!(
+            wrong.is_empty(),
+            "answers other than 200 or 503: {wrong:#?}"
+        );
+        assert!(
+            *unavailable > 0,
+            "no write was refused during the fault: it was not observed"
+        );
+        let before = acknowledged.iter().filter(|(_, at)| *at < fault_at).count();
+        assert!(before > 0, "no write was acknowledged before the fault");
+        // Writers w and w + 2 write to replica w.
+        for (w, app) in apps.iter().enumerate() {
+            let mine = [format!("w{w}-"), format!("w{}-", w + 2)];
+            let after = acknowledged
+                .iter()
+                .filter(|(name, at)| *at > healed_at && mine.iter().any(|p| name.starts_with(p)))
+                .count();
+            assert!(
+                after > 0,
+                "replica {w} ({}) acknowledged nothing after the fault ended",
+                app.url("/")
+            );
+        }
+        // Every acknowledged group exists, once, as every replica reads the database.
+        for app in apps {
+            let names = group_names(app, key).await;
+            let mut seen = std::collections::HashSet::new();
+            for name in &names {
+                assert!(seen.insert(name.clone()), "group {name} exists twice");
+            }
+            let missing: Vec<_> = acknowledged
+                .iter()
+                .filter(|(name, _)| !seen.contains(name))
+                .map(|(name, _)| name.clone())
+                .collect();
+            assert!(
+                missing.is_empty(),
+                "acknowledged but lost: {missing:?} (of {} acknowledged)",
+                acknowledged.len()
+            );
+        }
+    }
+}
+
+/// The replicas' settings in these tests: the request deadline.
+fn settings() -> Vec<(String, String)> {
+    vec![(
+        "APPLIANCE_HTTP__REQUEST_TIMEOUT_MS".to_owned(),
+        DEADLINE.as_millis().to_string(),
+    )]
+}
+
+/// The replica processes of a cluster, in order.
+fn running(replicas: &[Option<Appliance>]) -> Vec<&Appliance> {
+    replicas.iter().map(|r| r.as_ref().unwrap()).collect()
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn postgres_killed_under_load_loses_no_acknowledged_write_and_answers_503_meanwhile() {
-    let timeout_ms = DEADLINE.as_millis().to_string();
-    let Some(mut cluster) = Cluster::start(vec![(
-        "APPLIANCE_HTTP__REQUEST_TIMEOUT_MS".to_owned(),
-        timeout_ms,
-    )])
-    .await
-    else {
+    let Some(mut cluster) = Cluster::start(settings()).await else {
         return;
     };
     let (key, _) = cluster.a().new_account("faults").await;
 
     // Four writers, two on each replica, while the database fails under them.
     let Cluster { pg, replicas, .. } = &mut cluster;
-    let apps: Vec<&Appliance> = replicas.iter().map(|r| r.as_ref().unwrap()).collect();
+    let apps = running(replicas);
     let stop = AtomicBool::new(false);
     let writers =
         futures_util::future::join_all((0..4).map(|w| write_until(apps[w % 2], &key, w, &stop)));
@@ -141,62 +232,72 @@ async fn postgres_killed_under_load_loses_no_acknowledged_write_and_answers_503_
         assert_eq!(body["checks"]["store"], "ok", "{body}");
     }
 
-    let mut acknowledged = Vec::new();
-    let mut unavailable = 0;
-    let mut wrong = Vec::new();
-    for record in records {
-        acknowledged.extend(record.acknowledged);
-        unavailable += record.unavailable;
-        wrong.extend(record.wrong);
-    }
-    let outage = up_at - down_at;
-    eprintln!(
-        "faults: {} writes acknowledged, {unavailable} answered 503; database down {outage:.2?} (restart included)",
-        acknowledged.len()
-    );
-    assert!(
-        wrong.is_empty(),
-        "answers other than 200 or 503: {wrong:#?}"
-    );
-    assert!(
-        unavailable > 0,
-        "no write was refused while the database was down: the outage was not observed"
-    );
-    let before = acknowledged.iter().filter(|(_, at)| *at < down_at).count();
-    assert!(before > 0, "no write was acknowledged before the outage");
-    // Each replica acknowledges writes sent after the database came back.
-    for (w, app) in apps.iter().enumerate() {
-        let after = acknowledged
-            .iter()
-            .filter(|(name, at)| *at > up_at && name.starts_with(&format!("w{w}-")))
-            .count()
-            + acknowledged
-                .iter()
-                .filter(|(name, at)| *at > up_at && name.starts_with(&format!("w{}-", w + 2)))
-                .count();
-        assert!(
-            after > 0,
-            "replica {w} ({}) acknowledged nothing after the database came back",
-            app.url("/")
-        );
-    }
+    let outcome = Outcome::of(records);
+    outcome.report("database killed", up_at - down_at);
+    outcome.check(&apps, &key, down_at, up_at).await;
+}
 
-    // Every acknowledged group exists, once, as both replicas read the database.
-    for app in &apps {
-        let names = group_names(app, &key).await;
-        let mut seen = std::collections::HashSet::new();
-        for name in &names {
-            assert!(seen.insert(name.clone()), "group {name} exists twice");
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stalled_network_to_postgres_answers_503_in_time_leaks_no_session_and_heals() {
+    let Some((cluster, stall)) = Cluster::start_through_stall(settings()).await else {
+        return;
+    };
+    let (key, _) = cluster.a().new_account("faults").await;
+    let apps = running(&cluster.replicas);
+    let stop = AtomicBool::new(false);
+    let writers =
+        futures_util::future::join_all((0..4).map(|w| write_until(apps[w % 2], &key, w, &stop)));
+    let fault = async {
+        tokio::time::sleep(Duration::from_millis(1500)).await;
+        // Every packet between the replicas and the database is lost, for five seconds
+        // (longer than the request deadline): nothing tells either side.
+        let stalled_at = Instant::now();
+        stall.stall();
+        tokio::time::sleep(Duration::from_secs(1)).await;
+        // `/health` says the store is down, promptly, though its check never answers.
+        let mut stalled_health = Vec::new();
+        for app in &apps {
+            let asked = Instant::now();
+            let (status, body) = health_of(app).await;
+            stalled_health.push((status, body, asked.elapsed()));
         }
-        let missing: Vec<_> = acknowledged
-            .iter()
-            .filter(|(name, _)| !seen.contains(name))
-            .map(|(name, _)| name.clone())
-            .collect();
-        assert!(
-            missing.is_empty(),
-            "acknowledged but lost: {missing:?} (of {} acknowledged)",
-            acknowledged.len()
-        );
+        tokio::time::sleep(Duration::from_secs(5).saturating_sub(stalled_at.elapsed())).await;
+        stall.heal();
+        let healed_at = Instant::now();
+        tokio::time::sleep(Duration::from_secs(4)).await;
+        stop.store(true, Ordering::Relaxed);
+        (stalled_at, healed_at, stalled_health)
+    };
+    let (records, (stalled_at, healed_at, stalled_health)) = tokio::join!(writers, fault);
+    for (status, body, took) in &stalled_health {
+        eprintln!("health during the stall: {status} in {took:?}: {body}");
+        assert_eq!(*status, 503, "/health during the stall: {body}");
+        assert_eq!(body["checks"]["store"], "unavailable", "{body}");
+        // Its own bound (2 s), well inside the request deadline.
+        assert!(*took < Duration::from_secs(3), "/health took {took:?}");
     }
+    let outcome = Outcome::of(records);
+    outcome.report("network stalled", healed_at - stalled_at);
+    outcome.check(&apps, &key, stalled_at, healed_at).await;
+
+    // No session leaked: each replica holds at most its read pool, its writer and its
+    // change feed (`store.max_connections` 16 + 2), stall or not.
+    let url = cluster.url.clone();
+    let sessions: i64 = tokio::task::spawn_blocking(move || {
+        let mut client = postgres::Client::connect(&url, postgres::NoTls).unwrap();
+        client
+            .query_one(
+                "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() AND pid <> pg_backend_pid()",
+                &[],
+            )
+            .unwrap()
+            .get(0)
+    })
+    .await
+    .unwrap();
+    eprintln!("faults (network stalled): {sessions} sessions open afterwards");
+    assert!(
+        sessions <= 2 * 18,
+        "{sessions} sessions open after the stall"
+    );
 }

@@ -1,5 +1,7 @@
 //! Service health and version, at the root.
 
+use std::time::Duration;
+
 use appliance_api::system::{Health, HealthChecks, RefusedRow, StoreHealth, Version};
 use axum::Json;
 use axum::extract::State;
@@ -7,6 +9,31 @@ use axum::response::{IntoResponse, Response};
 use http::StatusCode;
 
 use crate::state::AppState;
+
+/// How long `/health` waits for a dependency's answer. A database behind a stalled
+/// network never answers, and a load balancer's health check gives up after a few
+/// seconds: past this, the dependency is reported `unavailable` (a 503) rather than the
+/// check outliving the balancer's patience and the request deadline.
+const CHECK_TIMEOUT: Duration = Duration::from_secs(2);
+
+/// `"ok"`, or `"unavailable"` (logged with why) when `check` fails or takes longer than
+/// [`CHECK_TIMEOUT`].
+async fn checked<E: std::fmt::Display>(
+    what: &str,
+    check: impl Future<Output = Result<(), E>>,
+) -> &'static str {
+    match tokio::time::timeout(CHECK_TIMEOUT, check).await {
+        Ok(Ok(())) => "ok",
+        Ok(Err(err)) => {
+            tracing::warn!(error = %err, "health: {what} check failed");
+            "unavailable"
+        }
+        Err(_) => {
+            tracing::warn!("health: {what} check gave no answer within {CHECK_TIMEOUT:?}");
+            "unavailable"
+        }
+    }
+}
 
 /// Liveness and dependency health: 200 when every dependency answers, 503 otherwise.
 #[utoipa::path(
@@ -19,21 +46,10 @@ use crate::state::AppState;
     )
 )]
 pub async fn health(State(state): State<AppState>) -> Response {
-    let (store, keyservice) = tokio::join!(state.store.check(), state.keys.check());
-    let store = match store {
-        Ok(()) => "ok",
-        Err(err) => {
-            tracing::warn!(error = %err, "health: store check failed");
-            "unavailable"
-        }
-    };
-    let keyservice = match keyservice {
-        Ok(()) => "ok",
-        Err(err) => {
-            tracing::warn!(error = %err, "health: keyservice check failed");
-            "unavailable"
-        }
-    };
+    let (store, keyservice) = tokio::join!(
+        checked("store", state.store.check()),
+        checked("keyservice", state.keys.check())
+    );
     let healthy = store == "ok" && keyservice == "ok";
     let acme = state.acme.as_ref().map(crate::acme::AcmeHandle::health);
     let integrity = state.store.integrity_report();
