@@ -89,26 +89,16 @@ async fn group_names(app: &Appliance, key: &str) -> Vec<String> {
     names
 }
 
-/// Every writer's record together.
-struct Outcome {
-    acknowledged: Vec<(String, Instant)>,
-    unavailable: usize,
-    wrong: Vec<String>,
-}
-
-impl Outcome {
+/// Every writer's record together, and the rules each fault is held to.
+impl Record {
     fn of(records: Vec<Record>) -> Self {
-        let mut outcome = Self {
-            acknowledged: Vec::new(),
-            unavailable: 0,
-            wrong: Vec::new(),
-        };
+        let mut all = Self::default();
         for record in records {
-            outcome.acknowledged.extend(record.acknowledged);
-            outcome.unavailable += record.unavailable;
-            outcome.wrong.extend(record.wrong);
+            all.acknowledged.extend(record.acknowledged);
+            all.unavailable += record.unavailable;
+            all.wrong.extend(record.wrong);
         }
-        outcome
+        all
     }
 
     fn report(&self, fault: &str, lasted: Duration) {
@@ -232,7 +222,7 @@ async fn postgres_killed_under_load_loses_no_acknowledged_write_and_answers_503_
         assert_eq!(body["checks"]["store"], "ok", "{body}");
     }
 
-    let outcome = Outcome::of(records);
+    let outcome = Record::of(records);
     outcome.report("database killed", up_at - down_at);
     outcome.check(&apps, &key, down_at, up_at).await;
 }
@@ -276,7 +266,7 @@ async fn a_stalled_network_to_postgres_answers_503_in_time_leaks_no_session_and_
         // Its own bound (2 s), well inside the request deadline.
         assert!(*took < Duration::from_secs(3), "/health took {took:?}");
     }
-    let outcome = Outcome::of(records);
+    let outcome = Record::of(records);
     outcome.report("network stalled", healed_at - stalled_at);
     outcome.check(&apps, &key, stalled_at, healed_at).await;
 
