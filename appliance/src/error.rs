@@ -13,6 +13,10 @@ use http::StatusCode;
 
 use crate::store::StoreError;
 
+/// The `Retry-After` of a write refused for a full disk, in seconds: space comes back
+/// when an operator frees it, not in a moment (the write succeeds as soon as it does).
+pub const STORAGE_FULL_RETRY_AFTER: &str = "30";
+
 /// An error a request can end in. The message is shown to the client, so it never holds
 /// a secret; internal details are logged (with the request id) and replaced by a generic
 /// sentence.
@@ -59,6 +63,10 @@ pub enum ApiError {
     /// (such as its budget of buffered request bodies); retrying shortly may succeed.
     #[error("{0}")]
     Busy(String),
+    /// 503 with `Retry-After` ([`STORAGE_FULL_RETRY_AFTER`] seconds): the disk under the
+    /// store is full, so writes are refused until an operator frees space; reads go on.
+    #[error("{0}")]
+    StorageFull(String),
     /// 500: a bug or an unexpected failure. The detail is logged, never sent.
     #[error("internal error")]
     Internal(String),
@@ -78,7 +86,9 @@ impl ApiError {
             Self::UnsupportedMediaType(_) => StatusCode::UNSUPPORTED_MEDIA_TYPE,
             Self::Unprocessable(_) => StatusCode::UNPROCESSABLE_ENTITY,
             Self::TooManyRequests(_) => StatusCode::TOO_MANY_REQUESTS,
-            Self::Unavailable(_) | Self::Busy(_) => StatusCode::SERVICE_UNAVAILABLE,
+            Self::Unavailable(_) | Self::Busy(_) | Self::StorageFull(_) => {
+                StatusCode::SERVICE_UNAVAILABLE
+            }
             Self::Internal(_) => StatusCode::INTERNAL_SERVER_ERROR,
         }
     }
@@ -117,10 +127,15 @@ impl IntoResponse for ApiError {
             tracing::error!(detail = %detail, "internal error");
         }
         let mut response = error_response(self.status(), self.description());
-        if let Self::Busy(_) = &self {
+        let retry_after = match &self {
+            Self::Busy(_) => Some("1"),
+            Self::StorageFull(_) => Some(STORAGE_FULL_RETRY_AFTER),
+            _ => None,
+        };
+        if let Some(seconds) = retry_after {
             response.headers_mut().insert(
                 http::header::RETRY_AFTER,
-                http::HeaderValue::from_static("1"),
+                http::HeaderValue::from_static(seconds),
             );
         }
         response
@@ -133,6 +148,7 @@ impl From<StoreError> for ApiError {
             StoreError::NotFound(what) => Self::NotFound(what),
             StoreError::Conflict(what) | StoreError::QuotaExceeded(what) => Self::Conflict(what),
             StoreError::Unavailable(what) => Self::Unavailable(what),
+            full @ StoreError::DiskFull => Self::StorageFull(full.to_string()),
             StoreError::PaymentRequired(what) => Self::PaymentRequired(what),
             other => Self::Internal(other.to_string()),
         }
@@ -246,6 +262,53 @@ impl From<crate::execution::ExecError> for ApiError {
             }
             ExecError::Store(store) => store.into(),
         }
+    }
+}
+
+#[cfg(test)]
+mod store_error_tests {
+    use axum::response::IntoResponse as _;
+    use http::StatusCode;
+
+    use super::{ApiError, STORAGE_FULL_RETRY_AFTER};
+    use crate::store::{SqlError, StoreError};
+
+    /// SQLite's `SQLITE_FULL` (a full disk) is a 503 that says so and when to retry,
+    /// never a 500; other SQLite failures stay internal errors.
+    #[test]
+    fn a_full_disk_is_a_503_with_retry_after() {
+        let full = rusqlite::Error::SqliteFailure(
+            rusqlite::ffi::Error::new(rusqlite::ffi::SQLITE_FULL),
+            Some("database or disk is full".into()),
+        );
+        let store = StoreError::from(SqlError::from(full));
+        assert!(matches!(store, StoreError::DiskFull), "{store:?}");
+        let api = ApiError::from(store);
+        assert_eq!(api.status(), StatusCode::SERVICE_UNAVAILABLE);
+        let description = api.description();
+        assert!(
+            description.contains("storage is full") && description.contains("reads still work"),
+            "{description}"
+        );
+        let response = api.into_response();
+        assert_eq!(response.status(), StatusCode::SERVICE_UNAVAILABLE);
+        assert_eq!(
+            response.headers()[http::header::RETRY_AFTER],
+            STORAGE_FULL_RETRY_AFTER
+        );
+
+        let corrupt = rusqlite::Error::SqliteFailure(
+            rusqlite::ffi::Error::new(rusqlite::ffi::SQLITE_CORRUPT),
+            None,
+        );
+        let api = ApiError::from(StoreError::from(SqlError::from(corrupt)));
+        assert_eq!(api.status(), StatusCode::INTERNAL_SERVER_ERROR);
+        assert!(
+            api.into_response()
+                .headers()
+                .get(http::header::RETRY_AFTER)
+                .is_none()
+        );
     }
 }
 

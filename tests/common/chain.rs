@@ -1,6 +1,7 @@
 //! A real anvil chain for the end-to-end tests (the binary `scripts/setup` installs), dev
 //! account wallets, and an appliance mirroring to a freshly deployed `AccountConfig`.
 
+use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
 
 use alloy::node_bindings::AnvilInstance;
@@ -154,4 +155,138 @@ pub async fn mirrored_appliance(dir: &Path, anvil: &AnvilInstance) -> (Appliance
     let app = appliance_on(dir, anvil, contract, from).await;
     authorize_payers(anvil, &app, contract).await;
     (app, contract)
+}
+
+/// What the store says the chain must hold: the ids of each kind of mirrored object
+/// (`accounts`, `usage keys`, `groups`, `wallets`), the usage keys whose removal was
+/// acknowledged, and how many outbox entries there are.
+#[derive(Default)]
+pub struct Mirrored {
+    pub kinds: BTreeMap<&'static str, Vec<U256>>,
+    pub removed_keys: Vec<U256>,
+    pub outbox: usize,
+}
+
+/// Asserts that `contract` holds each stored object's event exactly once and nothing
+/// the store does not: a usage key removed on chain was set there once and is no longer
+/// stored, each acknowledged removal reached the chain, and there is one event per
+/// outbox entry. Returns a summary line.
+pub async fn assert_mirrored_once(
+    anvil: &AnvilInstance,
+    contract: Address,
+    stored: &Mirrored,
+) -> String {
+    use IAccountConfig::IAccountConfigEvents as E;
+    let mut on_chain: BTreeMap<&str, Vec<U256>> = BTreeMap::new();
+    for event in account_config_events(anvil, contract).await {
+        let (kind, id) = match event {
+            E::AccountCreated(a) => ("accounts", a.apiKeyHash),
+            E::UsageApiKeySet(k) => ("usage keys", k.usageKeyHash),
+            E::UsageApiKeyRemoved(k) => ("removed usage keys", k.usageKeyHash),
+            E::GroupAdded(g) => ("groups", g.groupId),
+            E::WalletRegistered(w) => ("wallets", U256::from_be_slice(w.wallet.as_slice())),
+            _ => continue,
+        };
+        on_chain.entry(kind).or_default().push(id);
+    }
+    let removed = on_chain
+        .get("removed usage keys")
+        .cloned()
+        .unwrap_or_default();
+    let none = Vec::new();
+    for kind in [
+        "accounts",
+        "usage keys",
+        "groups",
+        "wallets",
+        "removed usage keys",
+    ] {
+        let mut expected = stored.kinds.get(kind).unwrap_or(&none).clone();
+        match kind {
+            // A removed key was set before it was removed.
+            "usage keys" => expected.extend(removed.iter().copied()),
+            "removed usage keys" => expected.clone_from(&removed),
+            _ => {}
+        }
+        exactly_once(kind, &expected, on_chain.get(kind).unwrap_or(&none));
+    }
+    let still_stored: BTreeSet<&U256> = stored
+        .kinds
+        .get("usage keys")
+        .unwrap_or(&none)
+        .iter()
+        .collect();
+    let revived: Vec<_> = removed
+        .iter()
+        .filter(|k| still_stored.contains(k))
+        .collect();
+    assert!(
+        revived.is_empty(),
+        "usage keys removed on chain but still stored: {revived:?}"
+    );
+    let unmirrored: Vec<_> = stored
+        .removed_keys
+        .iter()
+        .filter(|k| !removed.contains(k))
+        .collect();
+    assert!(
+        unmirrored.is_empty(),
+        "acknowledged removals that never reached the chain: {unmirrored:?}"
+    );
+    let mirrored: usize = on_chain.values().map(Vec::len).sum();
+    assert_eq!(
+        stored.outbox, mirrored,
+        "outbox entries vs their events on chain"
+    );
+    let count = |kind| on_chain.get(kind).map_or(0, Vec::len);
+    format!(
+        "{} outbox entries, each mined once: {} accounts, {} usage keys set and {} removed, \
+         {} groups, {} wallets",
+        stored.outbox,
+        count("accounts"),
+        count("usage keys"),
+        count("removed usage keys"),
+        count("groups"),
+        count("wallets"),
+    )
+}
+
+/// Asserts each of `expected` appears exactly once in `seen`, and nothing else does.
+#[track_caller]
+fn exactly_once(what: &str, expected: &[U256], seen: &[U256]) {
+    let mut tally: BTreeMap<U256, usize> = BTreeMap::new();
+    for id in seen {
+        *tally.entry(*id).or_default() += 1;
+    }
+    let twice: Vec<_> = tally.iter().filter(|(_, n)| **n > 1).collect();
+    assert!(
+        twice.is_empty(),
+        "{what} mirrored more than once: {twice:?}"
+    );
+    let expected: BTreeSet<U256> = expected.iter().copied().collect();
+    let seen: BTreeSet<U256> = tally.into_keys().collect();
+    let missing: Vec<_> = expected.difference(&seen).collect();
+    assert!(missing.is_empty(), "{what} never mirrored: {missing:?}");
+    let extra: Vec<_> = seen.difference(&expected).collect();
+    assert!(
+        extra.is_empty(),
+        "{what} on chain but not in the store: {extra:?}"
+    );
+}
+
+/// Where the transaction `hash` was mined: its block and its index in the block.
+pub async fn position_of(anvil: &AnvilInstance, hash: &[u8]) -> (u64, u64) {
+    let provider = ProviderBuilder::new().connect_reqwest(
+        chain_contracts::rpc::http_client().unwrap(),
+        anvil.endpoint_url(),
+    );
+    let receipt = provider
+        .get_transaction_receipt(alloy::primitives::B256::from_slice(hash))
+        .await
+        .expect("a receipt")
+        .expect("a mined transaction");
+    (
+        receipt.block_number.expect("a block"),
+        receipt.transaction_index.expect("an index"),
+    )
 }

@@ -18,6 +18,7 @@ pub mod flood;
 pub mod http;
 pub mod ids;
 pub mod keyservice;
+pub mod ledger;
 pub mod load;
 pub mod localstripe;
 pub mod pebble;

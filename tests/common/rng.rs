@@ -25,3 +25,16 @@ impl Rng {
         Duration::from_millis(from + self.next_u64() % (to - from))
     }
 }
+
+/// The seed in the environment variable `var`, or one from the clock (a run prints it,
+/// and setting `var` to it replays the run's choices).
+pub fn seed_from_env(var: &str) -> u64 {
+    std::env::var(var)
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or_else(|| {
+            std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map_or(0, |d| d.as_nanos() as u64)
+        })
+}

@@ -1,7 +1,14 @@
 //! Faults between the parts (issue 39): the database dies under load and comes back;
-//! the network to it stalls and heals. Writers on two replicas record every answer;
-//! whatever was acknowledged must be there afterwards, and nothing may answer 500 or
-//! hang past the request deadline while the database is away.
+//! the network to it stalls and heals; a replica dies mid-relay and mid-batch; the
+//! chain's RPC goes away; keyservice is killed again and again. Writers on two replicas
+//! record every answer; whatever was acknowledged must be there afterwards, and nothing
+//! may answer 500 or hang past the request deadline while a part is away.
+//!
+//! The first two tests hold plain writes to the strictest rules (only 200 or 503, in
+//! time; `/health` names the failed dependency; no session leaks). The `the_ledger_*`
+//! tests run the ledger checker (`e2e::ledger`: charges, top-ups, revocations, minted
+//! signatures, signing actions, the chain mirror) under each fault; `chaos` runs it
+//! under random faults for as long as `scripts/chaos` asks.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
@@ -9,6 +16,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use e2e::Appliance;
+use e2e::ledger::Bench;
 use e2e::replicas::Cluster;
 use serde_json::json;
 use test_support::postgres::Shutdown;
@@ -290,4 +298,234 @@ async fn a_stalled_network_to_postgres_answers_503_in_time_leaks_no_session_and_
         sessions <= 2 * 18,
         "{sessions} sessions open after the stall"
     );
+}
+
+// ---- The ledger checker under each fault (e2e::ledger) ------------------------------
+
+/// The seed of a run (printed; `FAULTS_SEED=<seed>` replays the clients' choices).
+fn seed() -> u64 {
+    let seed = e2e::rng::seed_from_env("FAULTS_SEED");
+    eprintln!("faults: seed {seed} (replay the clients with FAULTS_SEED={seed})");
+    seed
+}
+
+/// Runs the ledger's clients on a fresh [`Bench`] while `fault` runs, then the checker;
+/// returns the tally for the test's own assertions.
+macro_rules! ledger_under {
+    ($name:expr, $seed:expr, |$parts:ident| $fault:block) => {{
+        let Some(mut bench) = Bench::start(Vec::new()).await else {
+            return;
+        };
+        let started = Instant::now();
+        let tally = {
+            let Bench { load, parts: $parts } = &mut bench;
+            load.under(4, $seed, async $fault).await
+        };
+        eprintln!("faults ({}, {:.1?}): {}", $name, started.elapsed(), tally.summary());
+        let verdict = bench.check(&tally).await;
+        eprintln!("faults ({}): {verdict}", $name);
+        tally
+    }};
+}
+
+/// Waits `d`.
+async fn after(d: Duration) {
+    tokio::time::sleep(d).await;
+}
+
+/// PostgreSQL killed (every process) for 3 s under the ledger's load, then restarted.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_ledger_holds_when_postgres_is_killed() {
+    let tally = ledger_under!("ledger, database killed", seed(), |parts| {
+        after(Duration::from_secs(3)).await;
+        parts.kill_postgres();
+        after(Duration::from_secs(3)).await;
+        parts.start_postgres();
+        after(Duration::from_secs(5)).await;
+    });
+    assert!(tally.unavailable > 0, "the outage was not observed");
+}
+
+/// The network to PostgreSQL drops everything for 6 s (longer than the 4 s deadline).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_ledger_holds_when_the_network_to_postgres_stalls() {
+    let tally = ledger_under!("ledger, database network stalled", seed(), |parts| {
+        after(Duration::from_secs(3)).await;
+        parts.pg_path.stall();
+        after(Duration::from_secs(6)).await;
+        parts.pg_path.heal();
+        after(Duration::from_secs(5)).await;
+    });
+    assert!(tally.unavailable > 0, "the stall was not observed");
+}
+
+/// The replica leading the relayer is killed with SIGKILL while a relay is in flight
+/// (an outbox entry sent, not yet mined); the other replica must take the lead within
+/// 15 s and drain the outbox while the killed one is down. Then the other replica is
+/// killed at a random moment of the write load (mid-batch). Nothing is applied twice.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_ledger_holds_when_a_replica_is_killed_mid_relay_and_mid_batch() {
+    let seed = seed();
+    let mut rng = e2e::rng::Rng(!seed);
+    let tally = ledger_under!("ledger, replicas killed", seed, |parts| {
+        after(Duration::from_secs(2)).await;
+        // Mid-relay: as soon as an entry is on its way to the chain.
+        let seen: &e2e::ledger::Parts = parts;
+        let in_flight = e2e::eventually_async(Duration::from_secs(20), || async move {
+            seen.outbox_states().await.contains_key("sent")
+        })
+        .await;
+        let leader = parts.leader_of("chain-relayer").await.expect("a relayer");
+        parts.kill_replica(leader);
+        assert!(in_flight, "no relay was ever seen in flight");
+        let other = 1 - leader;
+        let moved_at = Instant::now();
+        let seen: &e2e::ledger::Parts = parts;
+        assert!(
+            e2e::eventually_async(Duration::from_secs(15), || async move {
+                seen.leader_of("chain-relayer").await == Some(other)
+            })
+            .await,
+            "the relayer's lead did not move to the surviving replica"
+        );
+        eprintln!(
+            "faults: the relayer's lead moved in {:.1?}",
+            moved_at.elapsed()
+        );
+        let before = mined(seen).await;
+        assert!(
+            e2e::eventually_async(Duration::from_secs(15), || async move {
+                mined(seen).await > before
+            })
+            .await,
+            "the surviving replica mined nothing while the leader was down"
+        );
+        parts.restart_replica(leader).await;
+        // Mid-batch: the other replica, at a random moment of the load.
+        after(rng.millis(1000, 3000)).await;
+        parts.kill_replica(other);
+        after(Duration::from_secs(2)).await;
+        parts.restart_replica(other).await;
+        after(Duration::from_secs(3)).await;
+    });
+    assert!(tally.unavailable > 0, "no request met a killed replica");
+}
+
+/// Outbox entries mined so far.
+async fn mined(parts: &e2e::ledger::Parts) -> i64 {
+    parts
+        .outbox_states()
+        .await
+        .get("mined")
+        .copied()
+        .unwrap_or(0)
+}
+
+/// The chain's RPC unreachable (every packet dropped) for `FAULTS_CHAIN_DOWN_SECONDS`
+/// (20 s by default; `scripts/chaos` runs minutes): writes go on being acknowledged, the
+/// outbox queues; after it heals the outbox drains in order, nothing twice, and the
+/// indexer catches up with the chain's head.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_ledger_holds_while_the_chain_rpc_is_down() {
+    let down: u64 = std::env::var("FAULTS_CHAIN_DOWN_SECONDS")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(20);
+    let mut queued = 0;
+    let tally = ledger_under!("ledger, chain RPC down", seed(), |parts| {
+        after(Duration::from_secs(2)).await;
+        parts.chain_path.stall();
+        after(Duration::from_secs(down)).await;
+        queued = parts
+            .outbox_states()
+            .await
+            .iter()
+            .filter(|(state, _)| *state != "mined")
+            .map(|(_, n)| n)
+            .sum::<i64>();
+        parts.chain_path.heal();
+        after(Duration::from_secs(3)).await;
+    });
+    eprintln!("faults: {queued} outbox entries waited for the chain");
+    assert!(queued > 0, "nothing was queued while the chain was away");
+    assert!(tally.charges.len() > 20, "writes stopped with the chain");
+}
+
+/// Each replica's keyservice killed with SIGKILL every 1.5 s, eight times in all,
+/// under a load that signs: answers are 503 while it is down, every signature an
+/// action returns is by its wallet, and the supervisors bring keyservice back.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_ledger_holds_while_keyservice_is_killed_repeatedly() {
+    let mut kills = 0;
+    let tally = ledger_under!("ledger, keyservice killed", seed(), |parts| {
+        for round in 0..8 {
+            after(Duration::from_millis(1500)).await;
+            if parts.kill_keyservice(round % 2) {
+                kills += 1;
+            }
+        }
+        after(Duration::from_secs(4)).await;
+    });
+    assert!(kills >= 6, "only {kills} keyservice kills");
+    assert!(
+        tally.signatures_checked > 0,
+        "no action signature was checked"
+    );
+}
+
+/// Random faults for `CHAOS_SECONDS` (40 s by default; `scripts/chaos [minutes]` runs it
+/// longer) under the ledger's load: each round waits 1–4 s, then picks one fault of the
+/// tests above and a length of 1–6 s (the chain's outage three times that), and heals
+/// it before the next. Prints the faults injected, the operations the clients counted
+/// and the checker's verdict.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn chaos() {
+    let seconds: u64 = std::env::var("CHAOS_SECONDS")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(40);
+    let seed = seed();
+    let mut rng = e2e::rng::Rng(!seed);
+    let mut injected: std::collections::BTreeMap<&str, u32> = Default::default();
+    ledger_under!("chaos", seed, |parts| {
+        let until = Instant::now() + Duration::from_secs(seconds);
+        while Instant::now() < until {
+            after(rng.millis(1000, 4000)).await;
+            let lasts = rng.millis(1000, 6000);
+            let fault = match rng.below(5) {
+                0 => {
+                    parts.kill_postgres();
+                    after(lasts).await;
+                    parts.start_postgres();
+                    "postgres killed"
+                }
+                1 => {
+                    parts.pg_path.stall();
+                    after(lasts).await;
+                    parts.pg_path.heal();
+                    "postgres network stalled"
+                }
+                2 => {
+                    let i = rng.below(2);
+                    parts.kill_replica(i);
+                    after(lasts).await;
+                    parts.restart_replica(i).await;
+                    "replica killed"
+                }
+                3 => {
+                    parts.chain_path.stall();
+                    after(lasts * 3).await;
+                    parts.chain_path.heal();
+                    "chain RPC down"
+                }
+                _ => {
+                    parts.kill_keyservice(rng.below(2));
+                    "keyservice killed"
+                }
+            };
+            *injected.entry(fault).or_default() += 1;
+        }
+        after(Duration::from_secs(3)).await;
+    });
+    eprintln!("chaos: {seconds} s, faults injected: {injected:?}");
 }

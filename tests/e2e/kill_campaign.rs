@@ -25,11 +25,10 @@ use std::time::{Duration, Instant};
 
 use alloy::node_bindings::AnvilInstance;
 use alloy::primitives::{Address, U256};
-use alloy::providers::{Provider, ProviderBuilder};
-use alloy::rpc::types::Filter;
-use alloy::sol_types::SolEventInterface;
-use chain_contracts::IAccountConfig::IAccountConfigEvents as E;
-use e2e::chain::{anvil, appliance_on_with, authorize_payers, deploy_account_config, key_hash};
+use e2e::chain::{
+    Mirrored, anvil, appliance_on_with, assert_mirrored_once, authorize_payers,
+    deploy_account_config, key_hash,
+};
 use e2e::rng::Rng;
 use e2e::{Appliance, children_of, eventually_async, signal};
 use serde_json::{Value, json};
@@ -286,43 +285,6 @@ fn blobs(conn: &rusqlite::Connection, sql: &str) -> Vec<Vec<u8>> {
         .unwrap()
 }
 
-/// How many times each key appears.
-fn tally<T: Ord>(items: impl IntoIterator<Item = T>) -> BTreeMap<T, usize> {
-    let mut out = BTreeMap::new();
-    for i in items {
-        *out.entry(i).or_default() += 1;
-    }
-    out
-}
-
-/// Asserts each of `expected` appears exactly once in `seen`, and nothing else does.
-#[track_caller]
-fn exactly_once<T: Ord + std::fmt::Debug + Clone>(
-    what: &str,
-    seed: u64,
-    expected: &[T],
-    seen: &[T],
-) {
-    let seen = tally(seen.iter().cloned());
-    let dup: Vec<_> = seen.iter().filter(|(_, n)| **n > 1).collect();
-    assert!(
-        dup.is_empty(),
-        "seed {seed}: {what} mirrored more than once: {dup:?}"
-    );
-    let expected: BTreeSet<T> = expected.iter().cloned().collect();
-    let seen: BTreeSet<T> = seen.into_keys().collect();
-    let missing: Vec<_> = expected.difference(&seen).collect();
-    assert!(
-        missing.is_empty(),
-        "seed {seed}: {what} never mirrored: {missing:?}"
-    );
-    let extra: Vec<_> = seen.difference(&expected).collect();
-    assert!(
-        extra.is_empty(),
-        "seed {seed}: {what} on chain but not in the store: {extra:?}"
-    );
-}
-
 /// The live keyservice child of the appliance `pid`.
 fn keyservice_of(pid: u32) -> Option<u32> {
     children_of(pid, "keyservice run").first().copied()
@@ -338,15 +300,7 @@ fn workers_of(pid: u32) -> Vec<u32> {
 
 #[tokio::test]
 async fn acknowledged_writes_charges_and_mirrors_survive_random_kill_9s() {
-    let seed: u64 = std::env::var("KILL_CAMPAIGN_SEED")
-        .ok()
-        .and_then(|s| s.parse().ok())
-        .unwrap_or_else(|| {
-            std::time::SystemTime::now()
-                .duration_since(std::time::UNIX_EPOCH)
-                .unwrap()
-                .as_nanos() as u64
-        });
+    let seed = e2e::rng::seed_from_env("KILL_CAMPAIGN_SEED");
     let seconds: u64 = std::env::var("KILL_CAMPAIGN_SECONDS")
         .ok()
         .and_then(|s| s.parse().ok())
@@ -607,40 +561,18 @@ async fn acknowledged_writes_charges_and_mirrors_survive_random_kill_9s() {
     );
     // Give a duplicate the chance to appear before asserting there is none.
     tokio::time::sleep(Duration::from_secs(1)).await;
-    let provider = ProviderBuilder::new().connect_reqwest(
-        chain_contracts::rpc::http_client().unwrap(),
-        anvil.endpoint_url(),
-    );
-    let logs = provider
-        .get_logs(&Filter::new().address(contract).from_block(0))
-        .await
-        .unwrap();
-    let events: Vec<E> = logs
-        .iter()
-        .map(|l| E::decode_raw_log(l.topics(), &l.data().data).unwrap())
-        .collect();
-    let mut on_chain: BTreeMap<&str, Vec<U256>> = BTreeMap::new();
-    for e in &events {
-        let (kind, id) = match e {
-            E::AccountCreated(a) => ("accounts", a.apiKeyHash),
-            E::UsageApiKeySet(k) => ("usage keys", k.usageKeyHash),
-            E::GroupAdded(g) => ("groups", g.groupId),
-            E::WalletRegistered(w) => ("wallets", U256::from_be_slice(w.wallet.as_slice())),
-            _ => continue,
-        };
-        on_chain.entry(kind).or_default().push(id);
-    }
-    let stored: BTreeMap<&str, Vec<U256>> = [
+    let mut stored = Mirrored::default();
+    for (kind, sql) in [
         ("accounts", "SELECT api_key_hash FROM accounts"),
         ("usage keys", "SELECT key_hash FROM usage_keys"),
         (
             "wallets",
             "SELECT address FROM wallets WHERE account_id IS NOT NULL",
         ),
-    ]
-    .into_iter()
-    .map(|(kind, sql)| (kind, blobs(&conn, sql).iter().map(|b| u256_of(b)).collect()))
-    .collect();
+    ] {
+        let ids = blobs(&conn, sql).iter().map(|b| u256_of(b)).collect();
+        stored.kinds.insert(kind, ids);
+    }
     let group_ids: Vec<U256> = {
         let mut stmt = conn.prepare("SELECT id FROM groups").unwrap();
         stmt.query_map([], |r| r.get::<_, i64>(0))
@@ -648,32 +580,8 @@ async fn acknowledged_writes_charges_and_mirrors_survive_random_kill_9s() {
             .map(|id| U256::from(id.unwrap() as u64))
             .collect()
     };
-    for kind in ["accounts", "usage keys", "wallets"] {
-        exactly_once(
-            kind,
-            seed,
-            &stored[kind],
-            on_chain.get(kind).map_or(&[][..], Vec::as_slice),
-        );
-    }
-    exactly_once(
-        "groups",
-        seed,
-        &group_ids,
-        on_chain.get("groups").map_or(&[][..], Vec::as_slice),
-    );
-    let outbox = count(&conn, "SELECT count(*) FROM chain_outbox");
-    let mirrored = on_chain.values().map(Vec::len).sum::<usize>();
-    assert_eq!(
-        outbox as usize, mirrored,
-        "seed {seed}: outbox entries vs their events on chain"
-    );
-    println!(
-        "checked: {} accounts, {} usage keys, {} groups, {} wallets in the store; \
-         {outbox} outbox entries, each mined once",
-        stored["accounts"].len(),
-        stored["usage keys"].len(),
-        group_ids.len(),
-        stored["wallets"].len()
-    );
+    stored.kinds.insert("groups", group_ids);
+    stored.outbox = count(&conn, "SELECT count(*) FROM chain_outbox") as usize;
+    let summary = assert_mirrored_once(&anvil, contract, &stored).await;
+    println!("seed {seed}: checked: {summary}");
 }

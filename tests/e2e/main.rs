@@ -23,6 +23,7 @@ mod dashboard;
 mod deploy;
 mod deploy_dstack;
 mod dev_stack;
+mod disk_full;
 mod durability;
 mod evidence_e2e;
 mod examples;

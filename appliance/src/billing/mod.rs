@@ -10,9 +10,11 @@
 //! * **New accounts** start with `billing.initial_credit_cents`
 //!   ([`Billing::initial_credit`]), granted in the transaction that creates them.
 //! * **Action executions** cost `billing.action_second_cents` per started second of run
-//!   time (at least one). Before the run, the affordable seconds are reserved (402 if not
-//!   even one is) and the run's deadline is capped by them; afterwards the run time is
-//!   charged and the reservation released (see [`Billing::start_action`]), whatever ended
+//!   time (at least one). Before the run, the affordable seconds are held in the store
+//!   (`credit_holds`, which every replica's writes respect; 402 if not even one second
+//!   is affordable) and the run's deadline is capped by them; afterwards the run time is
+//!   charged and the hold deleted in one transaction (see [`Billing::start_action`]),
+//!   whatever ended
 //!   the run: a refused wallet or a request that went away stops it and is charged too
 //!   (`execution::execute` runs and charges in a task the request does not own).
 //! * **Reads** are free.
@@ -22,13 +24,12 @@
 
 pub mod stripe;
 
-use std::collections::HashMap;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::Duration;
 
 use crate::api_keys::KeyHash;
 use crate::config::BillingConfig;
-use crate::store::{AccountId, Charge, Credited, InitialCredit, Store, StoreError};
+use crate::store::{AccountId, Charge, CreditHold, Credited, InitialCredit, Store, StoreError};
 use stripe::{StripeClient, StripeError};
 
 /// The currency of all credit.
@@ -85,12 +86,10 @@ struct Enabled {
     publishable_key: String,
 }
 
-/// The billing service: prices, the Stripe client and the action reservations.
+/// The billing service: prices and the Stripe client.
 pub struct Billing {
     prices: Prices,
     stripe: Option<Enabled>,
-    /// Cents reserved per account by actions now running.
-    reserved: Mutex<HashMap<AccountId, u64>>,
 }
 
 impl std::fmt::Debug for Billing {
@@ -136,7 +135,6 @@ impl Billing {
                 initial_credit_cents: config.initial_credit_cents,
             },
             stripe,
-            reserved: Mutex::new(HashMap::new()),
         })
     }
 
@@ -279,22 +277,11 @@ impl Billing {
         }
     }
 
-    /// The account's credit not reserved by running actions.
-    pub async fn available(&self, store: &Store, account: AccountId) -> Result<u64, BillingError> {
-        let balance = store.balance(account).await?;
-        Ok(balance.saturating_sub(self.reserved_by(account)))
-    }
-
-    fn reserved_by(&self, account: AccountId) -> u64 {
-        self.reserved
-            .lock()
-            .map(|r| r.get(&account).copied().unwrap_or(0))
-            .unwrap_or(0)
-    }
-
-    /// Before an action runs: reserves the seconds the account can pay for (at most
-    /// `timeout`), or refuses with 402 when it cannot pay for one. `None` when actions
-    /// are free (billing disabled, or a price of 0).
+    /// Before an action runs: holds the seconds the account can pay for (at most
+    /// `timeout`) beside what its other runs hold, or refuses with 402 when it cannot pay
+    /// for one. `None` when actions are free (billing disabled, or a price of 0). The
+    /// hold outlives the run by [`HOLD_MARGIN`] at most, should this replica die before
+    /// charging it.
     pub async fn start_action(
         self: &Arc<Self>,
         store: &Store,
@@ -305,91 +292,90 @@ impl Billing {
         if !self.enabled() || per_second == 0 {
             return Ok(None);
         }
-        let balance = store.balance(account).await?;
         let max_seconds = timeout.as_millis().div_ceil(1000).max(1) as u64;
-        let mut reserved = self
-            .reserved
-            .lock()
-            .map_err(|_| StoreError::Task("the reservation lock was poisoned".into()))?;
-        let held = reserved.entry(account).or_insert(0);
-        let available = balance.saturating_sub(*held);
-        let seconds = (available / per_second).min(max_seconds);
-        if seconds == 0 {
-            if *held == 0 {
-                reserved.remove(&account);
-            }
-            return Err(BillingError::InsufficientCredit {
-                needed: per_second,
-                available,
-            });
-        }
-        let cents = seconds * per_second;
-        *held += cents;
-        Ok(Some(ActionTicket {
-            billing: Arc::clone(self),
-            account,
-            seconds,
-            cents,
-            capped: u128::from(seconds) * 1000 < timeout.as_millis(),
-        }))
-    }
-
-    fn release(&self, account: AccountId, cents: u64) {
-        if let Ok(mut reserved) = self.reserved.lock()
-            && let Some(held) = reserved.get_mut(&account)
+        let lifetime = max_seconds.saturating_add(HOLD_MARGIN.as_secs());
+        match store
+            .hold_credit(account, per_second, max_seconds, lifetime)
+            .await?
         {
-            *held = held.saturating_sub(cents);
-            if *held == 0 {
-                reserved.remove(&account);
-            }
+            Ok(hold) => Ok(Some(ActionTicket {
+                store: store.clone(),
+                hold: Some(hold),
+                per_second,
+                capped: u128::from(hold.units) * 1000 < timeout.as_millis(),
+            })),
+            Err(short) => Err(BillingError::InsufficientCredit {
+                needed: per_second,
+                available: short.available,
+            }),
         }
     }
 }
 
-/// Credit reserved for one running action; released when dropped.
+/// How long a hold outlives its run's time limit (the charge is written right after the
+/// run; this only matters when the replica died first).
+pub const HOLD_MARGIN: Duration = Duration::from_secs(60);
+
+/// Credit held for one running action; given back when dropped uncharged.
 pub struct ActionTicket {
-    billing: Arc<Billing>,
-    account: AccountId,
-    seconds: u64,
-    cents: u64,
+    store: Store,
+    /// `None` once charged.
+    hold: Option<CreditHold>,
+    per_second: u64,
     capped: bool,
 }
 
 impl ActionTicket {
     /// The run-time limit the credit allows, when it is below the configured timeout.
     pub fn deadline(&self) -> Option<Duration> {
-        self.capped.then(|| Duration::from_secs(self.seconds))
+        let hold = self.hold.as_ref()?;
+        self.capped.then(|| Duration::from_secs(hold.units))
     }
 
     /// The seconds paid for.
     pub fn seconds(&self) -> u64 {
-        self.seconds
+        self.hold.as_ref().map_or(0, |h| h.units)
     }
 
     /// After the run of the action `action_cid`: charges its started seconds (at least
-    /// one, at most those reserved), recorded as paying for that action and caused by the
-    /// request `request_id`. Returns the cents charged.
+    /// one, at most those held), recorded as paying for that action and caused by the
+    /// request `request_id`, and deletes the hold with it. Returns the cents charged.
     pub async fn charge(
-        self,
+        mut self,
         store: &Store,
         run_time: Duration,
         action_cid: &str,
         request_id: Option<String>,
     ) -> Result<u64, BillingError> {
+        let Some(hold) = self.hold.take() else {
+            return Ok(0);
+        };
         let started = run_time.as_millis().div_ceil(1000).max(1);
-        let seconds = u64::try_from(started).unwrap_or(u64::MAX).min(self.seconds);
-        let cents = seconds * self.billing.prices.action_second_cents;
-        let charge = Charge::new(cents, "lit_action")
+        let seconds = u64::try_from(started).unwrap_or(u64::MAX).min(hold.units);
+        let charge = Charge::new(seconds * self.per_second, "lit_action")
             .for_request(request_id)
             .for_action(action_cid);
-        let (charged, _) = store.charge_at_most(self.account, charge).await?;
+        // On an error the hold stays until it expires (and the charge may yet have been
+        // written, if the database went away at the commit).
+        let (charged, _) = store.charge_hold(hold, charge).await?;
         Ok(charged)
     }
 }
 
 impl Drop for ActionTicket {
     fn drop(&mut self) {
-        self.billing.release(self.account, self.cents);
+        // Never charged (the job did not start, or failed before its charge): give the
+        // credit back. If that fails, or there is no runtime, the hold expires.
+        if let Some(hold) = self.hold.take()
+            && let Ok(runtime) = tokio::runtime::Handle::try_current()
+        {
+            let store = self.store.clone();
+            runtime.spawn(async move {
+                if let Err(err) = store.release_hold(hold).await {
+                    tracing::warn!(error = %err, "a credit hold was not released; it expires by itself");
+                }
+            });
+        }
     }
 }
 

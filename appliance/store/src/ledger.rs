@@ -179,7 +179,7 @@ fn to_i64(cents: u64) -> Result<i64> {
 }
 
 /// The balance of `account` as of this connection's snapshot.
-fn balance_in(conn: Conn<'_>, account: AccountId) -> Result<u64> {
+pub(super) fn balance_in(conn: Conn<'_>, account: AccountId) -> Result<u64> {
     let balance: Option<i64> = conn.query_opt(
         &format!(
             "SELECT balance_cents, {} FROM credit_balances WHERE account_id = ?1",
@@ -257,6 +257,18 @@ fn append(
     Ok(u64::try_from(after).unwrap_or(0))
 }
 
+/// The credit of `account` held by running actions (unexpired `credit_holds` rows, see
+/// `store::credit_holds`), as of `tx`'s snapshot.
+pub(super) fn held_in(tx: Conn<'_>, account: AccountId) -> Result<u64> {
+    let held: i64 = tx.query_row(
+        "SELECT CAST(COALESCE(SUM(cents), 0) AS BIGINT) FROM credit_holds
+         WHERE account_id = ?1 AND expires_at > ?2",
+        params![account.0, now_unix()],
+        |r| r.get(0),
+    )?;
+    Ok(u64::try_from(held).unwrap_or(0))
+}
+
 fn insufficient(balance: i64, needed: i64) -> String {
     format!(
         "insufficient credit: this call costs {needed} cent(s) and the account has {balance}; add credit with /billing/create_payment_intent and /billing/confirm_payment"
@@ -265,11 +277,27 @@ fn insufficient(balance: i64, needed: i64) -> String {
 
 /// Applies `charge` in `tx` (`charge.cents` for its operation, with its request and
 /// action), or fails with `PaymentRequired` (leaving the balance as it was) when the
-/// account has less.
+/// account has less than that beside the credit running actions hold
+/// (`credit_holds`).
 pub(super) fn charge_in(tx: Conn<'_>, account: AccountId, charge: &Charge) -> Result<u64> {
     if charge.cents == 0 {
         return balance_in(tx, account);
     }
+    let held = held_in(tx, account)?;
+    if held > 0 {
+        let balance = balance_in(tx, account)?;
+        if balance.saturating_sub(held) < charge.cents {
+            return Err(StoreError::PaymentRequired(format!(
+                "{} ({held} cent(s) of it are held by running actions)",
+                insufficient(to_i64(balance)?, to_i64(charge.cents)?)
+            )));
+        }
+    }
+    charge_unheld_in(tx, account, charge)
+}
+
+/// As [`charge_in`], spending held credit too: the charge of the run that held it.
+pub(super) fn charge_unheld_in(tx: Conn<'_>, account: AccountId, charge: &Charge) -> Result<u64> {
     append(
         tx,
         account,

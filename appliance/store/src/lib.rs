@@ -24,6 +24,7 @@
 //! * `base`: ids and shared types, SQL error helpers, row reads several modules need;
 //! * `ledger`: the credit ledger, and the [`Charge`] a billed write applies in its own
 //!   transaction;
+//! * `credit_holds`: credit held by running actions, which other writes may not spend;
 //! * `outbox`: the queue of `AccountConfig` calls that mirror API-mode writes on chain;
 //! * `wallets`, `actions`, `usage_keys`: their rows, and their mirror entries;
 //! * `accounts`, `groups`: built on the above;
@@ -48,6 +49,7 @@ mod base;
 mod chain_apply;
 mod chain_secured;
 pub mod config;
+mod credit_holds;
 mod execution;
 mod groups;
 mod integrity;
@@ -85,6 +87,7 @@ pub use base::{AccountId, AccountMode, ResolvedKey, UsageKeyId, WalletIdentity};
 pub use chain_apply::{ChainChange, ChainEvent};
 pub use chain_secured::{ChainSecuredAccount, Conversion, MasterKeyAccount};
 pub use config::{StoreConfig, StoreEngine};
+pub use credit_holds::{CreditHold, NotEnough};
 pub use execution::WalletScope;
 pub use groups::{GroupRecord, GroupSpec, Permitted};
 pub use integrity::{IntegrityFailure, IntegrityReport, Rollback, RowAuthenticator};
@@ -127,9 +130,16 @@ pub enum StoreError {
     /// A per-account quota (stored action code) would be exceeded; nothing was written.
     #[error("{0}")]
     QuotaExceeded(String),
-    /// The database cannot be used right now (disk full, locked too long, unreachable).
+    /// The database cannot be used right now (locked too long, unreachable).
     #[error("the store is unavailable: {0}")]
     Unavailable(String),
+    /// The disk under the database is full (`SqlError::is_disk_full`): nothing of the
+    /// write was kept. Reads go on, and writes succeed again as soon as space is freed,
+    /// without a restart.
+    #[error(
+        "the service's storage is full: writes are refused until an operator frees space (reads still work)"
+    )]
+    DiskFull,
     #[error("cannot open the database at {path}: {source}")]
     Open {
         path: String,
@@ -164,7 +174,9 @@ pub enum StoreError {
 
 impl From<SqlError> for StoreError {
     fn from(err: SqlError) -> Self {
-        if err.is_unavailable() {
+        if err.is_disk_full() {
+            Self::DiskFull
+        } else if err.is_unavailable() {
             Self::Unavailable(err.to_string())
         } else {
             Self::Database(err)

@@ -770,6 +770,12 @@ INSERT INTO write_epoch (id, epoch) VALUES (1, 0);
         sql: super::module_locks::MIGRATION_16_SQL,
         postgres: super::module_locks::MIGRATION_16_POSTGRES,
     },
+    Migration {
+        version: 17,
+        name: "credit held by running actions",
+        sql: super::credit_holds::MIGRATION_17_SQL,
+        postgres: super::credit_holds::MIGRATION_17_POSTGRES,
+    },
 ];
 
 /// The migration to `version` (tests).

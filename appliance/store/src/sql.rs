@@ -101,6 +101,17 @@ impl SqlError {
         }
     }
 
+    /// The disk under the database is full (SQLite's `SQLITE_FULL`, PostgreSQL's
+    /// `53100 disk_full`): nothing of the statement was kept, and writes succeed again
+    /// once space is freed.
+    pub fn is_disk_full(&self) -> bool {
+        match self {
+            Self::Sqlite(e) => e.sqlite_error_code() == Some(rusqlite::ErrorCode::DiskFull),
+            Self::Postgres(e) => e.code() == Some(&postgres::error::SqlState::DISK_FULL),
+            _ => false,
+        }
+    }
+
     /// The database cannot serve right now (busy, locked, full, unreachable, shutting
     /// down): a 503, worth retrying later, rather than a bug.
     pub fn is_unavailable(&self) -> bool {

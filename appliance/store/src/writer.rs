@@ -55,9 +55,22 @@ pub(super) const WRITE_LOCK_KEY: i64 = 0x6170_706c_0001; // "appl" 1
 type Completion = Box<dyn FnOnce(Option<&StoreError>, Option<StoreError>) + Send>;
 
 /// One write: runs on the writer thread inside the batch's transaction and returns
-/// whether it succeeded (else its savepoint is rolled back) and its completion. Called
+/// how it ended (unless kept, its savepoint is rolled back) and its completion. Called
 /// with `None` when the batch could not even begin: it then only fails.
-type Job = Box<dyn FnOnce(Option<Conn<'_>>) -> (bool, Completion) + Send>;
+type Job = Box<dyn FnOnce(Option<Conn<'_>>) -> (Ran, Completion) + Send>;
+
+/// How a job ended on the writer thread.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Ran {
+    /// It succeeded: its savepoint is released.
+    Kept,
+    /// It failed: its savepoint is rolled back.
+    Failed,
+    /// It failed because the disk is full (`StoreError::DiskFull`). SQLite may then have
+    /// rolled back the whole transaction by itself; the other writes of the batch are
+    /// told the same reason.
+    DiskFull,
+}
 
 /// What runs after each batch, before its writes are answered, told whether the batch
 /// may have changed what API keys resolve to (the store then empties its key cache:
@@ -234,6 +247,33 @@ struct Counters {
     batches: AtomicU64,
     writes: AtomicU64,
     round_trips: AtomicU64,
+    /// The last batch failed for a full disk: logged once when the disk fills and once
+    /// when writes commit again, not for every refused batch.
+    disk_full: std::sync::atomic::AtomicBool,
+}
+
+impl Counters {
+    /// Logs a batch that was not committed: a full disk once, until a batch commits.
+    fn not_committed(&self, err: &StoreError, jobs: usize, what: &str) {
+        match err {
+            StoreError::DiskFull => {
+                if !self.disk_full.swap(true, Ordering::Relaxed) {
+                    tracing::error!(
+                        jobs,
+                        "store: the disk is full: writes are refused until space is freed (reads go on)"
+                    );
+                }
+            }
+            err => tracing::error!(error = %err, jobs, "store: {what}"),
+        }
+    }
+
+    /// A batch committed: says so if the disk had been full.
+    fn committed(&self) {
+        if self.disk_full.swap(false, Ordering::Relaxed) {
+            tracing::warn!("store: writes are committed again (the disk has space)");
+        }
+    }
 }
 
 /// What the writer has committed since start.
@@ -290,7 +330,7 @@ impl Writer {
                     );
                     let _ = answer.send(Err(err));
                 });
-                return (false, completion);
+                return (Ran::Failed, completion);
             };
             let out = match f(tx) {
                 // PostgreSQL: a statement failed and the job carried on regardless; the
@@ -300,7 +340,11 @@ impl Writer {
                 )),
                 out => out,
             };
-            let ok = out.is_ok();
+            let ran = match &out {
+                Ok(_) => Ran::Kept,
+                Err(StoreError::DiskFull) => Ran::DiskFull,
+                Err(_) => Ran::Failed,
+            };
             let completion: Completion = Box::new(move |batch_failed, refused| {
                 let out = match (out, batch_failed, refused) {
                     (_, _, Some(refused)) => Err(refused),
@@ -309,7 +353,7 @@ impl Writer {
                 };
                 let _ = answer.send(out);
             });
-            (ok, completion)
+            (ran, completion)
         });
         self.jobs.try_send(job).map_err(|err| match err {
             TrySendError::Full(_) => StoreError::Unavailable(
@@ -331,6 +375,7 @@ impl Writer {
 fn not_committed(why: &StoreError) -> StoreError {
     match why {
         StoreError::Unavailable(msg) => StoreError::Unavailable(msg.clone()),
+        StoreError::DiskFull => StoreError::DiskFull,
         other => StoreError::Unavailable(format!("the write was not committed: {other}")),
     }
 }
@@ -387,8 +432,11 @@ fn commit_batch(
     let shown = match db.begin() {
         Ok(shown) => shown,
         Err(err) => {
-            tracing::error!(error = %err, jobs = batch.len(), "store: cannot begin a write batch");
-            let why = StoreError::Unavailable(format!("the store cannot write right now: {err}"));
+            stats.not_committed(&err, batch.len(), "cannot begin a write batch");
+            let why = match err {
+                StoreError::DiskFull => StoreError::DiskFull,
+                err => StoreError::Unavailable(format!("the store cannot write right now: {err}")),
+            };
             for job in batch {
                 let (_, completion) = job(None);
                 completion(Some(&why), None);
@@ -423,6 +471,8 @@ fn commit_batch(
     }
     let mut completions: Vec<(Completion, Option<StoreError>)> = Vec::with_capacity(batch.len());
     let mut broken: Option<StoreError> = None;
+    // A job failed for a full disk (then, should the transaction be gone, that is why).
+    let mut disk_full = false;
     // SQLite: how the previous job's savepoint ends, sent with the next job's savepoint.
     // PostgreSQL: the batch owes it to the database (`BatchRows::owe`) and sends it
     // before the next statement any job runs, or with the batch's end.
@@ -458,7 +508,9 @@ fn commit_batch(
         // before it, reached the database).
         let ran_statements = db.round_trips() != trips;
         let ok = match ran {
-            Ok((ok, completion)) => {
+            Ok((ran, completion)) => {
+                disk_full |= ran == Ran::DiskFull;
+                let ok = ran == Ran::Kept;
                 let refused = match (ok, db.integrity(), &checks) {
                     (true, Some(integrity), Some(checks)) if !tx.failed() => {
                         integrity.finish_job(checks).err()
@@ -512,9 +564,11 @@ fn commit_batch(
             }
         }
         if !db.in_transaction() {
-            broken = Some(StoreError::Unavailable(
-                "the store rolled back the write batch".into(),
-            ));
+            broken = Some(if disk_full {
+                StoreError::DiskFull
+            } else {
+                StoreError::Unavailable("the store rolled back the write batch".into())
+            });
             break;
         }
     }
@@ -567,10 +621,9 @@ fn commit_batch(
         Ordering::Relaxed,
     );
     match &failure {
-        Some(err) => {
-            tracing::error!(error = %err, jobs = completions.len(), "store: a write batch was not committed");
-        }
+        Some(err) => stats.not_committed(err, completions.len(), "a write batch was not committed"),
         None => {
+            stats.committed();
             // Counted before anyone hears of the commit.
             stats.batches.fetch_add(1, Ordering::Relaxed);
             stats.writes.fetch_add(jobs, Ordering::Relaxed);
@@ -696,6 +749,37 @@ mod tests {
         assert!(matches!(err, StoreError::Task(_)), "{err}");
         assert_eq!(w.write(insert(8)).await.unwrap(), 8);
         assert_eq!(rows(&path), vec![8]);
+    }
+
+    #[tokio::test]
+    async fn a_full_disk_refuses_a_write_as_disk_full_and_the_writer_carries_on() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("w.db");
+        let conn = rusqlite::Connection::open(&path).unwrap();
+        conn.pragma_update(None, "journal_mode", "WAL").unwrap();
+        conn.execute_batch("CREATE TABLE t (v INTEGER PRIMARY KEY, pad BLOB)")
+            .unwrap();
+        // SQLite answers SQLITE_FULL past `max_page_count`, as it does on a full disk:
+        // the file may not grow by a page.
+        let pages: i64 = conn
+            .pragma_query_value(None, "page_count", |r| r.get(0))
+            .unwrap();
+        conn.pragma_update(None, "max_page_count", pages).unwrap();
+        let w = Writer::start(WriterDb::Sqlite(conn), MAX_QUEUED, Box::new(|_| {})).unwrap();
+        let big = w
+            .write(|tx| {
+                tx.execute(
+                    "INSERT INTO t (v, pad) VALUES (1, ?1)",
+                    params![vec![0_u8; 64 * 1024]],
+                )?;
+                Ok(())
+            })
+            .await
+            .unwrap_err();
+        assert!(matches!(big, StoreError::DiskFull), "{big:?}");
+        // A write that fits in the pages the file has is kept: nothing needs a restart.
+        assert_eq!(w.write(insert(2)).await.unwrap(), 2);
+        assert_eq!(rows(&path), vec![2]);
     }
 
     #[tokio::test]
