@@ -180,6 +180,17 @@ struct Reads {
     wrong: Vec<String>,
 }
 
+/// Sends `request`: its reply, or the transport error, or `Err` when no answer came
+/// within [`ANSWER_WITHIN`].
+async fn within(
+    request: reqwest::RequestBuilder,
+) -> Result<Result<e2e::Reply, reqwest::Error>, tokio::time::error::Elapsed> {
+    tokio::time::timeout(ANSWER_WITHIN, async {
+        Ok(read(request.send().await?).await)
+    })
+    .await
+}
+
 /// Creates groups named `w{writer}-{n}` on `app` until `stop`, one at a time; counts the
 /// 503s in `refusals` as they come.
 async fn write_until(
@@ -201,14 +212,7 @@ async fn write_until(
             .bearer_auth(key)
             .json(&json!({"group_name": name, "group_description": "",
                           "pkp_ids_permitted": [], "cid_hashes_permitted": []}));
-        let answer = tokio::time::timeout(ANSWER_WITHIN, async {
-            match request.send().await {
-                Ok(response) => Ok(read(response).await),
-                Err(err) => Err(err),
-            }
-        })
-        .await;
-        match answer {
+        match within(request).await {
             Err(_) => writes
                 .wrong
                 .push(format!("{name}: no answer within {ANSWER_WITHIN:?}")),
@@ -257,14 +261,7 @@ async fn read_until(app: &Appliance, key: &str, stop: &AtomicBool) -> Reads {
         };
         let sent = Instant::now();
         let request = app.client.get(app.api(path)).bearer_auth(key);
-        let answer = tokio::time::timeout(ANSWER_WITHIN, async {
-            match request.send().await {
-                Ok(response) => Ok(read(response).await),
-                Err(err) => Err(err),
-            }
-        })
-        .await;
-        match answer {
+        match within(request).await {
             Err(_) => reads
                 .wrong
                 .push(format!("{path}: no answer within {ANSWER_WITHIN:?}")),
