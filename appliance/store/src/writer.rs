@@ -477,7 +477,8 @@ fn commit_batch(
     // PostgreSQL: the batch owes it to the database (`BatchRows::owe`) and sends it
     // before the next statement any job runs, or with the batch's end.
     let mut end: Option<&str> = None;
-    for job in batch {
+    let mut queued = batch.into_iter();
+    for job in queued.by_ref() {
         if let Some(previous) = end.take()
             && let Err(err) = db.run(&format!("{previous}; SAVEPOINT job"))
         {
@@ -571,6 +572,12 @@ fn commit_batch(
             });
             break;
         }
+    }
+    // The jobs a broken batch never ran are answered with why it broke, like the others
+    // (dropped, their callers would hear only that the write vanished: a 500).
+    for job in queued {
+        let (_, completion) = job(None);
+        completions.push((completion, None));
     }
     // The last savepoint ends in the batch's closing round trip (with what the batch
     // still owes: should it fail there, the batch is not committed).
@@ -690,6 +697,49 @@ mod tests {
             tx.execute("INSERT INTO t (v) VALUES (?1)", params![v])?;
             Ok(v)
         }
+    }
+
+    /// A batch the database ends in the middle (here a job rolls the transaction back,
+    /// as a lost session does): every write of it is answered with why, the ones queued
+    /// behind the breaking one too, never left without an answer (which its caller
+    /// would report as a 500).
+    #[tokio::test]
+    async fn every_write_of_a_broken_batch_is_answered_with_why() {
+        let (_dir, w, path) = writer(MAX_QUEUED);
+        let w = Arc::new(w);
+        let (release, held) = hold(&w).await;
+        let breaking = {
+            let w = Arc::clone(&w);
+            tokio::spawn(async move {
+                w.write(|tx| {
+                    tx.execute("ROLLBACK", params![])?;
+                    Ok(1)
+                })
+                .await
+            })
+        };
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+        let behind: Vec<_> = (2..=4)
+            .map(|v| {
+                let w = Arc::clone(&w);
+                tokio::spawn(async move { w.write(insert(v)).await })
+            })
+            .collect();
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+        release.send(()).unwrap();
+        let _ = held.await;
+        assert!(breaking.await.unwrap().is_err());
+        for write in behind {
+            match write.await.unwrap() {
+                Err(StoreError::Unavailable(why)) => {
+                    assert!(why.contains("rolled back"), "{why}")
+                }
+                other => panic!("a write behind the broken one: {other:?}"),
+            }
+        }
+        assert!(!rows(&path).contains(&2));
+        // The writer carries on.
+        assert_eq!(w.write(insert(9)).await.unwrap(), 9);
     }
 
     #[tokio::test]
