@@ -16,13 +16,11 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use e2e::Appliance;
-use e2e::ledger::Bench;
+// The request deadline the replicas run with here (`http.request_timeout_ms`).
+use e2e::ledger::{Bench, DEADLINE};
 use e2e::replicas::Cluster;
 use serde_json::json;
 use test_support::postgres::Shutdown;
-
-/// The request deadline the replicas run with here (`http.request_timeout_ms`).
-const DEADLINE: Duration = Duration::from_secs(4);
 
 /// One writer's record: what it was told.
 #[derive(Default)]

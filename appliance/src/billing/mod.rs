@@ -24,7 +24,6 @@
 
 pub mod stripe;
 
-use std::sync::Arc;
 use std::time::Duration;
 
 use crate::api_keys::KeyHash;
@@ -283,7 +282,7 @@ impl Billing {
     /// hold outlives the run by [`HOLD_MARGIN`] at most, should this replica die before
     /// charging it.
     pub async fn start_action(
-        self: &Arc<Self>,
+        &self,
         store: &Store,
         account: AccountId,
         timeout: Duration,
